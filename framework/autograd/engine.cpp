@@ -1,0 +1,94 @@
+// The backward pass: count how many gradients each node waits for, then run nodes whose
+// count reached zero. Iterative throughout, so the depth of the graph is not limited by
+// the stack.
+#include <algorithm>
+#include <unordered_map>
+
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "ops/ops.h"
+
+namespace kiln {
+namespace {
+
+std::unordered_map<Node*, int> count_dependencies(const std::vector<Node*>& roots) {
+  std::unordered_map<Node*, int> deps;
+  std::vector<Node*> stack;
+  for (Node* r : roots) {
+    if (deps.emplace(r, 0).second) stack.push_back(r);
+  }
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (auto& nx : n->next) {
+      if (!nx) continue;
+      auto [it, inserted] = deps.emplace(nx.get(), 0);
+      ++it->second;
+      if (inserted) stack.push_back(nx.get());
+    }
+  }
+  return deps;
+}
+
+void accumulate(std::unordered_map<Node*, Tensor>& buffers, Node* n, const Tensor& g) {
+  auto [it, inserted] = buffers.emplace(n, g);
+  if (!inserted) it->second = add(it->second, g);
+}
+
+void store_retained_grad(TensorImpl& out, const Tensor& g) {
+  if (!out.grad) {
+    out.grad = g.clone().impl_ptr();
+  } else {
+    Tensor acc(out.grad);
+    acc.add_(g);
+  }
+}
+
+}  // namespace
+
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+                  bool retain_graph) {
+  std::vector<Node*> root_nodes;
+  std::vector<std::shared_ptr<Node>> keep_alive;  // roots stay valid during the pass
+  std::unordered_map<Node*, Tensor> buffers;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& r = roots[i];
+    KILN_CHECK(r.requires_grad(), "backward",
+               "element ", i, " of tensors does not require grad and does not have a grad_fn");
+    std::shared_ptr<Node> node = gradient_edge(r);
+    keep_alive.push_back(node);
+    root_nodes.push_back(node.get());
+    accumulate(buffers, node.get(), grads[i]);
+  }
+
+  NoGradGuard no_grad;
+  std::unordered_map<Node*, int> deps = count_dependencies(root_nodes);
+  std::vector<Node*> ready;
+  for (Node* r : root_nodes)
+    if (deps[r] == 0) ready.push_back(r);
+  // A root reachable from another root waits for it; keep each root only once.
+  std::sort(ready.begin(), ready.end());
+  ready.erase(std::unique(ready.begin(), ready.end()), ready.end());
+
+  while (!ready.empty()) {
+    Node* n = ready.back();
+    ready.pop_back();
+    TensorList input_grads;
+    auto buf = buffers.find(n);
+    if (buf != buffers.end()) {  // a node no gradient reached still releases its inputs
+      Tensor g = std::move(buf->second);
+      buffers.erase(buf);
+      if (auto out = n->retained_output.lock()) store_retained_grad(*out, g);
+      input_grads = n->apply(g);
+    }
+    if (!retain_graph) n->release();
+    for (size_t i = 0; i < n->next.size(); ++i) {
+      Node* nx = n->next[i].get();
+      if (!nx) continue;
+      if (i < input_grads.size() && input_grads[i].defined()) accumulate(buffers, nx, input_grads[i]);
+      if (--deps[nx] == 0) ready.push_back(nx);
+    }
+  }
+}
+
+}  // namespace kiln

@@ -1,0 +1,109 @@
+#include "autograd/node.h"
+
+#include "autograd/grad_mode.h"
+#include "ops/ops.h"
+
+namespace kiln {
+
+Node::~Node() {
+  // Destroying a long chain recursively (each node dropping the last reference to the
+  // next) would overflow the stack at ~100k ops. Nodes whose last reference we hold are
+  // moved to a per-thread list and destroyed by the outermost destructor in a loop.
+  thread_local std::vector<std::shared_ptr<Node>> pending;
+  thread_local bool draining = false;
+  for (auto& n : next)
+    if (n && n.use_count() == 1) pending.push_back(std::move(n));
+  next.clear();
+  if (draining) return;
+  draining = true;
+  while (!pending.empty()) {
+    std::shared_ptr<Node> n = std::move(pending.back());
+    pending.pop_back();
+    n.reset();  // may push more nodes onto `pending`
+  }
+  draining = false;
+}
+
+TensorList AccumulateGrad::apply(const Tensor& grad_output) {
+  TensorImpl& leaf = *leaf_;
+  KILN_CHECK(grad_output.shape() == leaf.shape, "backward", "gradient of shape ",
+             shape_str(grad_output.shape()), " for a leaf of shape ", shape_str(leaf.shape));
+  if (!leaf.grad) {
+    // Own a fresh contiguous copy: the incoming buffer may be shared with other nodes.
+    leaf.grad = grad_output.dtype() == leaf.dtype && grad_output.is_contiguous() &&
+                        grad_output.impl_ptr().use_count() == 1 &&
+                        grad_output.impl()->storage.use_count() == 1
+                    ? grad_output.impl_ptr()
+                    : grad_output.to(leaf.dtype).clone().impl_ptr();
+  } else {
+    Tensor acc(leaf.grad);
+    acc.add_(grad_output);
+  }
+  return {};
+}
+
+SavedTensor::SavedTensor(const Tensor& t, const char* op)
+    : tensor_(t.defined() ? t.detach() : Tensor()),
+      version_(t.defined() ? t.version() : 0),
+      op_(op) {}
+
+const Tensor& SavedTensor::get() const {
+  if (tensor_.defined()) {
+    KILN_CHECK(tensor_.version() == version_, op_,
+               "a tensor saved for backward was modified by an in-place operation (its version "
+               "is ",
+               tensor_.version(), ", expected ", version_,
+               "); clone it before modifying it, or modify it after backward");
+  }
+  return tensor_;
+}
+
+TensorList FunctionNode::apply(const Tensor& grad_output) {
+  KILN_CHECK(!released_, "backward",
+             "trying to backward through the graph a second time (through ", name(),
+             "); its saved tensors were freed after the first backward. Pass retain_graph=true "
+             "to the first backward if you need to backward twice");
+  return fn_(grad_output);
+}
+
+void FunctionNode::release() {
+  fn_ = nullptr;
+  released_ = true;
+}
+
+bool any_requires_grad(std::initializer_list<const Tensor*> inputs) {
+  if (!is_grad_enabled()) return false;
+  for (const Tensor* t : inputs)
+    if (t && t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
+bool any_requires_grad(const std::vector<Tensor>& inputs) {
+  if (!is_grad_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+std::shared_ptr<Node> gradient_edge(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return nullptr;
+  TensorImpl& impl = *t.impl();
+  if (impl.grad_fn) return impl.grad_fn;
+  std::shared_ptr<Node> acc = impl.grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
+    impl.grad_accumulator = acc;
+  }
+  return acc;
+}
+
+Tensor record(const char* op, Tensor result, const std::vector<Tensor>& inputs, BackwardFn fn) {
+  if (!any_requires_grad(inputs)) return result;
+  auto node = std::make_shared<FunctionNode>(op, std::move(fn));
+  node->next.reserve(inputs.size());
+  for (const Tensor& in : inputs) node->next.push_back(gradient_edge(in));
+  result.impl()->grad_fn = std::move(node);
+  return result;
+}
+
+}  // namespace kiln

@@ -1,0 +1,98 @@
+#pragma once
+// The recorded graph. Each op result that requires grad points to its Node; a Node
+// points to the Nodes of its inputs (`next`), and a leaf's Node is an AccumulateGrad.
+// Edges point only backwards (towards the inputs) and saved tensors are detached, so
+// the graph holds no shared_ptr cycle and is freed with the last result that uses it.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace kiln {
+
+using TensorList = std::vector<Tensor>;
+
+class Node {
+ public:
+  explicit Node(const char* name) : name_(name) {}
+  virtual ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  const char* name() const { return name_; }
+  // One entry per input of the op; null where that input needs no gradient.
+  std::vector<std::shared_ptr<Node>> next;
+  // Set by Tensor::retain_grad(): the output whose .grad() keeps what reaches this node.
+  std::weak_ptr<TensorImpl> retained_output;
+
+  // Gradients of the inputs (one per `next` entry; undefined where not needed) from
+  // the gradient of the output.
+  virtual TensorList apply(const Tensor& grad_output) = 0;
+  // Frees what backward needed (saved tensors); a later apply() throws.
+  virtual void release() {}
+
+ private:
+  const char* name_;
+};
+
+// Sums incoming gradients into a leaf's .grad().
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf)
+      : Node("AccumulateGrad"), leaf_(std::move(leaf)) {}
+  TensorList apply(const Tensor& grad_output) override;
+  TensorImpl* leaf() const { return leaf_.get(); }
+
+ private:
+  std::shared_ptr<TensorImpl> leaf_;
+};
+
+// A tensor kept for backward: detached (no history, so no cycles), with the version it
+// had when saved so that an in-place change before backward is caught.
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  SavedTensor(const Tensor& t, const char* op);
+  // Throws "[op] a tensor saved for backward was modified in place …" if changed.
+  const Tensor& get() const;
+  bool defined() const { return tensor_.defined(); }
+
+ private:
+  Tensor tensor_;
+  uint64_t version_ = 0;
+  const char* op_ = "";
+};
+
+using BackwardFn = std::function<TensorList(const Tensor& grad_output)>;
+
+// A node whose backward is a closure; what the closure captures is its saved state.
+class FunctionNode final : public Node {
+ public:
+  FunctionNode(const char* name, BackwardFn fn) : Node(name), fn_(std::move(fn)) {}
+  TensorList apply(const Tensor& grad_output) override;
+  void release() override;
+
+ private:
+  BackwardFn fn_;
+  bool released_ = false;
+};
+
+// True when grad mode is on and any of the inputs requires grad.
+bool any_requires_grad(std::initializer_list<const Tensor*> inputs);
+bool any_requires_grad(const std::vector<Tensor>& inputs);
+
+// Makes `result` the output of a node named `op` over `inputs` with backward `fn`, when
+// recording is on and some input requires grad; otherwise returns `result` unchanged.
+// fn returns one gradient per input (undefined tensors for inputs without one).
+Tensor record(const char* op, Tensor result, const std::vector<Tensor>& inputs, BackwardFn fn);
+
+// The node that receives gradients for `t`: its grad_fn, or its leaf accumulator.
+std::shared_ptr<Node> gradient_edge(const Tensor& t);
+
+// Runs backward from `roots` with the matching `grads`.
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+                  bool retain_graph);
+
+}  // namespace kiln

@@ -1,0 +1,122 @@
+#pragma once
+// The kernel interface: the narrow waist between ops/ and the devices. ops/ validates
+// arguments, allocates outputs and records the graph; a Backend only computes. Shapes
+// here are already checked and broadcast (inputs expanded with stride-0 views), so a
+// kernel never has to report a user error except where only it can see the data
+// (an embedding index out of range, a class target out of range).
+//
+// A backend plug-in (CUDA) implements all of it and registers itself; a CPU-only build
+// never sees its headers.
+#include <cstdint>
+#include <vector>
+
+#include "core/generator.h"
+#include "core/tensor.h"
+
+namespace kiln {
+
+enum class UnaryOp : uint8_t {
+  Neg, Exp, Log, Sqrt, Rsqrt, Abs, Tanh, Sigmoid, Relu, GeluErf, GeluTanh,
+  Sign,        // -1, 0, 1
+  Pow,         // x ^ a
+  Clamp,       // min(max(x, a), b); use ±inf for an open side
+  AddScalar,   // x + a
+  MulScalar,   // x * a
+  RsubScalar,  // a - x
+  RdivScalar,  // a / x
+};
+
+enum class BinaryOp : uint8_t {
+  Add, Sub, Mul, Div, Maximum, Minimum,
+  Eq, Ne, Lt, Le, Gt, Ge,  // output bool
+  // Backward helpers: (g, saved) -> gradient of the input, fused to save a pass.
+  ReluBackward,      // g * (x > 0), saved = x
+  GeluErfBackward,   // g * gelu'(x), saved = x
+  GeluTanhBackward,  // g * gelu_tanh'(x), saved = x
+  TanhBackward,      // g * (1 - y^2), saved = y
+  SigmoidBackward,   // g * y * (1 - y), saved = y
+};
+
+bool is_comparison(BinaryOp op);
+
+enum class ReduceOp : uint8_t { Sum, Max, Min };
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+
+  // dst[i] = cast(src[i]); same shape, any dtypes and strides. src may live on another
+  // device only when one of the two is the CPU.
+  virtual void copy(const Tensor& src, const Tensor& dst) = 0;
+  virtual void fill(const Tensor& dst, double value) = 0;
+  // out[i] = start + i * step, out contiguous 1-D.
+  virtual void arange(const Tensor& out, double start, double step) = 0;
+
+  // out = op(x, a, b), same shape and dtype.
+  virtual void unary(UnaryOp op, const Tensor& x, const Tensor& out, double a, double b) = 0;
+  // out = op(x, y); x, y, out the same shape; x and y the same dtype; out that dtype, or
+  // bool for comparisons.
+  virtual void binary(BinaryOp op, const Tensor& x, const Tensor& y, const Tensor& out) = 0;
+  // out = cond ? a : b; all the same shape, cond bool.
+  virtual void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+
+  // Reduces x over `dims` (sorted, non-empty) into out, which has x's shape with those
+  // dims set to 1 (contiguous). With `indices` (int64, out's shape, one dim only) also
+  // writes the position of the extremum (the first one on ties).
+  virtual void reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims,
+                      const Tensor& out, const Tensor* indices) = 0;
+
+  // out = a @ b: a (..., M, K), b (..., K, N), out (..., M, N) contiguous; batch dims
+  // equal (possibly stride-0), a and b any strides, same floating dtype.
+  virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+
+  // Softmax / log-softmax over `dim`; out contiguous, x's shape.
+  virtual void softmax(const Tensor& x, int64_t dim, bool log, const Tensor& out) = 0;
+  // grad_x from y = (log_)softmax(x) and g = dL/dy.
+  virtual void softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log,
+                                const Tensor& grad_x) = 0;
+
+  // x viewed as (rows, n) with n = the product of the normalized dims. weight and bias
+  // (n) may be undefined. Writes y (x's shape), mean and rstd (rows).
+  virtual void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                          const Tensor& y, const Tensor& mean, const Tensor& rstd) = 0;
+  // grad_weight / grad_bias are undefined when not wanted.
+  virtual void layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight,
+                                   const Tensor& mean, const Tensor& rstd, const Tensor& grad_x,
+                                   const Tensor& grad_weight, const Tensor& grad_bias) = 0;
+
+  // out (*idx, D) = weight[idx]; throws "[embedding] index … out of range" on bad ids.
+  virtual void embedding(const Tensor& weight, const Tensor& indices, const Tensor& out) = 0;
+  // grad_weight (num, D) += scatter of g (*idx, D) by idx, skipping padding_idx (or -1).
+  virtual void embedding_backward(const Tensor& g, const Tensor& indices, int64_t padding_idx,
+                                  const Tensor& grad_weight) = 0;
+
+  // Cross-entropy on logits (N, C) with targets (N), per row: losses (N), and the row's
+  // weight (1 or 0 when ignored) in `weights` (N). Throws on a target out of range.
+  virtual void cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                             double label_smoothing, const Tensor& losses,
+                             const Tensor& weights) = 0;
+  // grad_logits (N, C) = (softmax - smoothed one-hot) * g_row (N).
+  virtual void cross_entropy_backward(const Tensor& logits, const Tensor& targets,
+                                      int64_t ignore_index, double label_smoothing,
+                                      const Tensor& g_row, const Tensor& grad_logits) = 0;
+
+  // Random fills from (seed, first block) of a Generator; contiguous out.
+  virtual void uniform(const Tensor& out, uint64_t seed, uint64_t block, double lo, double hi) = 0;
+  virtual void normal(const Tensor& out, uint64_t seed, uint64_t block, double mean, double std) = 0;
+  // out = (u < p) as out's dtype (bool, int or float 0/1).
+  virtual void bernoulli(const Tensor& out, uint64_t seed, uint64_t block, double p) = 0;
+  // out = lo + floor(u * (hi - lo)), int64.
+  virtual void randint(const Tensor& out, uint64_t seed, uint64_t block, int64_t lo, int64_t hi) = 0;
+};
+
+// The backend of a device; throws "[device] …" if none is registered for it.
+Backend& backend_for(Device device);
+void register_backend(DeviceType type, Backend* backend);
+
+// The backend an op on these tensors runs on; throws "[op] expected all tensors on the
+// same device, got cpu and cuda:0".
+Backend& backend_of(const char* op, std::initializer_list<const Tensor*> tensors);
+
+}  // namespace kiln

@@ -1,0 +1,48 @@
+#pragma once
+#include "backend/backend.h"
+
+namespace kiln::cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  Device device() const override { return kCPU; }
+  void copy(const Tensor& src, const Tensor& dst) override;
+  void fill(const Tensor& dst, double value) override;
+  void arange(const Tensor& out, double start, double step) override;
+  void unary(UnaryOp op, const Tensor& x, const Tensor& out, double a, double b) override;
+  void binary(BinaryOp op, const Tensor& x, const Tensor& y, const Tensor& out) override;
+  void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, const Tensor& out,
+              const Tensor* indices) override;
+  void matmul(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void softmax(const Tensor& x, int64_t dim, bool log, const Tensor& out) override;
+  void softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log,
+                        const Tensor& grad_x) override;
+  void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                  const Tensor& y, const Tensor& mean, const Tensor& rstd) override;
+  void layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight,
+                           const Tensor& mean, const Tensor& rstd, const Tensor& grad_x,
+                           const Tensor& grad_weight, const Tensor& grad_bias) override;
+  void embedding(const Tensor& weight, const Tensor& indices, const Tensor& out) override;
+  void embedding_backward(const Tensor& g, const Tensor& indices, int64_t padding_idx,
+                          const Tensor& grad_weight) override;
+  void cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                     double label_smoothing, const Tensor& losses, const Tensor& weights) override;
+  void cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                              double label_smoothing, const Tensor& g_row,
+                              const Tensor& grad_logits) override;
+  void uniform(const Tensor& out, uint64_t seed, uint64_t block, double lo, double hi) override;
+  void normal(const Tensor& out, uint64_t seed, uint64_t block, double mean, double std) override;
+  void bernoulli(const Tensor& out, uint64_t seed, uint64_t block, double p) override;
+  void randint(const Tensor& out, uint64_t seed, uint64_t block, int64_t lo, int64_t hi) override;
+};
+
+CpuBackend& cpu_backend();
+
+// x viewed as (outer, n, inner) around `dim`, for kernels that work along one dim.
+struct DimSplit {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+DimSplit split_at_dim(const Shape& shape, int64_t dim);
+
+}  // namespace kiln::cpu

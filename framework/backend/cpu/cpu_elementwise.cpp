@@ -1,0 +1,278 @@
+// Elementwise kernels: copy/cast, fill, arange, unary, binary and where over strided
+// operands of one shape. (…) -> (…)
+#include <cmath>
+#include <limits>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/strided_loop.h"
+
+namespace kiln::cpu {
+namespace {
+
+// Transcendental ops cost ~20x an add per element; split them across threads sooner.
+constexpr int64_t kGrainHeavy = 4096;
+
+template <class T>
+constexpr T kInvSqrt2 = static_cast<T>(0.70710678118654752440);
+template <class T>
+constexpr T kInvSqrt2Pi = static_cast<T>(0.39894228040143267794);
+template <class T>
+constexpr T kSqrt2OverPi = static_cast<T>(0.79788456080286535588);
+template <class T>
+constexpr T kGeluC = static_cast<T>(0.044715);
+
+template <class T> T gelu_erf(T x) { return T(0.5) * x * (T(1) + std::erf(x * kInvSqrt2<T>)); }
+template <class T> T gelu_tanh(T x) {
+  return T(0.5) * x * (T(1) + std::tanh(kSqrt2OverPi<T> * (x + kGeluC<T> * x * x * x)));
+}
+template <class T> T gelu_erf_grad(T x) {
+  return T(0.5) * (T(1) + std::erf(x * kInvSqrt2<T>)) + x * kInvSqrt2Pi<T> * std::exp(T(-0.5) * x * x);
+}
+template <class T> T gelu_tanh_grad(T x) {
+  T u = kSqrt2OverPi<T> * (x + kGeluC<T> * x * x * x);
+  T t = std::tanh(u);
+  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * kSqrt2OverPi<T> * (T(1) + T(3) * kGeluC<T> * x * x);
+}
+template <class T> T sigmoid(T x) {
+  // Split by sign so exp never overflows.
+  if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
+  T e = std::exp(x);
+  return e / (T(1) + e);
+}
+
+// out[i] = f(x[i]) with fast paths for contiguous runs.
+template <class T, class O, class F>
+void map1(const Tensor& x, const Tensor& out, F f, int64_t grain = kGrainElements) {
+  for_each_strided<2>(
+      {&out, &x},
+      [f](std::array<char*, 2> p, const std::array<int64_t, 2>& s, int64_t n) {
+        O* o = reinterpret_cast<O*>(p[0]);
+        const T* a = reinterpret_cast<const T*>(p[1]);
+        if (s[0] == sizeof(O) && s[1] == sizeof(T)) {
+          for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+        } else {
+          for (int64_t i = 0; i < n; ++i)
+            *reinterpret_cast<O*>(p[0] + i * s[0]) = f(*reinterpret_cast<const T*>(p[1] + i * s[1]));
+        }
+      },
+      grain);
+}
+
+// out[i] = f(x[i], y[i]) with fast paths for contiguous runs and a broadcast scalar side.
+template <class T, class O, class F>
+void map2(const Tensor& x, const Tensor& y, const Tensor& out, F f, int64_t grain = kGrainElements) {
+  for_each_strided<3>(
+      {&out, &x, &y},
+      [f](std::array<char*, 3> p, const std::array<int64_t, 3>& s, int64_t n) {
+        O* o = reinterpret_cast<O*>(p[0]);
+        const T* a = reinterpret_cast<const T*>(p[1]);
+        const T* b = reinterpret_cast<const T*>(p[2]);
+        if (s[0] == sizeof(O) && s[1] == sizeof(T) && s[2] == sizeof(T)) {
+          for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
+        } else if (s[0] == sizeof(O) && s[1] == sizeof(T) && s[2] == 0) {
+          const T bv = *b;
+          for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], bv);
+        } else if (s[0] == sizeof(O) && s[1] == 0 && s[2] == sizeof(T)) {
+          const T av = *a;
+          for (int64_t i = 0; i < n; ++i) o[i] = f(av, b[i]);
+        } else {
+          for (int64_t i = 0; i < n; ++i)
+            *reinterpret_cast<O*>(p[0] + i * s[0]) = f(*reinterpret_cast<const T*>(p[1] + i * s[1]),
+                                                      *reinterpret_cast<const T*>(p[2] + i * s[2]));
+        }
+      },
+      grain);
+}
+
+template <class T>
+void unary_float(UnaryOp op, const Tensor& x, const Tensor& out, T a, T b) {
+  switch (op) {
+    case UnaryOp::Neg: return map1<T, T>(x, out, [](T v) { return -v; });
+    case UnaryOp::Exp: return map1<T, T>(x, out, [](T v) { return std::exp(v); }, kGrainHeavy);
+    case UnaryOp::Log: return map1<T, T>(x, out, [](T v) { return std::log(v); }, kGrainHeavy);
+    case UnaryOp::Sqrt: return map1<T, T>(x, out, [](T v) { return std::sqrt(v); });
+    case UnaryOp::Rsqrt: return map1<T, T>(x, out, [](T v) { return T(1) / std::sqrt(v); });
+    case UnaryOp::Abs: return map1<T, T>(x, out, [](T v) { return std::abs(v); });
+    case UnaryOp::Tanh: return map1<T, T>(x, out, [](T v) { return std::tanh(v); }, kGrainHeavy);
+    case UnaryOp::Sigmoid: return map1<T, T>(x, out, [](T v) { return sigmoid(v); }, kGrainHeavy);
+    case UnaryOp::Relu: return map1<T, T>(x, out, [](T v) { return v > T(0) ? v : T(0); });
+    case UnaryOp::GeluErf: return map1<T, T>(x, out, [](T v) { return gelu_erf(v); }, kGrainHeavy);
+    case UnaryOp::GeluTanh: return map1<T, T>(x, out, [](T v) { return gelu_tanh(v); }, kGrainHeavy);
+    case UnaryOp::Sign: return map1<T, T>(x, out, [](T v) { return T((v > T(0)) - (v < T(0))); });
+    case UnaryOp::Pow:
+      if (a == T(2)) return map1<T, T>(x, out, [](T v) { return v * v; });
+      if (a == T(0.5)) return map1<T, T>(x, out, [](T v) { return std::sqrt(v); });
+      return map1<T, T>(x, out, [a](T v) { return std::pow(v, a); }, kGrainHeavy);
+    case UnaryOp::Clamp:
+      // NaN stays NaN, as in PyTorch.
+      return map1<T, T>(x, out, [a, b](T v) { return v < a ? a : (v > b ? b : v); });
+    case UnaryOp::AddScalar: return map1<T, T>(x, out, [a](T v) { return v + a; });
+    case UnaryOp::MulScalar: return map1<T, T>(x, out, [a](T v) { return v * a; });
+    case UnaryOp::RsubScalar: return map1<T, T>(x, out, [a](T v) { return a - v; });
+    case UnaryOp::RdivScalar: return map1<T, T>(x, out, [a](T v) { return a / v; });
+  }
+}
+
+void unary_int(UnaryOp op, const Tensor& x, const Tensor& out, double a, double b) {
+  using T = int64_t;
+  auto ia = static_cast<T>(a);
+  switch (op) {
+    case UnaryOp::Neg: return map1<T, T>(x, out, [](T v) { return -v; });
+    case UnaryOp::Abs: return map1<T, T>(x, out, [](T v) { return v < 0 ? -v : v; });
+    case UnaryOp::Sign: return map1<T, T>(x, out, [](T v) { return T((v > 0) - (v < 0)); });
+    case UnaryOp::Relu: return map1<T, T>(x, out, [](T v) { return v > 0 ? v : T(0); });
+    case UnaryOp::AddScalar: return map1<T, T>(x, out, [ia](T v) { return v + ia; });
+    case UnaryOp::MulScalar: return map1<T, T>(x, out, [ia](T v) { return v * ia; });
+    case UnaryOp::RsubScalar: return map1<T, T>(x, out, [ia](T v) { return ia - v; });
+    case UnaryOp::Clamp: {
+      T lo = std::isinf(a) ? std::numeric_limits<T>::min() : static_cast<T>(std::ceil(a));
+      T hi = std::isinf(b) ? std::numeric_limits<T>::max() : static_cast<T>(std::floor(b));
+      return map1<T, T>(x, out, [lo, hi](T v) { return v < lo ? lo : (v > hi ? hi : v); });
+    }
+    default:
+      KILN_FAIL("unary", "operation not defined for int64 tensors");
+  }
+}
+
+template <class T>
+void compare(BinaryOp op, const Tensor& x, const Tensor& y, const Tensor& out) {
+  switch (op) {
+    case BinaryOp::Eq: return map2<T, bool>(x, y, out, [](T a, T b) { return a == b; });
+    case BinaryOp::Ne: return map2<T, bool>(x, y, out, [](T a, T b) { return a != b; });
+    case BinaryOp::Lt: return map2<T, bool>(x, y, out, [](T a, T b) { return a < b; });
+    case BinaryOp::Le: return map2<T, bool>(x, y, out, [](T a, T b) { return a <= b; });
+    case BinaryOp::Gt: return map2<T, bool>(x, y, out, [](T a, T b) { return a > b; });
+    case BinaryOp::Ge: return map2<T, bool>(x, y, out, [](T a, T b) { return a >= b; });
+    default: break;
+  }
+}
+
+template <class T>
+void arithmetic(BinaryOp op, const Tensor& x, const Tensor& y, const Tensor& out) {
+  switch (op) {
+    case BinaryOp::Add: return map2<T, T>(x, y, out, [](T a, T b) { return T(a + b); });
+    case BinaryOp::Sub: return map2<T, T>(x, y, out, [](T a, T b) { return T(a - b); });
+    case BinaryOp::Mul: return map2<T, T>(x, y, out, [](T a, T b) { return T(a * b); });
+    case BinaryOp::Div: return map2<T, T>(x, y, out, [](T a, T b) { return T(a / b); });
+    case BinaryOp::Maximum:
+      return map2<T, T>(x, y, out, [](T a, T b) { return (a != a || a > b) ? a : b; });
+    case BinaryOp::Minimum:
+      return map2<T, T>(x, y, out, [](T a, T b) { return (a != a || a < b) ? a : b; });
+    default: break;
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    switch (op) {
+      case BinaryOp::ReluBackward:
+        return map2<T, T>(x, y, out, [](T g, T v) { return v > T(0) ? g : T(0); });
+      case BinaryOp::GeluErfBackward:
+        return map2<T, T>(x, y, out, [](T g, T v) { return g * gelu_erf_grad(v); }, kGrainHeavy);
+      case BinaryOp::GeluTanhBackward:
+        return map2<T, T>(x, y, out, [](T g, T v) { return g * gelu_tanh_grad(v); }, kGrainHeavy);
+      case BinaryOp::TanhBackward:
+        return map2<T, T>(x, y, out, [](T g, T t) { return g * (T(1) - t * t); });
+      case BinaryOp::SigmoidBackward:
+        return map2<T, T>(x, y, out, [](T g, T s) { return g * s * (T(1) - s); });
+      default: break;
+    }
+  }
+  KILN_FAIL("binary", "operation not defined for ", dtype_name(x.dtype()), " tensors");
+}
+
+template <class S, class D>
+void cast_copy(const Tensor& src, const Tensor& dst) {
+  map1<S, D>(src, dst, [](S v) { return static_cast<D>(v); });
+}
+
+}  // namespace
+
+void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
+  KILN_CHECK(src.device().is_cpu() && dst.device().is_cpu(), "copy",
+             "the CPU backend copies between CPU tensors only, got ", src.device().str(), " -> ",
+             dst.device().str());
+  visit_dtype(src.dtype(), [&](auto s) {
+    using S = typename decltype(s)::type;
+    visit_dtype(dst.dtype(), [&](auto d) {
+      using D = typename decltype(d)::type;
+      if constexpr (std::is_same_v<D, bool>) {
+        map1<S, bool>(src, dst, [](S v) { return v != S(0); });
+      } else {
+        cast_copy<S, D>(src, dst);
+      }
+    });
+  });
+}
+
+void CpuBackend::fill(const Tensor& dst, double value) {
+  visit_dtype(dst.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T v = static_cast<T>(value);
+    for_each_strided<1>({&dst}, [v](std::array<char*, 1> p, const std::array<int64_t, 1>& s, int64_t n) {
+      if (s[0] == sizeof(T)) {
+        T* o = reinterpret_cast<T*>(p[0]);
+        for (int64_t i = 0; i < n; ++i) o[i] = v;
+      } else {
+        for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(p[0] + i * s[0]) = v;
+      }
+    });
+  });
+}
+
+void CpuBackend::arange(const Tensor& out, double start, double step) {
+  visit_dtype(out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* o = out.data<T>();
+    int64_t n = out.numel();
+    for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(start + static_cast<double>(i) * step);
+  });
+}
+
+void CpuBackend::unary(UnaryOp op, const Tensor& x, const Tensor& out, double a, double b) {
+  switch (x.dtype()) {
+    case DType::Float32:
+      return unary_float<float>(op, x, out, static_cast<float>(a), static_cast<float>(b));
+    case DType::Float64: return unary_float<double>(op, x, out, a, b);
+    case DType::Int64: return unary_int(op, x, out, a, b);
+    case DType::Bool: break;
+  }
+  KILN_FAIL("unary", "operation not defined for bool tensors");
+}
+
+void CpuBackend::binary(BinaryOp op, const Tensor& x, const Tensor& y, const Tensor& out) {
+  visit_dtype(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (is_comparison(op)) return compare<T>(op, x, y, out);
+    arithmetic<T>(op, x, y, out);
+  });
+}
+
+void CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
+  visit_dtype(out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    for_each_strided<4>(
+        {&out, &cond, &a, &b},
+        [](std::array<char*, 4> p, const std::array<int64_t, 4>& s, int64_t n) {
+          for (int64_t i = 0; i < n; ++i) {
+            bool c = *reinterpret_cast<const bool*>(p[1] + i * s[1]);
+            *reinterpret_cast<T*>(p[0] + i * s[0]) =
+                c ? *reinterpret_cast<const T*>(p[2] + i * s[2]) : *reinterpret_cast<const T*>(p[3] + i * s[3]);
+          }
+        });
+  });
+}
+
+CpuBackend& cpu_backend() {
+  static CpuBackend b;
+  return b;
+}
+
+DimSplit split_at_dim(const Shape& shape, int64_t dim) {
+  DimSplit s;
+  for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i) {
+    if (i < dim) s.outer *= shape[i];
+    else if (i == dim) s.n = shape[i];
+    else s.inner *= shape[i];
+  }
+  return s;
+}
+
+}  // namespace kiln::cpu

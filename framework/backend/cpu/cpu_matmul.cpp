@@ -1,0 +1,114 @@
+// Batched matmul through single-threaded OpenBLAS, partitioned by TBB:
+// a (…, M, K) @ b (…, K, N) -> out (…, M, N). Transposed operands go to BLAS as
+// transpose flags; only a layout BLAS cannot express (stride-0 rows, arbitrary
+// strides) is copied.
+#include "backend/cpu/blas.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/parallel.h"
+
+namespace kiln::cpu {
+namespace {
+
+struct MatLayout {
+  bool trans = false;
+  int64_t ld = 0;
+};
+
+// How BLAS can read the last two dims of t (rows, cols), if it can.
+bool blas_layout(const Tensor& t, MatLayout& out) {
+  int64_t nd = t.dim();
+  int64_t rows = t.size(nd - 2), cols = t.size(nd - 1);
+  int64_t rs = t.stride(nd - 2), cs = t.stride(nd - 1);
+  if (cols == 1) cs = 1;  // a size-1 dim's stride is arbitrary
+  if (rows == 1) rs = std::max<int64_t>(cols, 1);
+  if (cs == 1 && rs >= std::max<int64_t>(cols, 1)) {
+    out = {false, rs};
+    return true;
+  }
+  if (rows == 1) rs = 1;
+  if (cols == 1) cs = std::max<int64_t>(rows, 1);
+  if (rs == 1 && cs >= std::max<int64_t>(rows, 1)) {
+    out = {true, cs};
+    return true;
+  }
+  return false;
+}
+
+// Element offset of batch `i` (row-major over the batch dims) in t.
+int64_t batch_offset(const Tensor& t, int64_t i) {
+  int64_t off = 0;
+  for (int64_t d = t.dim() - 3; d >= 0; --d) {
+    int64_t sz = t.size(d);
+    off += (i % sz) * t.stride(d);
+    i /= sz;
+  }
+  return off;
+}
+
+// Roughly the flops below which splitting a gemm across threads costs more than it saves.
+constexpr double kMinFlopsPerTask = 4e5;
+
+template <class T>
+void matmul_typed(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
+  Tensor a = a_in, b = b_in;
+  MatLayout la, lb;
+  if (!blas_layout(a, la)) {
+    a = a.contiguous();
+    blas_layout(a, la);
+  }
+  if (!blas_layout(b, lb)) {
+    b = b.contiguous();
+    blas_layout(b, lb);
+  }
+  const int64_t nd = out.dim();
+  const int64_t M = out.size(nd - 2), N = out.size(nd - 1), K = a.size(nd - 1);
+  const int64_t batches = out.numel() / std::max<int64_t>(M * N, 1);
+  if (M == 0 || N == 0 || batches == 0) return;
+  T* c = out.data<T>();
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  blas_init();
+  const double flops = 2.0 * static_cast<double>(M) * N * std::max<int64_t>(K, 1);
+  const int threads = get_num_threads();
+
+  if (batches > 1 || threads == 1 || flops < 2 * kMinFlopsPerTask) {
+    int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(kMinFlopsPerTask / flops));
+    parallel_for(batches, grain, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i)
+        gemm(la.trans, lb.trans, M, N, K, T(1), pa + batch_offset(a, i), la.ld,
+             pb + batch_offset(b, i), lb.ld, T(0), c + i * M * N, N);
+    });
+    return;
+  }
+  // One big product: split the larger of M and N into one block per thread.
+  const bool split_m = M >= N;
+  const int64_t extent = split_m ? M : N;
+  const int64_t parts = std::min<int64_t>(threads, std::max<int64_t>(1, static_cast<int64_t>(flops / kMinFlopsPerTask)));
+  const int64_t block = ((extent + parts - 1) / parts + 15) / 16 * 16;  // whole kernel tiles
+  const int64_t nblocks = (extent + block - 1) / block;
+  parallel_for(nblocks, 1, [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j) {
+      int64_t s = j * block, e = std::min(extent, s + block);
+      if (split_m) {
+        const T* a_rows = pa + (la.trans ? s : s * la.ld);
+        gemm(la.trans, lb.trans, e - s, N, K, T(1), a_rows, la.ld, pb, lb.ld, T(0), c + s * N, N);
+      } else {
+        const T* b_cols = pb + (lb.trans ? s * lb.ld : s);
+        gemm(la.trans, lb.trans, M, e - s, K, T(1), pa, la.ld, b_cols, lb.ld, T(0), c + s, N);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void CpuBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
+  if (a.size(a.dim() - 1) == 0) {  // K = 0: an empty sum
+    fill(out, 0.0);
+    return;
+  }
+  if (out.dtype() == kFloat64) return matmul_typed<double>(a, b, out);
+  matmul_typed<float>(a, b, out);
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,124 @@
+// Reductions. x (contiguous) is viewed as (A, R, B) with R the reduced block:
+// out (A, B) = reduce_r x[a, r, b]. Reduced dims that are not one block are done one
+// block at a time.
+#include <cmath>
+#include <limits>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/parallel.h"
+
+namespace kiln::cpu {
+namespace {
+
+// Float sums accumulate in double: as fast here (memory-bound) and far more accurate.
+template <class T> struct Acc { using type = T; };
+template <> struct Acc<float> { using type = double; };
+template <> struct Acc<bool> { using type = int64_t; };
+
+template <class T>
+bool better(ReduceOp op, T v, T best) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (best != best) return false;  // NaN wins and stays
+    if (v != v) return true;
+  }
+  return op == ReduceOp::Max ? v > best : v < best;
+}
+
+// out (A, B), idx (A, B) or null; x (A, R, B) contiguous.
+template <class T>
+void reduce_block(ReduceOp op, const T* x, int64_t A, int64_t R, int64_t B, T* out, int64_t* idx) {
+  using AccT = typename Acc<T>::type;
+  if (B == 1) {
+    parallel_for(A, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(R, 1)), [&](int64_t a0, int64_t a1) {
+      for (int64_t a = a0; a < a1; ++a) {
+        const T* row = x + a * R;
+        if (op == ReduceOp::Sum) {
+          AccT s = 0;
+          for (int64_t r = 0; r < R; ++r) s += static_cast<AccT>(row[r]);
+          out[a] = static_cast<T>(s);
+        } else {
+          T best = row[0];
+          int64_t bi = 0;
+          for (int64_t r = 1; r < R; ++r)
+            if (better(op, row[r], best)) best = row[r], bi = r;
+          out[a] = best;
+          if (idx) idx[a] = bi;
+        }
+      }
+    });
+    return;
+  }
+  // Tasks over (a, chunk of b); each walks r with a vectorisable inner loop over b.
+  const int64_t bchunk = std::min<int64_t>(B, 1024);
+  const int64_t nchunks = (B + bchunk - 1) / bchunk;
+  parallel_for(A * nchunks, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(R * bchunk, 1)),
+               [&](int64_t t0, int64_t t1) {
+    std::vector<AccT> acc(bchunk);
+    for (int64_t t = t0; t < t1; ++t) {
+      int64_t a = t / nchunks, b0 = (t % nchunks) * bchunk, nb = std::min(bchunk, B - b0);
+      const T* base = x + a * R * B + b0;
+      T* o = out + a * B + b0;
+      if (op == ReduceOp::Sum) {
+        for (int64_t b = 0; b < nb; ++b) acc[b] = 0;
+        for (int64_t r = 0; r < R; ++r) {
+          const T* row = base + r * B;
+          for (int64_t b = 0; b < nb; ++b) acc[b] += static_cast<AccT>(row[b]);
+        }
+        for (int64_t b = 0; b < nb; ++b) o[b] = static_cast<T>(acc[b]);
+      } else {
+        int64_t* oi = idx ? idx + a * B + b0 : nullptr;
+        for (int64_t b = 0; b < nb; ++b) {
+          o[b] = base[b];
+          if (oi) oi[b] = 0;
+        }
+        for (int64_t r = 1; r < R; ++r) {
+          const T* row = base + r * B;
+          for (int64_t b = 0; b < nb; ++b) {
+            if (better(op, row[b], o[b])) {
+              o[b] = row[b];
+              if (oi) oi[b] = r;
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void CpuBackend::reduce(ReduceOp op, const Tensor& x_in, const std::vector<int64_t>& dims,
+                        const Tensor& out, const Tensor* indices) {
+  Tensor x = x_in.is_contiguous() ? x_in : x_in.contiguous();
+  const Shape& shape = x.shape();
+  // Split the reduced dims into maximal runs of neighbours; reduce the last run first.
+  std::vector<std::pair<int64_t, int64_t>> runs;  // [first, last]
+  for (int64_t d : dims) {
+    if (!runs.empty() && runs.back().second + 1 == d) runs.back().second = d;
+    else runs.push_back({d, d});
+  }
+  KILN_CHECK(!indices || runs.size() == 1, "reduce", "indices need a single block of dims");
+  Tensor cur = x;
+  Shape cur_shape = shape;
+  for (size_t i = runs.size(); i-- > 0;) {
+    auto [first, last] = runs[i];
+    int64_t A = 1, R = 1, B = 1;
+    for (int64_t d = 0; d < static_cast<int64_t>(cur_shape.size()); ++d) {
+      if (d < first) A *= cur_shape[d];
+      else if (d <= last) R *= cur_shape[d];
+      else B *= cur_shape[d];
+    }
+    Shape next_shape = cur_shape;
+    for (int64_t d = first; d <= last; ++d) next_shape[d] = 1;
+    Tensor dst = i == 0 ? out : Tensor::empty(next_shape, TensorOptions(cur.dtype()));
+    visit_dtype(cur.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      reduce_block<T>(op, cur.data<T>(), A, R, B, dst.data<T>(),
+                      indices ? indices->data<int64_t>() : nullptr);
+    });
+    cur = dst;
+    cur_shape = next_shape;
+  }
+}
+
+}  // namespace kiln::cpu

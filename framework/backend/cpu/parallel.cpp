@@ -1,0 +1,63 @@
+#include "backend/cpu/parallel.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/global_control.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+
+#include "backend/cpu/blas.h"
+#include "core/error.h"
+
+namespace kiln {
+namespace {
+
+std::mutex g_mu;
+std::unique_ptr<tbb::global_control> g_control;
+int g_threads = 0;  // 0: not set, use the machine's
+
+int default_threads() { return std::max(1, tbb::this_task_arena::max_concurrency()); }
+
+}  // namespace
+
+void set_num_threads(int n) {
+  KILN_CHECK(n >= 1, "set_num_threads", "expected at least 1 thread, got ", n);
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_control.reset();
+  g_control = std::make_unique<tbb::global_control>(
+      tbb::global_control::max_allowed_parallelism, static_cast<size_t>(n));
+  g_threads = n;
+  cpu::blas_init();  // keeps OpenBLAS at one thread: TBB partitions matmuls itself
+}
+
+int get_num_threads() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_threads > 0) return g_threads;
+  return static_cast<int>(std::min<size_t>(
+      default_threads(),
+      tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism)));
+}
+
+namespace cpu {
+
+bool worth_parallel(int64_t n, int64_t grain) { return n > grain && get_num_threads() > 1; }
+
+void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f) {
+  if (n <= 0) return;
+  if (!worth_parallel(n, grain)) {
+    f(0, n);
+    return;
+  }
+  // Chunks of at least `grain`, and no more than a few per thread so each is worth a task.
+  int64_t threads = get_num_threads();
+  int64_t chunk = std::max(grain, (n + 4 * threads - 1) / (4 * threads));
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, chunk),
+                    [&](const tbb::blocked_range<int64_t>& r) { f(r.begin(), r.end()); },
+                    tbb::simple_partitioner());
+}
+
+}  // namespace cpu
+}  // namespace kiln

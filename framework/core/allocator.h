@@ -1,0 +1,42 @@
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "core/device.h"
+
+namespace kiln {
+
+// Where a backend gets its memory from. Each device has one; the CUDA backend brings
+// its own (a caching allocator), the CPU one is below.
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t nbytes) = 0;
+  virtual void deallocate(void* ptr, size_t nbytes) = 0;
+};
+
+struct MemoryStats {
+  int64_t allocated_bytes = 0;  // live bytes held by tensors now
+  int64_t peak_bytes = 0;       // most live bytes since the last reset
+  int64_t allocations = 0;      // number of allocate() calls since start
+};
+
+// CPU: 64-byte aligned blocks, counted in memory_stats(kCPU).
+Allocator& cpu_allocator();
+
+MemoryStats memory_stats(Device device = Device());
+void reset_peak_memory(Device device = Device());
+
+namespace detail {
+// For allocators: account for an allocation (+n) or a release (-n) on a device.
+void record_memory(Device device, int64_t delta_bytes);
+}  // namespace detail
+
+}  // namespace kiln
+
+namespace kiln {
+// The allocator of a device type. The CPU one is always there; a backend plug-in
+// registers its own. Throws "[device] …" when none is registered.
+Allocator& allocator_for(Device device);
+void register_allocator(DeviceType type, Allocator* allocator);
+}  // namespace kiln

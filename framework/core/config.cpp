@@ -1,0 +1,31 @@
+#include "core/config.h"
+
+#include <tbb/version.h>
+
+#include <sstream>
+
+#include "backend/cpu/blas.h"
+#include "backend/cpu/parallel.h"
+
+#ifndef KILN_VERSION
+#define KILN_VERSION "dev"
+#endif
+
+namespace kiln {
+
+std::string config() {
+  cpu::BlasInfo blas = cpu::blas_info();
+  std::ostringstream os;
+  os << "Kiln " << KILN_VERSION << "\n"
+     << "  - C++ compiler: " << __VERSION__ << " (C++" << __cplusplus / 100 % 100 << ")\n"
+     << "  - CPU vector extensions: " << cpu::cpu_vector_isa() << "\n"
+     << "  - BLAS: " << blas.library << "\n"
+     << "  - BLAS core: " << blas.core << " (detected by OpenBLAS: " << blas.detected << "; " << blas.reason << ")\n"
+     << "  - BLAS threads: " << blas.threads << " (matmuls are partitioned by the thread pool)\n"
+     << "  - Thread pool: oneTBB " << TBB_VERSION_MAJOR << "." << TBB_VERSION_MINOR << ", "
+     << get_num_threads() << " threads\n"
+     << "  - CUDA: " << "not built" << "\n";
+  return os.str();
+}
+
+}  // namespace kiln

@@ -1,0 +1,47 @@
+#pragma once
+// A seedable, counter-based random generator (Philox-4x32-10). Each random element is a
+// pure function of (seed, offset + element index), so results do not depend on how many
+// threads fill a tensor, and a generator's whole state is two integers.
+#include <array>
+#include <cstdint>
+#include <mutex>
+
+namespace kiln {
+
+struct GeneratorState {
+  uint64_t seed = 0;
+  uint64_t offset = 0;  // number of 128-bit blocks handed out so far
+};
+
+class Generator {
+ public:
+  explicit Generator(uint64_t seed = 0x853c49e6748fea9bULL) : state_{seed, 0} {}
+
+  void manual_seed(uint64_t seed);
+  uint64_t seed() const;
+  GeneratorState get_state() const;
+  void set_state(const GeneratorState& s);
+
+  // Reserves `blocks` consecutive 128-bit blocks; returns the first block's index.
+  uint64_t reserve(uint64_t blocks);
+
+ private:
+  mutable std::mutex mu_;
+  GeneratorState state_;
+};
+
+// The process-wide generator that factories, dropout and init use by default.
+Generator& default_generator();
+void manual_seed(uint64_t seed);
+
+// Philox-4x32 with 10 rounds: four 32-bit random words for (key, counter).
+std::array<uint32_t, 4> philox4x32(uint64_t key, uint64_t counter);
+
+// A uniform float in [0, 1) from a 32-bit word; a double in [0, 1) from two words.
+inline float uniform_float(uint32_t w) { return static_cast<float>(w >> 8) * (1.0f / 16777216.0f); }
+inline double uniform_double(uint32_t hi, uint32_t lo) {
+  uint64_t bits = (static_cast<uint64_t>(hi) << 21) ^ (lo >> 11);  // 53 random bits
+  return static_cast<double>(bits & ((1ULL << 53) - 1)) * (1.0 / 9007199254740992.0);
+}
+
+}  // namespace kiln

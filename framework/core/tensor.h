@@ -1,0 +1,206 @@
+#pragma once
+// Tensor: a cheap handle (one shared_ptr) to shape, strides, offset and dtype over a
+// shared Storage. Copying a Tensor copies the handle; views share storage.
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/shape.h"
+#include "core/storage.h"
+
+namespace kiln {
+
+class Node;
+class Tensor;
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  Strides strides;
+  int64_t offset = 0;  // in elements
+  DType dtype = kFloat32;
+
+  // Autograd. A leaf requires grad when `requires_grad` is set; a result of an op
+  // requires grad when it has a grad_fn.
+  bool requires_grad = false;
+  bool retains_grad = false;
+  std::shared_ptr<Node> grad_fn;
+  std::weak_ptr<Node> grad_accumulator;  // leaves: the node that sums into `grad`
+  std::shared_ptr<TensorImpl> grad;
+};
+
+// What a factory builds: dtype, device and whether the result is a leaf requiring grad.
+struct TensorOptions {
+  DType dtype_ = kFloat32;
+  Device device_ = Device();
+  bool requires_grad_ = false;
+
+  TensorOptions() = default;
+  TensorOptions(DType t) : dtype_(t) {}           // NOLINT: implicit like torch's
+  TensorOptions(Device d) : device_(d) {}         // NOLINT
+  TensorOptions dtype(DType t) const { auto o = *this; o.dtype_ = t; return o; }
+  TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
+  TensorOptions requires_grad(bool r = true) const { auto o = *this; o.requires_grad_ = r; return o; }
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // A fresh contiguous tensor with uninitialised contents.
+  static Tensor empty(const Shape& shape, TensorOptions opts = {});
+
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+  // ---- metadata
+  const Shape& shape() const { return checked().shape; }
+  const Shape& sizes() const { return shape(); }
+  const Strides& strides() const { return checked().strides; }
+  int64_t dim() const { return static_cast<int64_t>(shape().size()); }
+  int64_t size(int64_t d) const;
+  int64_t stride(int64_t d) const;
+  int64_t numel() const { return shape_numel(shape()); }
+  int64_t offset() const { return checked().offset; }
+  DType dtype() const { return checked().dtype; }
+  Device device() const { return checked().storage->device(); }
+  size_t element_size() const { return dtype_size(dtype()); }
+  bool is_contiguous() const;
+  bool is_floating_point() const { return is_floating(dtype()); }
+  bool same_storage(const Tensor& o) const { return checked().storage == o.checked().storage; }
+  uint64_t version() const { return checked().storage->version(); }
+  void bump_version() const { checked().storage->bump_version(); }
+
+  // ---- raw data (CPU). data<T>() checks the dtype and points at element 0 of the view.
+  void* data_ptr() const;
+  template <class T> T* data() const;
+
+  // ---- element access for tests and small programs (any layout, any device)
+  double item() const;                                    // a one-element tensor
+  template <class T> T item() const { return static_cast<T>(item()); }
+  double at(const std::vector<int64_t>& index) const;     // one element, as double
+  void set(const std::vector<int64_t>& index, double v);  // write one element (bumps version)
+  template <class T> std::vector<T> to_vector() const;    // all elements in row-major order
+
+  std::string str() const;  // printed as PyTorch prints, "tensor([...])"
+
+  // ---- autograd
+  bool requires_grad() const;
+  Tensor& requires_grad_(bool on = true);
+  bool is_leaf() const { return checked().grad_fn == nullptr; }
+  const std::shared_ptr<Node>& grad_fn() const { return checked().grad_fn; }
+  Tensor grad() const;  // undefined until a backward reaches it
+  void set_grad(const Tensor& g) const;
+  void zero_grad(bool set_to_none = true) const;
+  Tensor& retain_grad();  // keep .grad() of a non-leaf after backward
+  // Back-propagates from this tensor. Without `gradient` the tensor must have one element.
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  Tensor detach() const;  // same storage, no history
+
+  // ---- conversion and copies
+  Tensor to(DType t) const;     // a copy in that dtype (self if already that dtype)
+  Tensor to(Device d) const;    // a copy on that device (self if already there)
+  Tensor clone() const;         // a contiguous copy that keeps the graph
+  Tensor contiguous() const;    // self if contiguous, else a copy that keeps the graph
+
+  // ---- shape (views where possible)
+  Tensor view(const Shape& shape) const;
+  Tensor reshape(const Shape& shape) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor t() const;
+  Tensor permute(const std::vector<int64_t>& dims) const;
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor expand(const Shape& shape) const;
+  Tensor expand_as(const Tensor& other) const { return expand(other.shape()); }
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+
+  // ---- math (see ops/ for the semantics)
+  Tensor add(const Tensor& o, double alpha = 1.0) const;
+  Tensor sub(const Tensor& o, double alpha = 1.0) const;
+  Tensor mul(const Tensor& o) const;
+  Tensor div(const Tensor& o) const;
+  Tensor neg() const;
+  Tensor pow(double exponent) const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor abs() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+  Tensor gelu(const std::string& approximate = "none") const;
+  Tensor clamp(std::optional<double> min, std::optional<double> max) const;
+  Tensor eq(const Tensor& o) const;
+  Tensor ne(const Tensor& o) const;
+  Tensor lt(const Tensor& o) const;
+  Tensor le(const Tensor& o) const;
+  Tensor gt(const Tensor& o) const;
+  Tensor ge(const Tensor& o) const;
+  Tensor masked_fill(const Tensor& mask, double value) const;
+  Tensor matmul(const Tensor& o) const;
+  Tensor sum() const;
+  Tensor sum(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  Tensor var(const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false) const;
+  Tensor logsumexp(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  Tensor amax(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor amin(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+  Tensor max() const;
+  Tensor min() const;
+  Tensor argmax() const;
+  Tensor argmax(int64_t dim, bool keepdim = false) const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+
+  // ---- in place: for optimizers and initialisers. Each bumps the version counter;
+  // on a tensor that requires grad they are allowed only under NoGradGuard.
+  Tensor& add_(const Tensor& o, double alpha = 1.0);
+  Tensor& add_(double v);
+  Tensor& sub_(const Tensor& o, double alpha = 1.0);
+  Tensor& mul_(const Tensor& o);
+  Tensor& mul_(double v);
+  Tensor& div_(const Tensor& o);
+  Tensor& div_(double v);
+  Tensor& copy_(const Tensor& src);
+  Tensor& fill_(double v);
+  Tensor& zero_();
+  Tensor& clamp_(std::optional<double> min, std::optional<double> max);
+  Tensor& masked_fill_(const Tensor& mask, double value);
+  Tensor& uniform_(double from = 0.0, double to = 1.0);
+  Tensor& normal_(double mean = 0.0, double std = 1.0);
+
+ private:
+  TensorImpl& checked() const {
+    KILN_CHECK(impl_ != nullptr, "tensor", "use of an undefined tensor");
+    return *impl_;
+  }
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+template <class T>
+T* Tensor::data() const {
+  KILN_CHECK(dtype() == dtype_of<T>::value, "data", "tensor has dtype ", dtype_name(dtype()),
+             ", asked for ", dtype_name(dtype_of<T>::value));
+  return static_cast<T*>(data_ptr());
+}
+
+}  // namespace kiln

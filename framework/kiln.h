@@ -1,0 +1,15 @@
+#pragma once
+// Everything a Kiln user needs: #include "kiln.h".
+#include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
+#include "autograd/node.h"
+#include "backend/cpu/parallel.h"
+#include "core/allocator.h"
+#include "core/config.h"
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/generator.h"
+#include "core/shape.h"
+#include "core/tensor.h"
+#include "ops/ops.h"

@@ -1,0 +1,137 @@
+// Factories: tensors from shapes, values, ranges and random generators.
+#include <cmath>
+
+#include "ops/op_helpers.h"
+
+namespace kiln {
+namespace {
+
+Tensor filled(const Shape& shape, double v, TensorOptions opts) {
+  Tensor t = Tensor::empty(shape, opts.requires_grad(false));
+  backend_for(opts.device_).fill(t, v);
+  if (opts.requires_grad_) t.requires_grad_(true);
+  return t;
+}
+
+Generator& gen_or_default(Generator* g) { return g ? *g : default_generator(); }
+
+// Runs a random fill into a fresh contiguous tensor of `opts`.
+template <class F>
+Tensor random_tensor(const Shape& shape, TensorOptions opts, Generator* gen, F fill) {
+  Tensor t = Tensor::empty(shape, opts.requires_grad(false));
+  Generator& g = gen_or_default(gen);
+  uint64_t seed = g.seed();
+  uint64_t block = g.reserve(static_cast<uint64_t>(t.numel()));
+  fill(backend_for(opts.device_), t, seed, block);
+  if (opts.requires_grad_) t.requires_grad_(true);
+  return t;
+}
+
+}  // namespace
+
+Tensor empty(const Shape& shape, TensorOptions opts) { return Tensor::empty(shape, opts); }
+Tensor zeros(const Shape& shape, TensorOptions opts) { return filled(shape, 0.0, opts); }
+Tensor ones(const Shape& shape, TensorOptions opts) { return filled(shape, 1.0, opts); }
+Tensor full(const Shape& shape, double value, TensorOptions opts) { return filled(shape, value, opts); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), TensorOptions(t.dtype()).device(t.device())); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), TensorOptions(t.dtype()).device(t.device())); }
+Tensor full_like(const Tensor& t, double v) { return full(t.shape(), v, TensorOptions(t.dtype()).device(t.device())); }
+Tensor empty_like(const Tensor& t) { return Tensor::empty(t.shape(), TensorOptions(t.dtype()).device(t.device())); }
+Tensor scalar_tensor(double value, TensorOptions opts) { return full({}, value, opts); }
+
+Tensor arange(double end, TensorOptions opts) { return arange(0, end, 1, opts); }
+
+Tensor arange(double start, double end, double step, TensorOptions opts) {
+  KILN_CHECK(step != 0, "arange", "step must be nonzero");
+  KILN_CHECK(std::isfinite(start) && std::isfinite(end), "arange", "unsupported range: ", start,
+             " -> ", end);
+  KILN_CHECK((end - start) / step >= 0, "arange", "upper bound and step are inconsistent: start ",
+             start, ", end ", end, ", step ", step);
+  auto n = static_cast<int64_t>(std::ceil((end - start) / step));
+  Tensor t = Tensor::empty({n}, opts.requires_grad(false));
+  backend_for(opts.device_).arange(t, start, step);
+  if (opts.requires_grad_) t.requires_grad_(true);
+  return t;
+}
+
+Tensor eye(int64_t n, TensorOptions opts) { return eye(n, n, opts); }
+
+Tensor eye(int64_t n, int64_t m, TensorOptions opts) {
+  KILN_CHECK(n >= 0 && m >= 0, "eye", "sizes must be non-negative, got ", n, " and ", m);
+  Tensor t = zeros({n, m}, opts.requires_grad(false));
+  // The diagonal is a strided view with stride m + 1.
+  Tensor diag = detail::make_view(t, {std::min(n, m)}, {m + 1}, 0);
+  backend_for(opts.device_).fill(diag, 1.0);
+  if (opts.requires_grad_) t.requires_grad_(true);
+  return t;
+}
+
+template <class T>
+Tensor from_vector(const std::vector<T>& data, const Shape& shape, TensorOptions opts) {
+  KILN_CHECK(static_cast<int64_t>(data.size()) == shape_numel(shape), "from_vector", "got ",
+             data.size(), " values for shape ", shape_str(shape), " (", shape_numel(shape),
+             " elements)");
+  Tensor src = Tensor::empty(shape, TensorOptions(dtype_of<T>::value));
+  T* p = src.data<T>();
+  for (size_t i = 0; i < data.size(); ++i) p[i] = data[i];
+  Tensor out = src.to(opts.dtype_).to(opts.device_);
+  if (out.same_storage(src) && opts.requires_grad_) out = out.detach();
+  if (opts.requires_grad_) out.requires_grad_(true);
+  return out;
+}
+template Tensor from_vector<float>(const std::vector<float>&, const Shape&, TensorOptions);
+template Tensor from_vector<double>(const std::vector<double>&, const Shape&, TensorOptions);
+template Tensor from_vector<int64_t>(const std::vector<int64_t>&, const Shape&, TensorOptions);
+template Tensor from_vector<bool>(const std::vector<bool>&, const Shape&, TensorOptions);
+
+Tensor tensor(std::initializer_list<double> values, TensorOptions opts) {
+  return from_vector<double>(std::vector<double>(values), {static_cast<int64_t>(values.size())}, opts);
+}
+
+Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, TensorOptions opts) {
+  std::vector<double> flat;
+  int64_t cols = rows.size() ? static_cast<int64_t>(rows.begin()->size()) : 0;
+  for (const auto& r : rows) {
+    KILN_CHECK(static_cast<int64_t>(r.size()) == cols, "tensor",
+               "rows must have equal lengths, got ", cols, " and ", r.size());
+    flat.insert(flat.end(), r.begin(), r.end());
+  }
+  return from_vector<double>(flat, {static_cast<int64_t>(rows.size()), cols}, opts);
+}
+
+Tensor rand(const Shape& shape, TensorOptions opts, Generator* gen) {
+  KILN_CHECK(is_floating(opts.dtype_), "rand", "expected a floating dtype, got ", dtype_name(opts.dtype_));
+  return random_tensor(shape, opts, gen, [](Backend& b, const Tensor& t, uint64_t s, uint64_t k) {
+    b.uniform(t, s, k, 0.0, 1.0);
+  });
+}
+
+Tensor randn(const Shape& shape, TensorOptions opts, Generator* gen) {
+  KILN_CHECK(is_floating(opts.dtype_), "randn", "expected a floating dtype, got ", dtype_name(opts.dtype_));
+  return random_tensor(shape, opts, gen, [](Backend& b, const Tensor& t, uint64_t s, uint64_t k) {
+    b.normal(t, s, k, 0.0, 1.0);
+  });
+}
+
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts, Generator* gen) {
+  KILN_CHECK(high > low, "randint", "expected low < high, got low=", low, " high=", high);
+  Tensor r = random_tensor(shape, TensorOptions(kInt64).device(opts.device_), gen,
+                           [=](Backend& b, const Tensor& t, uint64_t s, uint64_t k) { b.randint(t, s, k, low, high); });
+  return r.to(opts.dtype_);
+}
+
+Tensor bernoulli(const Shape& shape, double p, TensorOptions opts, Generator* gen) {
+  KILN_CHECK(p >= 0 && p <= 1, "bernoulli", "p must be in [0, 1], got ", p);
+  return random_tensor(shape, opts, gen, [=](Backend& b, const Tensor& t, uint64_t s, uint64_t k) {
+    b.bernoulli(t, s, k, p);
+  });
+}
+
+Tensor bernoulli(const Tensor& p, Generator* gen) {
+  detail::check_floating("bernoulli", p, "probability tensor");
+  // u < p elementwise, with u uniform in [0, 1).
+  Tensor u = rand(p.shape(), TensorOptions(p.dtype()).device(p.device()), gen);
+  return lt(u, p.detach()).to(p.dtype());
+}
+
+}  // namespace kiln

@@ -1,0 +1,187 @@
+// Fused, numerically stable nn kernels with analytic backward: softmax, log_softmax,
+// layer_norm, dropout, embedding, cross_entropy.
+#include <cmath>
+
+#include "ops/op_helpers.h"
+
+namespace kiln {
+namespace {
+
+Tensor softmax_impl(const char* op, const Tensor& x, int64_t dim, bool log) {
+  detail::check_floating(op, x);
+  int64_t d = x.dim() == 0 ? 0 : wrap_dim(op, dim, x.dim());
+  Tensor xc = x.contiguous().detach();
+  Tensor y = detail::new_tensor(x.shape(), x.dtype(), x);
+  Backend& be = backend_of(op, {&x});
+  if (x.numel() > 0) be.softmax(xc, d, log, y);
+  if (!any_requires_grad({&x})) return y;
+  SavedTensor sy(y, op);
+  return record(op, y, {x}, [sy, d, log, op](const Tensor& g) -> TensorList {
+    const Tensor& yv = sy.get();
+    Tensor gx = detail::new_tensor(yv.shape(), yv.dtype(), yv);
+    if (yv.numel() > 0) backend_of(op, {&yv, &g}).softmax_backward(yv, g.contiguous(), d, log, gx);
+    return {gx};
+  });
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl("softmax", x, dim, false); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl("log_softmax", x, dim, true); }
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  const char* op = "layer_norm";
+  detail::check_floating(op, x);
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  KILN_CHECK(k >= 1 && k <= x.dim(), op, "normalized_shape ", shape_str(normalized_shape),
+             " does not fit an input of shape ", shape_str(x.shape()));
+  KILN_CHECK(Shape(x.shape().end() - k, x.shape().end()) == normalized_shape, op,
+             "input of shape ", shape_str(x.shape()), " does not end with normalized_shape ",
+             shape_str(normalized_shape));
+  for (const Tensor* p : {&weight, &bias}) {
+    if (!p->defined()) continue;
+    KILN_CHECK(p->shape() == normalized_shape, op, (p == &weight ? "weight" : "bias"), " of shape ",
+               shape_str(p->shape()), " does not match normalized_shape ", shape_str(normalized_shape));
+    KILN_CHECK(p->dtype() == x.dtype(), op, (p == &weight ? "weight" : "bias"), " has dtype ",
+               dtype_name(p->dtype()), ", input has ", dtype_name(x.dtype()));
+  }
+  KILN_CHECK(eps >= 0, op, "eps must be non-negative, got ", eps);
+  const int64_t n = shape_numel(normalized_shape);
+  const int64_t rows = n ? x.numel() / n : 0;
+  Backend& be = backend_of(op, {&x, &weight, &bias});
+  Tensor xc = x.contiguous().detach();
+  Tensor wc = weight.defined() ? weight.contiguous().detach() : Tensor();
+  Tensor bc = bias.defined() ? bias.contiguous().detach() : Tensor();
+  Tensor y = detail::new_tensor(x.shape(), x.dtype(), x);
+  Tensor mean = detail::new_tensor({rows}, x.dtype(), x);
+  Tensor rstd = detail::new_tensor({rows}, x.dtype(), x);
+  if (x.numel() > 0) be.layer_norm(xc, wc, bc, eps, y, mean, rstd);
+  if (!any_requires_grad({&x, &weight, &bias})) return y;
+  bool gx = detail::needs_grad(x), gw = detail::needs_grad(weight), gb = detail::needs_grad(bias);
+  SavedTensor sx(xc, op), sw(wc, op), sm(mean, op), sr(rstd, op);
+  return record(op, y, {x, weight, bias}, [=](const Tensor& g) -> TensorList {
+    const Tensor& xv = sx.get();
+    Tensor dx = gx ? detail::new_tensor(xv.shape(), xv.dtype(), xv) : Tensor();
+    Tensor dw = gw ? detail::new_tensor(normalized_shape, xv.dtype(), xv) : Tensor();
+    Tensor db = gb ? detail::new_tensor(normalized_shape, xv.dtype(), xv) : Tensor();
+    if (xv.numel() > 0) {
+      backend_of("layer_norm", {&xv, &g}).layer_norm_backward(g.contiguous(), xv, sw.get(), sm.get(), sr.get(), dx, dw, db);
+    } else {
+      if (dw.defined()) dw.zero_();
+      if (db.defined()) db.zero_();
+    }
+    return {dx, dw, db};
+  });
+}
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  detail::check_floating("dropout", x);
+  KILN_CHECK(p >= 0 && p <= 1, "dropout", "probability has to be between 0 and 1, but got ", p);
+  if (!training || p == 0) return x;
+  if (p == 1) return mul(x, 0.0);
+  // mask holds 0 or 1/(1-p): one multiply forward, the same one backward.
+  Tensor mask = bernoulli(x.shape(), 1.0 - p, TensorOptions(x.dtype()).device(x.device()), gen);
+  mask.mul_(1.0 / (1.0 - p));
+  return mul(x, mask);
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
+  const char* op = "embedding";
+  detail::check_floating(op, weight, "weight");
+  detail::check_defined(op, indices, "indices");
+  KILN_CHECK(indices.dtype() == kInt64, op, "indices must be an int64 tensor, got ", dtype_name(indices.dtype()));
+  KILN_CHECK(weight.dim() == 2, op, "weight must be 2-D (num_embeddings, embedding_dim), got shape ",
+             shape_str(weight.shape()));
+  const int64_t num = weight.size(0), D = weight.size(1);
+  int64_t pad = -1;
+  if (padding_idx) {
+    KILN_CHECK(*padding_idx >= -num && *padding_idx < num, op, "padding_idx ", *padding_idx,
+               " out of range for ", num, " embeddings");
+    pad = *padding_idx < 0 ? *padding_idx + num : *padding_idx;
+  }
+  Backend& be = backend_of(op, {&weight, &indices});
+  Tensor idx = indices.contiguous().detach();
+  Tensor w = weight.contiguous().detach();
+  Shape out_shape = indices.shape();
+  out_shape.push_back(D);
+  Tensor out = detail::new_tensor(out_shape, weight.dtype(), weight);
+  be.embedding(w, idx, out);
+  if (!any_requires_grad({&weight})) return out;
+  SavedTensor si(idx, op);
+  Shape wshape = weight.shape();
+  DType dt = weight.dtype();
+  return record(op, out, {weight}, [si, wshape, dt, pad, D](const Tensor& g) -> TensorList {
+    Tensor gw = zeros(wshape, TensorOptions(dt).device(g.device()));
+    const Tensor& iv = si.get();
+    backend_of("embedding", {&g, &iv}).embedding_backward(g.contiguous().reshape({-1, D}), iv, pad, gw);
+    return {gw};
+  });
+}
+
+Reduction reduction_from_string(const std::string& s) {
+  if (s == "none") return Reduction::None;
+  if (s == "mean") return Reduction::Mean;
+  if (s == "sum") return Reduction::Sum;
+  KILN_FAIL("reduction", "unknown reduction '", s, "' (expected none, mean or sum)");
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double label_smoothing,
+                     Reduction reduction) {
+  const char* op = "cross_entropy";
+  detail::check_floating(op, logits, "input");
+  detail::check_defined(op, targets, "target");
+  KILN_CHECK(targets.dtype() == kInt64, op, "target must be an int64 tensor of class indices, got ",
+             dtype_name(targets.dtype()));
+  KILN_CHECK(label_smoothing >= 0 && label_smoothing <= 1, op, "label_smoothing must be in [0, 1], got ",
+             label_smoothing);
+  KILN_CHECK(logits.dim() >= 1, op, "input must have at least 1 dimension");
+  // Bring the class dim last and flatten: (N, C, d1, …) -> (N·d1·…, C).
+  Shape expect;  // the target shape that goes with these logits
+  Tensor x2;
+  if (logits.dim() == 1) {
+    x2 = logits.unsqueeze(0);
+  } else {
+    expect = logits.shape();
+    expect.erase(expect.begin() + 1);
+    std::vector<int64_t> perm{0};
+    for (int64_t d = 2; d < logits.dim(); ++d) perm.push_back(d);
+    perm.push_back(1);
+    x2 = logits.permute(perm).reshape({-1, logits.size(1)});
+  }
+  KILN_CHECK(targets.shape() == expect, op, "expected target of shape ", shape_str(expect),
+             " for input of shape ", shape_str(logits.shape()), ", got ", shape_str(targets.shape()));
+  const int64_t C = x2.size(1);
+  KILN_CHECK(C > 0, op, "input has no classes (shape ", shape_str(logits.shape()), ")");
+  Tensor xc = x2.contiguous().detach();
+  Tensor t = targets.contiguous().detach().reshape({-1});
+  const int64_t N = xc.size(0);
+  Tensor losses = detail::new_tensor({N}, xc.dtype(), xc);
+  Tensor weights = detail::new_tensor({N}, xc.dtype(), xc);
+  Backend& be = backend_of(op, {&logits, &targets});
+  if (N > 0) be.cross_entropy(xc, t, ignore_index, label_smoothing, losses, weights);
+  // The loss as a function of the per-row losses; its gradient per row comes back
+  // through a node that applies the fused kernel.
+  Tensor per_row = losses;
+  if (any_requires_grad({&logits})) {
+    SavedTensor sx(xc, op), st(t, op);
+    Shape xshape = x2.shape();
+    per_row = record(op, losses, {x2}, [=](const Tensor& g) -> TensorList {
+      const Tensor& xv = sx.get();
+      Tensor gx = detail::new_tensor(xv.shape(), xv.dtype(), xv);
+      backend_of("cross_entropy", {&xv, &g}).cross_entropy_backward(xv, st.get(), ignore_index, label_smoothing,
+                                                                    g.contiguous(), gx);
+      return {gx};
+    });
+  }
+  switch (reduction) {
+    case Reduction::None: return per_row.reshape(expect);
+    case Reduction::Sum: return sum(per_row);
+    case Reduction::Mean: break;
+  }
+  // Mean over the rows that count; no counted row gives NaN, as in PyTorch.
+  double count = sum(weights).item();
+  return div(sum(per_row), count);
+}
+
+}  // namespace kiln

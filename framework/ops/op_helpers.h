@@ -1,0 +1,46 @@
+#pragma once
+// Internal helpers shared by the op files (not part of the public API).
+#include "autograd/node.h"
+#include "backend/backend.h"
+#include "ops/ops.h"
+
+namespace kiln::detail {
+
+// A fresh contiguous tensor like `ref` (same device) with the given shape and dtype.
+inline Tensor new_tensor(const Shape& shape, DType dtype, const Tensor& ref) {
+  return Tensor::empty(shape, TensorOptions(dtype).device(ref.device()));
+}
+
+// Throws "[op] expected a floating-point tensor, got int64" for non-float inputs.
+inline void check_floating(const char* op, const Tensor& t, const char* what = "input") {
+  KILN_CHECK(t.defined(), op, what, " is an undefined tensor");
+  KILN_CHECK(is_floating(t.dtype()), op, "expected a floating-point ", what, " (float32 or float64), got ",
+             dtype_name(t.dtype()));
+}
+
+inline void check_defined(const char* op, const Tensor& t, const char* what = "input") {
+  KILN_CHECK(t.defined(), op, what, " is an undefined tensor");
+}
+
+// Gradient g cast back to the dtype of the input it belongs to.
+inline Tensor grad_for(const Tensor& g, const Tensor& input) {
+  return g.dtype() == input.dtype() ? g : g.to(input.dtype());
+}
+
+// Whether input i of a node needs a gradient.
+inline bool needs_grad(const Tensor& t) { return t.defined() && t.requires_grad(); }
+
+// The shape of x reduced over sorted `dims` with keepdim.
+inline Shape keepdim_shape(const Shape& s, const std::vector<int64_t>& dims) {
+  Shape out = s;
+  for (int64_t d : dims) out[d] = 1;
+  return out;
+}
+
+// A new view of x's storage with the given geometry (no history).
+Tensor make_view(const Tensor& x, const Shape& shape, const Strides& strides, int64_t offset);
+
+// In-place ops are for tensors outside the graph (or under NoGradGuard).
+void check_inplace(const char* op, const Tensor& self);
+
+}  // namespace kiln::detail
