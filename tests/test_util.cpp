@@ -1,0 +1,52 @@
+#include "test_util.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace kiln::testing {
+
+std::map<std::string, Tensor> load_fixtures(const std::string& file) {
+  const char* dir = std::getenv("KILN_FIXTURES");
+  std::string path = std::string(dir ? dir : "tests/fixtures") + "/" + file;
+  std::ifstream in(path);
+  KILN_CHECK(in.good(), "load_fixtures", "cannot open ", path);
+  std::map<std::string, Tensor> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream ls(line);
+    std::string name, dtype;
+    int64_t ndim = 0;
+    ls >> name >> dtype >> ndim;
+    Shape shape(ndim);
+    for (auto& d : shape) ls >> d;
+    std::vector<double> vals(shape_numel(shape));
+    for (auto& v : vals) {
+      std::string tok;
+      ls >> tok;
+      v = std::strtod(tok.c_str(), nullptr);  // accepts nan, inf, -inf
+    }
+    KILN_CHECK(!ls.fail(), "load_fixtures", "malformed line for '", name, "' in ", path);
+    DType t = dtype == "float32" ? kFloat32 : dtype == "float64" ? kFloat64 : dtype == "int64" ? kInt64 : kBool;
+    out[name] = from_vector<double>(vals, shape, TensorOptions(t));
+  }
+  return out;
+}
+
+Tensor leaf64(const Shape& shape, uint64_t seed, double scale) {
+  Generator g(seed);
+  Tensor t = randn(shape, TensorOptions(kFloat64), &g);
+  if (scale != 1.0) t.mul_(scale);
+  return t.requires_grad_();
+}
+
+Tensor noncontiguous_leaf64(const Shape& shape, uint64_t seed) {
+  Shape swapped = shape;
+  std::swap(swapped[swapped.size() - 1], swapped[swapped.size() - 2]);
+  Generator g(seed);
+  Tensor t = randn(swapped, TensorOptions(kFloat64), &g).transpose(-1, -2);
+  return t.requires_grad_();
+}
+
+}  // namespace kiln::testing

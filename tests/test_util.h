@@ -1,0 +1,32 @@
+#pragma once
+// Helpers shared by the test files.
+#include <map>
+#include <string>
+
+#include "kiln.h"
+
+namespace kiln::testing {
+
+// Reference tensors written by a script beside them (tests/fixtures/*.py), one per
+// line: "name dtype ndim d0 d1 … v0 v1 …". The folder comes from $KILN_FIXTURES.
+std::map<std::string, Tensor> load_fixtures(const std::string& file);
+
+// A float64 leaf requiring grad with values from randn (seeded), for gradient checks.
+Tensor leaf64(const Shape& shape, uint64_t seed, double scale = 1.0);
+
+// A float64 leaf requiring grad with the given shape whose strides are not contiguous
+// (the transpose of a contiguous tensor, so shape must be 2-D or more).
+Tensor noncontiguous_leaf64(const Shape& shape, uint64_t seed);
+
+// The message of the kiln::Error that f throws ("" if it throws none).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace kiln::testing
