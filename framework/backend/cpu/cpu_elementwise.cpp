@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/multiversion.h"
 #include "backend/cpu/strided_loop.h"
 
 namespace kiln::cpu {
@@ -40,6 +41,17 @@ template <class T> T sigmoid(T x) {
   return e / (T(1) + e);
 }
 
+// The contiguous runs, compiled per vector ISA. o (n) = f(a (n)); o (n) = f(a (n), b (n)).
+template <class O, class T, class F>
+KILN_MULTIVERSION void contiguous_map1(O* o, const T* a, int64_t n, F f) {
+  for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+}
+template <class O, class T, class F>
+KILN_MULTIVERSION void contiguous_map2(O* o, const T* a, const T* b,
+                                       int64_t n, F f) {
+  for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
+}
+
 // out[i] = f(x[i]) with fast paths for contiguous runs.
 template <class T, class O, class F>
 void map1(const Tensor& x, const Tensor& out, F f, int64_t grain = kGrainElements) {
@@ -49,7 +61,7 @@ void map1(const Tensor& x, const Tensor& out, F f, int64_t grain = kGrainElement
         O* o = reinterpret_cast<O*>(p[0]);
         const T* a = reinterpret_cast<const T*>(p[1]);
         if (s[0] == sizeof(O) && s[1] == sizeof(T)) {
-          for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+          contiguous_map1(o, a, n, f);
         } else {
           for (int64_t i = 0; i < n; ++i)
             *reinterpret_cast<O*>(p[0] + i * s[0]) = f(*reinterpret_cast<const T*>(p[1] + i * s[1]));
@@ -68,13 +80,13 @@ void map2(const Tensor& x, const Tensor& y, const Tensor& out, F f, int64_t grai
         const T* a = reinterpret_cast<const T*>(p[1]);
         const T* b = reinterpret_cast<const T*>(p[2]);
         if (s[0] == sizeof(O) && s[1] == sizeof(T) && s[2] == sizeof(T)) {
-          for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
+          contiguous_map2(o, a, b, n, f);
         } else if (s[0] == sizeof(O) && s[1] == sizeof(T) && s[2] == 0) {
           const T bv = *b;
-          for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], bv);
+          contiguous_map1(o, a, n, [f, bv](T v) { return f(v, bv); });
         } else if (s[0] == sizeof(O) && s[1] == 0 && s[2] == sizeof(T)) {
           const T av = *a;
-          for (int64_t i = 0; i < n; ++i) o[i] = f(av, b[i]);
+          contiguous_map1(o, b, n, [f, av](T v) { return f(av, v); });
         } else {
           for (int64_t i = 0; i < n; ++i)
             *reinterpret_cast<O*>(p[0] + i * s[0]) = f(*reinterpret_cast<const T*>(p[1] + i * s[1]),

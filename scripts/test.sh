@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The whole test suite: install what is missing, build, run every test; then build the
+# tests again with AddressSanitizer and UndefinedBehaviorSanitizer and run them clean.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install_deps.sh
+
+[ -d build ] || meson setup build --buildtype=release
+ninja -C build
+meson test -C build --print-errorlogs
+
+if [ "${KILN_SKIP_SANITIZERS:-0}" != "1" ]; then
+  [ -d build-sanitize ] || meson setup build-sanitize --buildtype=debugoptimized \
+    -Db_sanitize=address,undefined -Db_lundef=false -Dbenchmarks=false \
+    -Dcpp_args=-fno-sanitize-recover=undefined
+  ninja -C build-sanitize
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    meson test -C build-sanitize --print-errorlogs --timeout-multiplier 4
+fi
