@@ -1,0 +1,140 @@
+#include "nn/layers.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "autograd/grad_mode.h"
+#include "nn/init.h"
+#include "ops/ops.h"
+
+namespace kiln::nn {
+
+std::string repr_float(double v) {
+  char buf[32];
+  if (std::isfinite(v) && v == std::floor(v) && std::abs(v) < 1e16) {
+    std::snprintf(buf, sizeof buf, "%.1f", v);
+  } else {
+    // The shortest form that reads back the same value, as Python's repr.
+    for (int prec = 1; prec <= 17; ++prec) {
+      std::snprintf(buf, sizeof buf, "%.*g", prec, v);
+      if (std::strtod(buf, nullptr) == v) break;
+    }
+  }
+  return buf;
+}
+
+// ---------------------------------------------------------------- Linear
+Linear::Linear(int64_t in, int64_t out, bool with_bias) : UnaryModule("Linear"), in_features(in), out_features(out) {
+  KILN_CHECK(in >= 0 && out >= 0, "Linear", "sizes must be non-negative, got in_features=", in, ", out_features=", out);
+  weight = register_parameter("weight", empty({out, in}));
+  if (with_bias) bias = register_parameter("bias", empty({out}));
+  reset_parameters();
+}
+
+void Linear::reset_parameters() {
+  // PyTorch's default: kaiming_uniform_(a=sqrt(5)) on the weight, which gives
+  // U(-1/sqrt(in), 1/sqrt(in)); the bias uses the same bound.
+  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  if (bias.defined()) {
+    double bound = in_features > 0 ? 1.0 / std::sqrt(static_cast<double>(in_features)) : 0.0;
+    init::uniform_(bias, -bound, bound);
+  }
+}
+
+Tensor Linear::forward(const Tensor& x) {
+  KILN_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == in_features, "Linear",
+             "expected input with last dimension ", in_features, ", got shape ",
+             x.defined() ? shape_str(x.shape()) : std::string("undefined"));
+  Tensor y = matmul(x, weight.t());
+  return bias.defined() ? add(y, bias) : y;
+}
+
+std::string Linear::extra_repr() const {
+  return "in_features=" + std::to_string(in_features) + ", out_features=" + std::to_string(out_features) +
+         ", bias=" + (bias.defined() ? "True" : "False");
+}
+
+// ---------------------------------------------------------------- LayerNorm
+LayerNorm::LayerNorm(Shape shape, double eps_, bool affine)
+    : UnaryModule("LayerNorm"), normalized_shape(std::move(shape)), eps(eps_), elementwise_affine(affine) {
+  if (affine) {
+    weight = register_parameter("weight", ones(normalized_shape));
+    bias = register_parameter("bias", zeros(normalized_shape));
+  }
+}
+
+Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, normalized_shape, weight, bias, eps); }
+
+std::string LayerNorm::extra_repr() const {
+  return shape_str(normalized_shape) + ", eps=" + repr_float(eps) +
+         ", elementwise_affine=" + (elementwise_affine ? "True" : "False");
+}
+
+// ---------------------------------------------------------------- Dropout
+Dropout::Dropout(double p_) : UnaryModule("Dropout"), p(p_) {
+  KILN_CHECK(p >= 0 && p <= 1, "Dropout", "probability has to be between 0 and 1, but got ", p);
+}
+
+Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training()); }
+
+std::string Dropout::extra_repr() const { return "p=" + repr_float(p) + ", inplace=False"; }
+
+// ---------------------------------------------------------------- Embedding
+Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad)
+    : Module("Embedding"), num_embeddings(num), embedding_dim(dim) {
+  KILN_CHECK(num >= 0 && dim >= 0, "Embedding", "sizes must be non-negative, got ", num, " and ", dim);
+  if (pad) {
+    KILN_CHECK(*pad >= -num && *pad < num, "Embedding", "padding_idx ", *pad, " must be within num_embeddings (",
+               num, ")");
+    padding_idx = *pad < 0 ? *pad + num : *pad;
+  }
+  weight = register_parameter("weight", empty({num, dim}));
+  init::normal_(weight);
+  if (padding_idx) {
+    NoGradGuard g;
+    weight.select(0, *padding_idx).zero_();
+  }
+}
+
+Tensor Embedding::forward(const Tensor& indices) { return embedding(weight, indices, padding_idx); }
+
+std::string Embedding::extra_repr() const {
+  std::string s = std::to_string(num_embeddings) + ", " + std::to_string(embedding_dim);
+  if (padding_idx) s += ", padding_idx=" + std::to_string(*padding_idx);
+  return s;
+}
+
+// ---------------------------------------------------------------- activations
+Tensor Softmax::forward(const Tensor& x) { return softmax(x, dim); }
+Tensor LogSoftmax::forward(const Tensor& x) { return log_softmax(x, dim); }
+Tensor ReLU::forward(const Tensor& x) { return relu(x); }
+
+GELU::GELU(std::string a) : UnaryModule("GELU"), approximate(std::move(a)) {
+  KILN_CHECK(approximate == "none" || approximate == "tanh", "GELU", "approximate must be 'none' or 'tanh', got '",
+             approximate, "'");
+}
+Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate); }
+
+// ---------------------------------------------------------------- Sequential
+Sequential::Sequential(std::vector<std::shared_ptr<UnaryModule>> modules) : UnaryModule("Sequential") {
+  for (auto& m : modules) push_back(std::move(m));
+}
+
+void Sequential::push_back(std::shared_ptr<UnaryModule> m) {
+  KILN_CHECK(m != nullptr, "Sequential", "cannot add a null module");
+  register_module(std::to_string(layers_.size()), m);
+  layers_.push_back(std::move(m));
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor y = x;
+  for (auto& m : layers_) y = m->forward(y);
+  return y;
+}
+
+std::shared_ptr<UnaryModule> Sequential::operator[](size_t i) const {
+  KILN_CHECK(i < layers_.size(), "Sequential", "index ", i, " out of range for ", layers_.size(), " modules");
+  return layers_[i];
+}
+
+}  // namespace kiln::nn

@@ -1,0 +1,143 @@
+#pragma once
+// The basic layers, with torch.nn's names, arguments, defaults, initialisation and
+// parameter names.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nn/module.h"
+
+namespace kiln::nn {
+
+// A module with one tensor in and one out: what Sequential chains.
+class UnaryModule : public Module {
+ public:
+  using Module::Module;
+  virtual Tensor forward(const Tensor& x) = 0;
+  Tensor operator()(const Tensor& x) { return forward(x); }
+};
+
+// y = x W^T + b. weight (out, in), bias (out). Kaiming-uniform init as PyTorch.
+class Linear : public UnaryModule {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  void reset_parameters();
+
+  int64_t in_features, out_features;
+  Tensor weight, bias;
+};
+
+class LayerNorm : public UnaryModule {
+ public:
+  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
+  LayerNorm(int64_t normalized_size, double eps = 1e-5, bool elementwise_affine = true)
+      : LayerNorm(Shape{normalized_size}, eps, elementwise_affine) {}
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+
+  Shape normalized_shape;
+  double eps;
+  bool elementwise_affine;
+  Tensor weight, bias;
+};
+
+class Dropout : public UnaryModule {
+ public:
+  explicit Dropout(double p = 0.5);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  double p;
+};
+
+// weight (num_embeddings, embedding_dim) ~ N(0, 1); the padding_idx row starts at zero
+// and receives no gradient.
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt);
+  Tensor forward(const Tensor& indices);
+  Tensor operator()(const Tensor& indices) { return forward(indices); }
+  std::string extra_repr() const override;
+
+  int64_t num_embeddings, embedding_dim;
+  std::optional<int64_t> padding_idx;
+  Tensor weight;
+};
+
+class Softmax : public UnaryModule {
+ public:
+  explicit Softmax(int64_t dim) : UnaryModule("Softmax"), dim(dim) {}
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override { return "dim=" + std::to_string(dim); }
+  int64_t dim;
+};
+
+class LogSoftmax : public UnaryModule {
+ public:
+  explicit LogSoftmax(int64_t dim) : UnaryModule("LogSoftmax"), dim(dim) {}
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override { return "dim=" + std::to_string(dim); }
+  int64_t dim;
+};
+
+class ReLU : public UnaryModule {
+ public:
+  ReLU() : UnaryModule("ReLU") {}
+  Tensor forward(const Tensor& x) override;
+};
+
+class GELU : public UnaryModule {
+ public:
+  explicit GELU(std::string approximate = "none");
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override { return "approximate='" + approximate + "'"; }
+  std::string approximate;
+};
+
+class Identity : public UnaryModule {
+ public:
+  Identity() : UnaryModule("Identity") {}
+  Tensor forward(const Tensor& x) override { return x; }
+};
+
+// Runs its modules in order; they are named "0", "1", … as in PyTorch.
+class Sequential : public UnaryModule {
+ public:
+  Sequential() : UnaryModule("Sequential") {}
+  explicit Sequential(std::vector<std::shared_ptr<UnaryModule>> modules);
+  void push_back(std::shared_ptr<UnaryModule> m);
+  Tensor forward(const Tensor& x) override;
+  size_t size() const { return layers_.size(); }
+  std::shared_ptr<UnaryModule> operator[](size_t i) const;
+
+ private:
+  std::vector<std::shared_ptr<UnaryModule>> layers_;
+};
+
+// A list of submodules of one type, registered as "0", "1", ….
+template <class M = Module>
+class ModuleList : public Module {
+ public:
+  ModuleList() : Module("ModuleList") {}
+  void push_back(std::shared_ptr<M> m) {
+    register_module(std::to_string(items_.size()), m);
+    items_.push_back(std::move(m));
+  }
+  size_t size() const { return items_.size(); }
+  bool empty() const { return items_.empty(); }
+  const std::shared_ptr<M>& operator[](size_t i) const {
+    KILN_CHECK(i < items_.size(), "ModuleList", "index ", i, " out of range for a list of ", items_.size());
+    return items_[i];
+  }
+  auto begin() const { return items_.begin(); }
+  auto end() const { return items_.end(); }
+
+ private:
+  std::vector<std::shared_ptr<M>> items_;
+};
+
+// Python's repr of a float, for extra_repr: 1e-05, 0.5, 1.0.
+std::string repr_float(double v);
+
+}  // namespace kiln::nn

@@ -1,0 +1,94 @@
+#pragma once
+// Module: the base of every layer. Parameters, buffers and submodules are registered by
+// name, so that named_parameters() yields PyTorch's dotted names
+// ("layers.0.linear1.weight") and a state_dict saved by PyTorch maps onto Kiln's.
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace kiln::nn {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+using StateDict = std::map<std::string, Tensor>;
+
+class Module : public std::enable_shared_from_this<Module> {
+ public:
+  explicit Module(std::string type_name) : type_name_(std::move(type_name)) {}
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // The class name shown when printing ("Linear").
+  const std::string& type_name() const { return type_name_; }
+
+  // ---- the tree
+  NamedTensors named_parameters(bool recurse = true) const;
+  NamedTensors named_buffers(bool recurse = true) const;
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  std::vector<Tensor> buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
+  // Every module below and including this one, with dotted names ("" for this one).
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules();
+  int64_t num_parameters(bool only_trainable = false) const;
+
+  // ---- modes and bulk operations
+  virtual void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  void zero_grad(bool set_to_none = true);
+  // fn(module) on every submodule (children first) and then this one, like torch's apply.
+  void apply(const std::function<void(Module&)>& fn);
+  // Converts floating parameters and buffers in place (handles stay valid).
+  void to(DType dtype);
+  // Moves parameters and buffers to a device in place (handles stay valid).
+  void to(Device device);
+
+  // ---- state
+  // Parameters and buffers by dotted name (tensors share storage with the module).
+  StateDict state_dict() const;
+  struct LoadResult {
+    std::vector<std::string> missing_keys;
+    std::vector<std::string> unexpected_keys;
+  };
+  // Copies values in. strict: any missing or unexpected key is an error listing them all.
+  // A shape or dtype mismatch is always an error naming the key and both shapes.
+  LoadResult load_state_dict(const StateDict& state, bool strict = true);
+
+  // ---- printing, as PyTorch prints a model
+  virtual std::string extra_repr() const { return ""; }
+  std::string str() const;
+
+ protected:
+  Tensor& register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
+  Tensor& register_buffer(const std::string& name, Tensor t);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    add_child(name, m);
+    return m;
+  }
+  // Replaces a registered submodule (e.g. the optional final norm).
+  void add_child(const std::string& name, std::shared_ptr<Module> m);
+
+ private:
+  void check_new_name(const std::string& name) const;
+  void str_into(std::string& out, int indent) const;
+
+  std::string type_name_;
+  bool training_ = true;
+  NamedTensors params_;
+  NamedTensors buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Module& m);
+
+// Replaces the contents of `dst`'s TensorImpl with `src`'s data (shape, dtype, device),
+// keeping dst's identity and autograd flags: what `param.data = src` does in PyTorch.
+void set_data(const Tensor& dst, const Tensor& src);
+
+}  // namespace kiln::nn

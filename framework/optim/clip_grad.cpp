@@ -1,0 +1,47 @@
+#include "optim/clip_grad.h"
+
+#include <cmath>
+#include <limits>
+
+#include "autograd/grad_mode.h"
+#include "ops/ops.h"
+
+namespace kiln::optim {
+
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type) {
+  KILN_CHECK(max_norm >= 0, "clip_grad_norm_", "max_norm must be non-negative, got ", max_norm);
+  KILN_CHECK(norm_type == 2.0 || std::isinf(norm_type), "clip_grad_norm_", "norm_type must be 2 or inf, got ",
+             norm_type);
+  NoGradGuard no_grad;
+  double total = 0;
+  for (const Tensor& p : params) {
+    Tensor g = p.grad();
+    if (!g.defined() || g.numel() == 0) continue;
+    if (std::isinf(norm_type)) {
+      total = std::max(total, amax(abs(g)).item());
+    } else {
+      Tensor g64 = g.to(kFloat64);
+      total += sum(mul(g64, g64)).item();
+    }
+  }
+  if (!std::isinf(norm_type)) total = std::sqrt(total);
+  double coef = max_norm / (total + 1e-6);
+  if (coef < 1.0) {
+    for (const Tensor& p : params) {
+      Tensor g = p.grad();
+      if (g.defined()) g.mul_(coef);
+    }
+  }
+  return total;
+}
+
+void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
+  KILN_CHECK(clip_value >= 0, "clip_grad_value_", "clip_value must be non-negative, got ", clip_value);
+  NoGradGuard no_grad;
+  for (const Tensor& p : params) {
+    Tensor g = p.grad();
+    if (g.defined()) g.clamp_(-clip_value, clip_value);
+  }
+}
+
+}  // namespace kiln::optim

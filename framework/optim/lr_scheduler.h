@@ -1,0 +1,77 @@
+#pragma once
+// Learning-rate schedules that drive any optimizer: call step() once per optimizer
+// step (after it); the learning rate of every group is set from the schedule.
+#include <functional>
+#include <vector>
+
+#include "optim/optimizer.h"
+
+namespace kiln::optim {
+
+class LRScheduler {
+ public:
+  explicit LRScheduler(Optimizer& optimizer);
+  virtual ~LRScheduler() = default;
+
+  void step();  // advances last_step by one and sets the groups' lr
+  int64_t last_step() const { return last_step_; }
+  std::vector<double> get_last_lr() const;
+  // The learning rate of a group with base lr `base` at `step` (0 at construction).
+  virtual double lr_at(int64_t step, double base) const = 0;
+
+  // For checkpoints: the schedule's position; setting it also sets the groups' lr.
+  void set_last_step(int64_t step);
+
+ protected:
+  void apply();  // must be called by subclasses' constructors once they are set up
+  Optimizer& optimizer_;
+  std::vector<double> base_lrs_;
+  int64_t last_step_ = 0;
+};
+
+// lr = base · fn(step).
+class LambdaLR : public LRScheduler {
+ public:
+  LambdaLR(Optimizer& opt, std::function<double(int64_t)> fn);
+  double lr_at(int64_t step, double base) const override { return base * fn_(step); }
+
+ private:
+  std::function<double(int64_t)> fn_;
+};
+
+// lr = base · gamma^(step / step_size).
+class StepLR : public LRScheduler {
+ public:
+  StepLR(Optimizer& opt, int64_t step_size, double gamma = 0.1);
+  double lr_at(int64_t step, double base) const override;
+
+ private:
+  int64_t step_size_;
+  double gamma_;
+};
+
+// "Attention Is All You Need" §5.3, ignoring the base lr:
+//   lr = factor · d_model^-0.5 · min(s^-0.5, s · warmup^-1.5), s = max(step, 1).
+class WarmupInverseSqrtLR : public LRScheduler {
+ public:
+  WarmupInverseSqrtLR(Optimizer& opt, int64_t d_model, int64_t warmup_steps, double factor = 1.0);
+  double lr_at(int64_t step, double base) const override;
+
+ private:
+  int64_t d_model_, warmup_;
+  double factor_;
+};
+
+// Linear warm-up from 0 to base over warmup_steps, then cosine decay to
+// base · min_ratio at total_steps (and flat after).
+class CosineWarmupLR : public LRScheduler {
+ public:
+  CosineWarmupLR(Optimizer& opt, int64_t warmup_steps, int64_t total_steps, double min_ratio = 0.0);
+  double lr_at(int64_t step, double base) const override;
+
+ private:
+  int64_t warmup_, total_;
+  double min_ratio_;
+};
+
+}  // namespace kiln::optim

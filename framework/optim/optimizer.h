@@ -1,0 +1,54 @@
+#pragma once
+// Optimizers hold parameter groups (each with its own options, e.g. lr and
+// weight_decay) and per-parameter state (momentum buffers, Adam moments). Options a
+// group does not set take the optimizer's defaults, as in torch.optim.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace kiln::optim {
+
+struct ParamGroup {
+  std::vector<Tensor> params;
+  std::map<std::string, double> options;  // e.g. {"lr", 1e-3}, {"weight_decay", 0.01}
+
+  ParamGroup() = default;
+  ParamGroup(std::vector<Tensor> p, std::map<std::string, double> o = {})
+      : params(std::move(p)), options(std::move(o)) {}
+  double get(const std::string& key) const;  // throws if absent
+};
+
+// Optimizer state as named tensors, ready for a safetensors file:
+// "state.<i>.<name>" for parameter i (counted across groups in order) and
+// "param_groups.<g>.<option>" (0-d float64) for each group's options.
+using OptimizerState = std::map<std::string, Tensor>;
+
+class Optimizer {
+ public:
+  Optimizer(std::vector<ParamGroup> groups, std::map<std::string, double> defaults, std::string name);
+  virtual ~Optimizer() = default;
+
+  virtual void step() = 0;
+  void zero_grad(bool set_to_none = true);
+
+  std::vector<ParamGroup>& param_groups() { return groups_; }
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  void add_param_group(ParamGroup group);
+
+  OptimizerState state_dict() const;
+  // Checks that the state fits these parameters (counts and shapes) before changing anything.
+  void load_state_dict(const OptimizerState& state);
+
+ protected:
+  // The named state tensors of a parameter, created on first use.
+  std::map<std::string, Tensor>& state_for(const Tensor& p);
+
+  std::string name_;
+  std::map<std::string, double> defaults_;
+  std::vector<ParamGroup> groups_;
+  std::map<const TensorImpl*, std::map<std::string, Tensor>> state_;
+};
+
+}  // namespace kiln::optim

@@ -1,0 +1,47 @@
+#include "optim/sgd.h"
+
+#include "autograd/grad_mode.h"
+#include "ops/ops.h"
+
+namespace kiln::optim {
+
+SGD::SGD(std::vector<ParamGroup> groups, SGDOptions o)
+    : Optimizer(std::move(groups),
+                {{"lr", o.lr}, {"momentum", o.momentum}, {"dampening", o.dampening},
+                 {"weight_decay", o.weight_decay}, {"nesterov", o.nesterov ? 1.0 : 0.0}},
+                "SGD") {
+  for (const auto& g : groups_) {
+    KILN_CHECK(g.get("lr") >= 0, "SGD", "invalid learning rate: ", g.get("lr"));
+    KILN_CHECK(g.get("momentum") >= 0, "SGD", "invalid momentum value: ", g.get("momentum"));
+    KILN_CHECK(g.get("weight_decay") >= 0, "SGD", "invalid weight_decay value: ", g.get("weight_decay"));
+    KILN_CHECK(!(g.get("nesterov") != 0 && (g.get("momentum") <= 0 || g.get("dampening") != 0)), "SGD",
+               "nesterov momentum requires a momentum and zero dampening");
+  }
+}
+
+void SGD::step() {
+  NoGradGuard no_grad;
+  for (auto& group : groups_) {
+    const double lr = group.get("lr"), momentum = group.get("momentum"), dampening = group.get("dampening"),
+                 wd = group.get("weight_decay");
+    const bool nesterov = group.get("nesterov") != 0;
+    for (Tensor& p : group.params) {
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      if (wd != 0) g = add(g, p, wd);
+      if (momentum != 0) {
+        auto& st = state_for(p);
+        auto it = st.find("momentum_buffer");
+        if (it == st.end()) {
+          it = st.emplace("momentum_buffer", g.clone()).first;
+        } else {
+          it->second.mul_(momentum).add_(g, 1.0 - dampening);
+        }
+        g = nesterov ? add(g, it->second, momentum) : it->second;
+      }
+      p.add_(g, -lr);
+    }
+  }
+}
+
+}  // namespace kiln::optim

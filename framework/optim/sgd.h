@@ -1,0 +1,23 @@
+#pragma once
+#include "optim/optimizer.h"
+
+namespace kiln::optim {
+
+struct SGDOptions {
+  double lr = 1e-3;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+
+// torch.optim.SGD: g += wd·p; buf = momentum·buf + (1 - dampening)·g (buf = g at the
+// first step); g = nesterov ? g + momentum·buf : buf; p -= lr·g.
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<ParamGroup> groups, SGDOptions defaults);
+  SGD(std::vector<Tensor> params, SGDOptions defaults) : SGD({ParamGroup(std::move(params))}, defaults) {}
+  void step() override;
+};
+
+}  // namespace kiln::optim
