@@ -22,3 +22,5 @@
 #include "optim/lr_scheduler.h"
 #include "optim/optimizer.h"
 #include "optim/sgd.h"
+#include "io/safetensors.h"
+#include "io/checkpoint.h"

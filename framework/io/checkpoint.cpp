@@ -1,0 +1,84 @@
+#include "io/checkpoint.h"
+
+namespace kiln::io {
+namespace {
+
+constexpr const char* kFormat = "kiln-checkpoint-1";
+
+uint64_t parse_u64(const Metadata& m, const std::string& key, const std::string& path) {
+  auto it = m.find(key);
+  KILN_CHECK(it != m.end(), "load_checkpoint", path, ": metadata '", key, "' is missing");
+  try {
+    size_t used = 0;
+    uint64_t v = std::stoull(it->second, &used);
+    KILN_CHECK(used == it->second.size(), "load_checkpoint", path, ": metadata '", key, "' is not a number: '",
+               it->second, "'");
+    return v;
+  } catch (const std::logic_error&) {
+    KILN_FAIL("load_checkpoint", path, ": metadata '", key, "' is not a number: '", it->second, "'");
+  }
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const CheckpointParts& parts, const Metadata& user) {
+  KILN_CHECK(parts.model != nullptr, "save_checkpoint", "a checkpoint needs a model");
+  TensorMap tensors;
+  for (auto& [k, t] : parts.model->state_dict()) tensors["model." + k] = t;
+  if (parts.optimizer)
+    for (auto& [k, t] : parts.optimizer->state_dict()) tensors["optimizer." + k] = t;
+  Metadata meta;
+  meta["format"] = kFormat;
+  if (parts.scheduler) meta["scheduler.last_step"] = std::to_string(parts.scheduler->last_step());
+  if (parts.generator) {
+    GeneratorState s = parts.generator->get_state();
+    meta["rng.seed"] = std::to_string(s.seed);
+    meta["rng.offset"] = std::to_string(s.offset);
+  }
+  for (auto& [k, v] : user) meta["user." + k] = v;
+  save_safetensors(path, tensors, meta);
+}
+
+Metadata load_checkpoint(const std::string& path, const CheckpointParts& parts) {
+  KILN_CHECK(parts.model != nullptr, "load_checkpoint", "a checkpoint needs a model");
+  SafetensorsContents c = load_safetensors(path);
+  auto fmt = c.metadata.find("format");
+  KILN_CHECK(fmt != c.metadata.end() && fmt->second == kFormat, "load_checkpoint", path,
+             ": not a Kiln training checkpoint (metadata 'format' is '",
+             fmt == c.metadata.end() ? std::string("missing") : fmt->second, "')");
+  nn::StateDict model_state;
+  optim::OptimizerState opt_state;
+  for (auto& [k, t] : c.tensors) {
+    if (k.rfind("model.", 0) == 0) model_state[k.substr(6)] = t;
+    else if (k.rfind("optimizer.", 0) == 0) opt_state[k.substr(10)] = t;
+    else KILN_FAIL("load_checkpoint", path, ": unexpected tensor '", k, "'");
+  }
+  // Parse every number first, so a bad file changes nothing.
+  uint64_t last_step = parts.scheduler ? parse_u64(c.metadata, "scheduler.last_step", path) : 0;
+  GeneratorState rng;
+  if (parts.generator) rng = {parse_u64(c.metadata, "rng.seed", path), parse_u64(c.metadata, "rng.offset", path)};
+  KILN_CHECK(!parts.optimizer || !opt_state.empty(), "load_checkpoint", path, ": the checkpoint holds no optimizer state");
+  // The model check covers keys, shapes and dtypes before copying.
+  parts.model->load_state_dict(model_state, /*strict=*/true);
+  if (parts.optimizer) parts.optimizer->load_state_dict(opt_state);
+  if (parts.scheduler) parts.scheduler->set_last_step(static_cast<int64_t>(last_step));
+  if (parts.generator) parts.generator->set_state(rng);
+  Metadata user;
+  for (auto& [k, v] : c.metadata)
+    if (k.rfind("user.", 0) == 0) user[k.substr(5)] = v;
+  return user;
+}
+
+void save_state_dict(const std::string& path, const nn::Module& model, const Metadata& metadata) {
+  TensorMap tensors;
+  for (auto& [k, t] : model.state_dict()) tensors[k] = t;
+  save_safetensors(path, tensors, metadata);
+}
+
+nn::Module::LoadResult load_state_dict(const std::string& path, nn::Module& model, bool strict) {
+  SafetensorsContents c = load_safetensors(path);
+  nn::StateDict state(c.tensors.begin(), c.tensors.end());
+  return model.load_state_dict(state, strict);
+}
+
+}  // namespace kiln::io

@@ -1,0 +1,34 @@
+#pragma once
+// Training checkpoints: model, optimizer state, schedule position, random generator
+// state and user metadata in one safetensors file, so that training resumed from it
+// continues exactly as if it had never stopped.
+#include <string>
+
+#include "core/generator.h"
+#include "io/safetensors.h"
+#include "nn/module.h"
+#include "optim/lr_scheduler.h"
+#include "optim/optimizer.h"
+
+namespace kiln::io {
+
+struct CheckpointParts {
+  nn::Module* model = nullptr;                 // required
+  optim::Optimizer* optimizer = nullptr;       // optional
+  optim::LRScheduler* scheduler = nullptr;     // optional
+  Generator* generator = &default_generator();  // optional (null: not saved/restored)
+};
+
+// Keys: "model.<name>", "optimizer.<name>"; metadata "scheduler.last_step",
+// "rng.seed", "rng.offset" and "user.<key>" for each user entry. Written atomically.
+void save_checkpoint(const std::string& path, const CheckpointParts& parts, const Metadata& user = {});
+
+// Validates the whole file and every part before changing anything; returns the user
+// metadata. The model is loaded strictly.
+Metadata load_checkpoint(const std::string& path, const CheckpointParts& parts);
+
+// A module's state_dict to and from a plain safetensors file (PyTorch-compatible keys).
+void save_state_dict(const std::string& path, const nn::Module& model, const Metadata& metadata = {});
+nn::Module::LoadResult load_state_dict(const std::string& path, nn::Module& model, bool strict = true);
+
+}  // namespace kiln::io

@@ -1,0 +1,221 @@
+#include "io/json.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+
+#include "core/error.h"
+
+namespace kiln::io {
+
+const JsonValue* JsonValue::find(const std::string& key) const {
+  for (const auto& [k, v] : object)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+namespace {
+
+class Parser {
+ public:
+  Parser(const std::string& s, const char* op) : s_(s), op_(op) {}
+
+  JsonValue parse_document() {
+    JsonValue v = value(0);
+    skip_ws();
+    if (pos_ != s_.size()) fail("trailing characters after the JSON value");
+    return v;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) {
+    KILN_FAIL(op_, "corrupt header: ", what, " at byte ", pos_, " of the JSON header");
+  }
+  void skip_ws() {
+    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\r' || s_[pos_] == '\t')) ++pos_;
+  }
+  char peek() {
+    skip_ws();
+    if (pos_ >= s_.size()) fail("unexpected end");
+    return s_[pos_];
+  }
+  void expect(char c) {
+    if (peek() != c) fail(std::string("expected '") + c + "'");
+    ++pos_;
+  }
+
+  JsonValue value(int depth) {
+    if (depth > 64) fail("nesting too deep");
+    char c = peek();
+    if (c == '{') return object(depth);
+    if (c == '[') return array(depth);
+    if (c == '"') {
+      JsonValue v;
+      v.kind = JsonValue::Kind::String;
+      v.string = string();
+      return v;
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) return number();
+    return literal();
+  }
+
+  JsonValue object(int depth) {
+    JsonValue v;
+    v.kind = JsonValue::Kind::Object;
+    expect('{');
+    std::set<std::string> keys;
+    if (peek() == '}') {
+      ++pos_;
+      return v;
+    }
+    while (true) {
+      if (peek() != '"') fail("expected a string key");
+      std::string k = string();
+      if (!keys.insert(k).second) fail("duplicate key \"" + k + "\"");
+      expect(':');
+      v.object.emplace_back(k, value(depth + 1));
+      char c = peek();
+      ++pos_;
+      if (c == '}') return v;
+      if (c != ',') fail("expected ',' or '}'");
+    }
+  }
+
+  JsonValue array(int depth) {
+    JsonValue v;
+    v.kind = JsonValue::Kind::Array;
+    expect('[');
+    if (peek() == ']') {
+      ++pos_;
+      return v;
+    }
+    while (true) {
+      v.array.push_back(value(depth + 1));
+      char c = peek();
+      ++pos_;
+      if (c == ']') return v;
+      if (c != ',') fail("expected ',' or ']'");
+    }
+  }
+
+  std::string string() {
+    expect('"');
+    std::string out;
+    while (true) {
+      if (pos_ >= s_.size()) fail("unterminated string");
+      char c = s_[pos_++];
+      if (c == '"') return out;
+      if (static_cast<unsigned char>(c) < 0x20) fail("control character in string");
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      if (pos_ >= s_.size()) fail("unterminated escape");
+      char e = s_[pos_++];
+      switch (e) {
+        case '"': out += '"'; break;
+        case '\\': out += '\\'; break;
+        case '/': out += '/'; break;
+        case 'b': out += '\b'; break;
+        case 'f': out += '\f'; break;
+        case 'n': out += '\n'; break;
+        case 'r': out += '\r'; break;
+        case 't': out += '\t'; break;
+        case 'u': {
+          if (pos_ + 4 > s_.size()) fail("short \\u escape");
+          unsigned cp = 0;
+          for (int i = 0; i < 4; ++i) {
+            char h = s_[pos_++];
+            cp <<= 4;
+            if (h >= '0' && h <= '9') cp |= h - '0';
+            else if (h >= 'a' && h <= 'f') cp |= h - 'a' + 10;
+            else if (h >= 'A' && h <= 'F') cp |= h - 'A' + 10;
+            else fail("bad \\u escape");
+          }
+          // UTF-8 encode (surrogate pairs are kept as two code units).
+          if (cp < 0x80) out += static_cast<char>(cp);
+          else if (cp < 0x800) out += static_cast<char>(0xC0 | (cp >> 6)), out += static_cast<char>(0x80 | (cp & 0x3F));
+          else out += static_cast<char>(0xE0 | (cp >> 12)), out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F)),
+              out += static_cast<char>(0x80 | (cp & 0x3F));
+          break;
+        }
+        default: fail("bad escape");
+      }
+    }
+  }
+
+  JsonValue number() {
+    size_t start = pos_;
+    if (s_[pos_] == '-') ++pos_;
+    bool integer = true;
+    while (pos_ < s_.size() && ((s_[pos_] >= '0' && s_[pos_] <= '9') || s_[pos_] == '.' || s_[pos_] == 'e' ||
+                                s_[pos_] == 'E' || s_[pos_] == '+' || s_[pos_] == '-')) {
+      if (s_[pos_] == '.' || s_[pos_] == 'e' || s_[pos_] == 'E') integer = false;
+      ++pos_;
+    }
+    std::string tok = s_.substr(start, pos_ - start);
+    char* end = nullptr;
+    JsonValue v;
+    v.kind = JsonValue::Kind::Number;
+    v.number = std::strtod(tok.c_str(), &end);
+    if (end != tok.c_str() + tok.size() || tok == "-") fail("bad number '" + tok + "'");
+    if (integer) {
+      errno = 0;
+      long long i = std::strtoll(tok.c_str(), &end, 10);
+      if (errno != 0) fail("integer out of range '" + tok + "'");
+      v.is_integer = true;
+      v.integer = i;
+    }
+    return v;
+  }
+
+  JsonValue literal() {
+    JsonValue v;
+    auto match = [&](const char* w) {
+      size_t n = std::char_traits<char>::length(w);
+      if (s_.compare(pos_, n, w) == 0) {
+        pos_ += n;
+        return true;
+      }
+      return false;
+    };
+    if (match("true")) v.kind = JsonValue::Kind::Bool, v.boolean = true;
+    else if (match("false")) v.kind = JsonValue::Kind::Bool;
+    else if (match("null")) v.kind = JsonValue::Kind::Null;
+    else fail("unexpected character");
+    return v;
+  }
+
+  const std::string& s_;
+  const char* op_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+JsonValue parse_json(const std::string& text, const char* op) { return Parser(text, op).parse_document(); }
+
+std::string json_quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace kiln::io

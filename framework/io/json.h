@@ -1,0 +1,31 @@
+#pragma once
+// A small strict JSON reader and writer, enough for safetensors headers.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::io {
+
+struct JsonValue {
+  enum class Kind { Null, Bool, Number, String, Array, Object } kind = Kind::Null;
+  bool boolean = false;
+  double number = 0;
+  bool is_integer = false;  // the number was written without fraction or exponent
+  int64_t integer = 0;
+  std::string string;
+  std::vector<JsonValue> array;
+  std::vector<std::pair<std::string, JsonValue>> object;  // in file order
+
+  const JsonValue* find(const std::string& key) const;
+};
+
+// Throws kiln::Error "[op] corrupt header: …" with the byte position on bad input,
+// including duplicate object keys.
+JsonValue parse_json(const std::string& text, const char* op);
+
+// A JSON string literal for s (quotes and escapes).
+std::string json_quote(const std::string& s);
+
+}  // namespace kiln::io

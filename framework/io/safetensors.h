@@ -1,0 +1,39 @@
+#pragma once
+// The safetensors format: an 8-byte little-endian header size N, N bytes of JSON
+// ({"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, …,
+// "__metadata__": {"key": "value"}}), then the raw little-endian data, offsets relative
+// to the end of the header. Files written by Python's safetensors load here and the
+// other way round.
+#include <map>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace kiln::io {
+
+using TensorMap = std::map<std::string, Tensor>;
+using Metadata = std::map<std::string, std::string>;
+
+// Writes atomically: a temporary file beside `path`, flushed, then renamed over it, so a
+// crash mid-write never leaves a broken file where a good one was.
+void save_safetensors(const std::string& path, const TensorMap& tensors, const Metadata& metadata = {});
+
+struct SafetensorsContents {
+  TensorMap tensors;  // CPU tensors
+  Metadata metadata;
+};
+
+// Checks everything before returning: header size and data offsets inside the file,
+// known dtypes (F32, F64, I64, BOOL; also I32, I16, I8, U8, F16, BF16, converted to
+// int64 / float32), shapes matching byte counts, data that neither overlaps, leaves
+// holes nor runs past the end. Throws "[safetensors] <path>: …" on anything wrong.
+SafetensorsContents load_safetensors(const std::string& path);
+
+// The same, from bytes in memory (what load_safetensors reads from the file).
+SafetensorsContents parse_safetensors(const std::string& bytes, const std::string& source = "<memory>");
+std::string serialize_safetensors(const TensorMap& tensors, const Metadata& metadata = {});
+
+// Writes bytes to path atomically (temporary file + rename).
+void write_file_atomic(const std::string& path, const std::string& bytes);
+
+}  // namespace kiln::io
