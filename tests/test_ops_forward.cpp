@@ -1,9 +1,522 @@
+// Forward values of every op against PyTorch: tests/fixtures/ops_forward.txt holds the
+// inputs and torch's outputs (made by tests/fixtures/make_op_fixtures.py, which says how
+// to regenerate it). Results must match in shape, dtype and value. Ops with nothing to
+// ask torch (factories, conversions) are checked against numbers worked out by hand.
 #include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <sstream>
 
 #include "test_util.h"
 
 using namespace kiln;
 
-TEST_CASE("placeholder: one tensor sums to its elements") {
-  CHECK(sum(ones({3, 4})).item() == 12.0);
+namespace {
+
+const std::map<std::string, Tensor>& fixtures() {
+  static const std::map<std::string, Tensor> all = testing::load_fixtures("ops_forward.txt");
+  return all;
+}
+
+Tensor fx(const std::string& name) {
+  auto it = fixtures().find(name);
+  if (it == fixtures().end()) {
+    FAIL("fixture '" << name << "' missing from ops_forward.txt; rerun make_op_fixtures.py");
+    return Tensor();
+  }
+  return it->second;
+}
+
+struct Tol {
+  double rtol, atol;  // |got - ref| <= atol + rtol * |ref|
+};
+
+// Torch and Kiln evaluate the same formulas in the same precision, but with different
+// math libraries (SLEEF/vectorised vs. libm), BLAS kernels and summation orders, so
+// results may differ by a few units in the last place; any real bug is far larger.
+// float64: 1 ulp is 2.2e-16 relative; 1e-12 allows a few thousand ulps (summation order
+// in reductions and matmul compounds a little). float32: 1 ulp is 1.2e-7 relative;
+// 1e-6 allows ~8 ulps. The absolute floor covers results that come out near zero by
+// cancellation, whose error is a few ulps of the O(1) inputs rather than of the result.
+constexpr Tol kTol64{1e-12, 1e-14};
+constexpr Tol kTol32{1e-6, 1e-7};
+
+Tol tol_for(DType t) { return t == kFloat64 ? kTol64 : kTol32; }
+
+std::string fmt(double v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  return os.str();
+}
+
+// got must equal ref in dtype and shape, and in value: exactly for int64/bool, within
+// `tol` for floats, where NaN must meet NaN and an infinity the same infinity.
+void check_matches(const std::string& what, const Tensor& got, const Tensor& ref, Tol tol) {
+  REQUIRE_MESSAGE(got.defined(), what << ": result is undefined");
+  CHECK_MESSAGE(got.dtype() == ref.dtype(), what << ": dtype " << std::string(dtype_name(got.dtype()))
+                                                 << ", torch gives " << std::string(dtype_name(ref.dtype())));
+  if (got.shape() != ref.shape()) {
+    FAIL_CHECK(what << ": shape " << shape_str(got.shape()) << ", torch gives " << shape_str(ref.shape()));
+    return;
+  }
+  std::vector<double> g = got.to_vector<double>(), r = ref.to_vector<double>();
+  const bool floating = is_floating(ref.dtype());
+  int64_t bad = 0;
+  std::string first;
+  for (size_t i = 0; i < g.size(); ++i) {
+    bool ok;
+    if (std::isnan(r[i])) ok = std::isnan(g[i]);
+    else if (std::isinf(r[i]) || !floating) ok = g[i] == r[i];
+    else ok = std::isfinite(g[i]) && std::abs(g[i] - r[i]) <= tol.atol + tol.rtol * std::abs(r[i]);
+    if (!ok && bad++ == 0) first = "element " + std::to_string(i) + ": " + fmt(g[i]) + " vs torch " + fmt(r[i]);
+  }
+  CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << g.size() << " elements differ; first " << first);
+}
+
+void check_matches(const std::string& what, const Tensor& got, const Tensor& ref) {
+  check_matches(what, got, ref, tol_for(ref.dtype()));
+}
+
+// Compares got with the fixture of that name.
+void check_fx(const Tensor& got, const std::string& name) { check_matches(name, got, fx(name)); }
+void check_fx(const Tensor& got, const std::string& name, Tol tol) { check_matches(name, got, fx(name), tol); }
+
+const std::vector<std::string> kTags = {"f64", "f32"};
+
+// ".<d>.k" or ".<d>.n", the suffix of per-dim fixture names.
+std::string dim_key(int64_t d, bool keepdim) {
+  std::string k = ".";
+  k += std::to_string(d);
+  k += keepdim ? ".k" : ".n";
+  return k;
+}
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+}  // namespace
+
+// ---------------------------------------------------------------- elementwise binary
+TEST_CASE("add/sub/mul/div/maximum/minimum broadcast like torch") {
+  for (const auto& tag : kTags) {
+    const std::string p = "bin." + tag + ".";
+    Tensor a = fx(p + "a"), b = fx(p + "b");  // (2, 3, 4) with (3, 1)
+    check_fx(add(a, b), p + "add");
+    check_fx(a + b, p + "add");
+    check_fx(add(a, b, 2.5), p + "add_alpha");
+    check_fx(sub(a, b), p + "sub");
+    check_fx(a - b, p + "sub");
+    check_fx(sub(a, b, 0.5), p + "sub_alpha");
+    check_fx(mul(a, b), p + "mul");
+    check_fx(a * b, p + "mul");
+    check_fx(div(a, b), p + "div");
+    check_fx(a / b, p + "div");
+    check_fx(maximum(a, b), p + "maximum");
+    check_fx(minimum(a, b), p + "minimum");
+    // b on the left broadcasts the same way.
+    check_fx(add(b, a), p + "add");
+    check_fx(maximum(b, a), p + "maximum");
+
+    const std::string o = "outer." + tag + ".";
+    Tensor c = fx(o + "a"), d = fx(o + "b");  // (1, 4) with (3, 1) -> (3, 4)
+    check_fx(add(c, d), o + "add");
+    check_fx(mul(c, d), o + "mul");
+    check_fx(div(c, d), o + "div");
+
+    const std::string s = "scal." + tag + ".";
+    check_fx(a + 1.5, s + "add");
+    check_fx(a - 1.5, s + "sub");
+    check_fx(a * -2.25, s + "mul");
+    check_fx(a / 3.0, s + "div");
+    check_fx(2.0 - a, s + "rsub");
+    check_fx(2.0 / a, s + "rdiv");
+    check_fx(-a, s + "neg");
+    check_fx(1.5 + a, s + "add");
+    check_fx(-2.25 * a, s + "mul");
+
+    const std::string e = "extnan." + tag + ".";
+    check_fx(maximum(fx(e + "a"), fx(e + "b")), e + "maximum");
+    check_fx(minimum(fx(e + "a"), fx(e + "b")), e + "minimum");
+  }
+}
+
+TEST_CASE("integer arithmetic and type promotion follow torch") {
+  Tensor a = fx("int.a"), b = fx("int.b");  // int64 (3, 4) and (3, 1)
+  REQUIRE(a.dtype() == kInt64);
+  check_fx(add(a, b), "int.add");
+  check_fx(sub(a, b), "int.sub");
+  check_fx(mul(a, b), "int.mul");
+  check_fx(div(a, b), "int.div");  // true division gives float32
+  check_fx(maximum(a, b), "int.maximum");
+  check_fx(add(a, fx("bin.f32.b")), "int.add_f32");
+  check_fx(mul(a, fx("bin.f64.b")), "int.mul_f64");
+  check_fx(a + 2.0, "int.add_scalar");  // an integral scalar keeps int64
+  check_fx(a * 3.0, "int.mul_scalar");
+  check_fx(a * 0.5, "int.mul_half");  // a fractional one gives float32
+  check_fx(a / 4.0, "int.div_scalar");
+  check_fx(-a, "int.neg");
+  check_fx(abs(a), "int.abs");
+  check_fx(relu(a), "int.relu");
+  check_fx(clamp(a, -2.5, 3.5), "int.clamp");  // fractional bounds: float32, as torch
+  check_matches("clamp int64 integral bounds", clamp(a, -2.0, 3.0),
+                from_vector<int64_t>({-2, -2, -2, -2, -2, -1, 0, 1, 2, 3, 3, 3}, {3, 4}));
+  check_fx(add(fx("bin.f32.a"), fx("bin.f64.b")), "mixed.add");  // float32 with float64
+}
+
+// ---------------------------------------------------------------- elementwise unary
+TEST_CASE("unary ops match torch, including NaN, inf and -0") {
+  for (const auto& tag : kTags) {
+    const std::string u = "un." + tag + ".";
+    Tensor x = fx(u + "x");  // linspace(-3, 3, 25)
+    check_fx(exp(x), u + "exp");
+    check_fx(abs(x), u + "abs");
+    check_fx(tanh(x), u + "tanh");
+    check_fx(sigmoid(x), u + "sigmoid");
+    check_fx(relu(x), u + "relu");
+    check_fx(clamp(x, -1.0, 2.0), u + "clamp");
+    check_fx(clamp(x, -0.5, std::nullopt), u + "clamp_min");
+    check_fx(clamp(x, std::nullopt, 0.5), u + "clamp_max");
+    check_fx(clamp(x, 2.0, -1.0), u + "clamp_crossed");
+    check_fx(pow(x, 3.0), u + "pow3");
+    check_fx(pow(x, 2.0), u + "pow2");
+    check_fx(pow(x, 2.5), u + "pow_frac");
+    check_fx(pow(x, 0.0), u + "pow0");
+    check_fx(x.exp(), u + "exp");
+
+    const std::string p = "pos." + tag + ".";
+    Tensor xp = fx(p + "x");  // 0, -1, then linspace(0.1, 5, 18)
+    check_fx(log(xp), p + "log");
+    check_fx(sqrt(xp), p + "sqrt");
+    check_fx(rsqrt(xp), p + "rsqrt");
+    check_fx(pow(xp, 0.5), p + "pow_half");
+    check_fx(pow(xp, -1.0), p + "pow_neg");
+    check_fx(pow(xp, 1.7), p + "pow_frac");
+
+    const std::string g = "gelu." + tag + ".";
+    Tensor xg = fx(g + "x");  // linspace(-5, 5, 41)
+    // For x << 0, 1 + erf(x/√2) (and 1 + tanh(…)) cancel: torch computes the same
+    // formula in the same precision, so the result carries a few ulps of |x|·1, not of
+    // the tiny result; hence an absolute floor of the inputs' scale (|x| <= 5).
+    Tol gt = tag == "f64" ? Tol{1e-12, 5 * 1e-15} : Tol{1e-6, 5 * 2e-7};
+    check_fx(gelu(xg), g + "none", gt);
+    check_fx(gelu(xg, "tanh"), g + "tanh", gt);
+
+    const std::string s = "sp." + tag + ".";
+    Tensor sp = fx(s + "x");  // nan, inf, -inf, 0, -0, 1
+    check_fx(exp(sp), s + "exp");
+    check_fx(log(sp), s + "log");
+    check_fx(sqrt(sp), s + "sqrt");
+    check_fx(abs(sp), s + "abs");
+    check_fx(tanh(sp), s + "tanh");
+    check_fx(sigmoid(sp), s + "sigmoid");
+    check_fx(relu(sp), s + "relu");
+    check_fx(clamp(sp, -2.0, 0.5), s + "clamp");
+    check_fx(gelu(sp), s + "gelu");
+  }
+}
+
+// ---------------------------------------------------------------- comparisons, where
+TEST_CASE("comparisons give bool tensors and broadcast") {
+  for (const auto& tag : kTags) {
+    const std::string p = "cmp." + tag + ".";
+    Tensor a = fx(p + "a"), b = fx(p + "b");  // (3, 4) and (4), halves: many ties
+    check_fx(eq(a, b), p + "eq");
+    check_fx(ne(a, b), p + "ne");
+    check_fx(lt(a, b), p + "lt");
+    check_fx(le(a, b), p + "le");
+    check_fx(gt(a, b), p + "gt");
+    check_fx(ge(a, b), p + "ge");
+    check_fx(a < b, p + "lt");
+    check_fx(a <= b, p + "le");
+    check_fx(a > b, p + "gt");
+    check_fx(a >= b, p + "ge");
+    check_fx(eq(a, 0.5), p + "eq_scalar");
+    check_fx(ne(a, 0.5), p + "ne_scalar");
+    check_fx(lt(a, 0.5), p + "lt_scalar");
+    check_fx(le(a, 0.5), p + "le_scalar");
+    check_fx(gt(a, 0.5), p + "gt_scalar");
+    check_fx(ge(a, 0.5), p + "ge_scalar");
+    check_fx(a > 0.5, p + "gt_scalar");
+  }
+  Tensor ia = fx("cmpi.a"), ib = fx("cmpi.b");
+  check_fx(eq(ia, ib), "cmpi.eq");
+  check_fx(ne(ia, ib), "cmpi.ne");
+  check_fx(lt(ia, ib), "cmpi.lt");
+  check_fx(le(ia, ib), "cmpi.le");
+  check_fx(gt(ia, ib), "cmpi.gt");
+  check_fx(ge(ia, ib), "cmpi.ge");
+  check_fx(lt(ia, 0.5), "cmpi.lt_frac");
+  check_fx(ge(ia, fx("cmp.f64.b")), "cmpi.ge_float");
+  // Logical ops on their results.
+  Tensor lt_ab = lt(ia, ib), eq_ab = eq(ia, ib);
+  check_matches("logical_or", logical_or(lt_ab, eq_ab), fx("cmpi.le"));
+  check_matches("logical_not", logical_not(le(ia, ib)), fx("cmpi.gt"));
+  check_matches("logical_and", logical_and(le(ia, ib), ge(ia, ib)), fx("cmpi.eq"));
+}
+
+TEST_CASE("where and masked_fill") {
+  Tensor cond = fx("where.cond"), mask = fx("mfill.mask");
+  REQUIRE(cond.dtype() == kBool);
+  for (const auto& tag : kTags) {
+    const std::string p = "where." + tag + ".";
+    Tensor a = fx(p + "a"), b = fx(p + "b");  // cond (3, 1), a (3, 4), b (4)
+    check_fx(where(cond, a, b), p + "out");
+    check_fx(where(cond, a, -1.5), p + "scalar");
+    const std::string m = "mfill." + tag + ".";
+    Tensor x = fx(m + "x");  // (2, 3, 4), mask (3, 4)
+    check_fx(masked_fill(x, mask, 7.25), m + "value");
+    check_fx(x.masked_fill(mask, -kInf), m + "neginf");
+  }
+  check_fx(where(cond, fx("int.a"), 0.5), "where.int_frac");
+  check_fx(where(cond, fx("int.a"), fx("where.f64.b")), "where.int_float");
+}
+
+// ---------------------------------------------------------------- reductions
+TEST_CASE("sum/mean/var/logsumexp/amax/amin over dims, with and without keepdim") {
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> dimsets = {
+      {"all", {}},     {"d0", {0}},        {"d1", {1}},        {"d2", {2}},
+      {"dm1", {-1}},   {"d02", {0, 2}},    {"d01", {0, 1}},    {"d12", {1, 2}}};
+  for (const auto& tag : kTags) {
+    const std::string p = "red." + tag + ".";
+    Tensor x = fx(p + "x");  // (2, 3, 4)
+    for (const auto& [dn, dims] : dimsets) {
+      for (bool kd : {false, true}) {
+        const std::string k = std::string(".") + dn + (kd ? ".k" : ".n");
+        check_fx(sum(x, dims, kd), p + "sum" + k);
+        check_fx(mean(x, dims, kd), p + "mean" + k);
+        check_fx(amax(x, dims, kd), p + "amax" + k);
+        check_fx(amin(x, dims, kd), p + "amin" + k);
+        check_fx(var(x, dims, 0, kd), p + "var0" + k);
+        check_fx(var(x, dims, 1, kd), p + "var1" + k);
+        check_fx(logsumexp(x, dims, kd), p + "lse" + k);
+      }
+    }
+    check_fx(x.sum(), p + "sum.all.n");
+    check_fx(x.mean(), p + "mean.all.n");
+    check_fx(x.var(), p + "var1.all.n");
+    check_fx(x.amax({1}), p + "amax.d1.n");
+
+    const std::string l = "lseinf." + tag + ".";
+    Tensor lx = fx(l + "x");  // rows with -inf, all -inf, +inf
+    check_fx(logsumexp(lx, {1}), l + "d1");
+    check_fx(logsumexp(lx, {0}, true), l + "d0k");
+  }
+}
+
+TEST_CASE("max/min along a dim give values and first indices; argmax") {
+  for (const auto& tag : kTags) {
+    const std::string p = "ties." + tag + ".";
+    Tensor x = fx(p + "x");  // (3, 4, 5) small integers: ties everywhere
+    for (int64_t d : {0, 1, 2, -1}) {
+      for (bool kd : {false, true}) {
+        const std::string k = dim_key(d, kd);
+        ValuesIndices mx = max(x, d, kd), mn = min(x, d, kd);
+        check_fx(mx.values, p + "max" + k + ".values");
+        check_fx(mx.indices, p + "max" + k + ".indices");
+        check_fx(mn.values, p + "min" + k + ".values");
+        check_fx(mn.indices, p + "min" + k + ".indices");
+        check_fx(argmax(x, d, kd), p + "argmax" + k);
+        check_fx(x.argmax(d, kd), p + "argmax" + k);
+        // argmin is min's indices.
+        check_matches(p + "argmin" + k, argmin(x, d, kd), fx(p + "min" + k + ".indices"));
+      }
+    }
+    check_fx(argmax(x), p + "argmax_flat");
+    check_fx(x.argmax(), p + "argmax_flat");
+    check_fx(max(x), p + "max_all");
+    check_fx(min(x), p + "min_all");
+  }
+}
+
+TEST_CASE("integer and bool reductions stay integral") {
+  Tensor x = fx("redi.x");  // int64 (2, 3, 4)
+  check_fx(sum(x), "redi.sum");
+  check_fx(sum(x, {1}), "redi.sum_d1");
+  check_fx(amax(x, {2}), "redi.amax_d2");
+  ValuesIndices m = max(x, 0);
+  check_fx(m.values, "redi.max_d0.values");
+  check_fx(m.indices, "redi.max_d0.indices");
+  check_fx(sum(gt(x, 0.0)), "redi.bool_sum");  // bool sums to int64
+  check_fx(sum(x > 0.0, {2}, true), "redi.bool_sum_d2");
+}
+
+// ---------------------------------------------------------------- matmul
+TEST_CASE("matmul covers every torch.matmul shape case") {
+  for (const char* k : {"vv", "mv", "vm", "mm", "bm", "mb", "vb", "bv", "bb", "bcast", "bcast1"}) {
+    for (const auto& tag : kTags) {
+      const std::string p = std::string("mm.") + k + "." + tag + ".";
+      check_fx(matmul(fx(p + "a"), fx(p + "b")), p + "out");
+    }
+  }
+  for (const auto& tag : kTags) {
+    // Transposed (non-contiguous) operands: a (4, 3) and b (5, 4) used as a^T @ b^T.
+    const std::string p = "mm.t." + tag + ".";
+    Tensor a = fx(p + "a"), b = fx(p + "b");
+    check_fx(matmul(a.t(), b.t()), p + "out");
+    check_fx(mm(a.t(), b.t()), p + "out");
+    check_fx(a.t().matmul(b.t()), p + "out");
+    check_fx(bmm(fx("mm.bb." + tag + ".a"), fx("mm.bb." + tag + ".b")), "mm.bb." + tag + ".out");
+  }
+}
+
+// ---------------------------------------------------------------- fused nn ops
+TEST_CASE("softmax and log_softmax over every dim, with masked rows") {
+  for (const auto& tag : kTags) {
+    const std::string p = "sm." + tag + ".";
+    Tensor x = fx(p + "x");  // (2, 3, 5)
+    for (int64_t d : {0, 1, 2, -1}) {
+      check_fx(softmax(x, d), p + "softmax." + std::to_string(d));
+      check_fx(log_softmax(x, d), p + "log_softmax." + std::to_string(d));
+    }
+    check_fx(x.softmax(-1), p + "softmax.-1");
+    check_fx(x.log_softmax(1), p + "log_softmax.1");
+    // -inf entries as attention masks make: probability 0 (log -inf); a fully masked row
+    // gives NaN and a row with one survivor gives 1, as in torch.
+    const std::string m = "smmask." + tag + ".";
+    check_fx(softmax(fx(m + "x"), -1), m + "softmax");
+    check_fx(log_softmax(fx(m + "x"), -1), m + "log_softmax");
+  }
+}
+
+TEST_CASE("layer_norm with and without affine parameters") {
+  for (const auto& tag : kTags) {
+    const std::string p = "ln." + tag + ".";
+    Tensor x = fx(p + "x");  // (2, 3, 6)
+    // y = xhat * w + b: where the two terms cancel, y carries a few ulps of |b| (both
+    // torch's and Kiln's float32 results lie ~1 ulp of |b| from the exact value), so
+    // the absolute floor scales with the bias.
+    Tol base = tol_for(x.dtype());
+    auto with_bias = [&](const Tensor& b) { return Tol{base.rtol, base.atol + base.rtol * amax(abs(b)).item()}; };
+    check_fx(layer_norm(x, {6}), p + "plain");
+    check_fx(layer_norm(x, {6}, fx(p + "w"), fx(p + "b")), p + "affine", with_bias(fx(p + "b")));
+    check_fx(layer_norm(x, {6}, fx(p + "w")), p + "weight_only");
+    check_fx(layer_norm(x, {3, 6}, fx(p + "w2"), fx(p + "b2")), p + "two_dims", with_bias(fx(p + "b2")));
+    check_fx(layer_norm(x, {6}, Tensor(), Tensor(), 0.5), p + "eps");
+  }
+}
+
+TEST_CASE("embedding picks rows") {
+  Tensor idx = fx("emb.idx");  // (2, 3) with repeats
+  for (const auto& tag : kTags) {
+    const std::string p = "emb." + tag + ".";
+    check_fx(embedding(fx(p + "w"), idx), p + "out");
+    check_fx(embedding(fx(p + "w"), idx, 3), p + "out");  // padding_idx changes no value
+  }
+}
+
+TEST_CASE("cross_entropy: reductions, ignore_index, label smoothing, (N, C, d) and (C)") {
+  Tensor t = fx("ce.t"), t2 = fx("ce.t2"), t3 = fx("ce.t3"), t1 = fx("ce.t1");
+  for (const auto& tag : kTags) {
+    const std::string p = "ce." + tag + ".";
+    Tensor x = fx(p + "x"), x3 = fx(p + "x3"), x1 = fx(p + "x1");
+    for (const char* red : {"none", "mean", "sum"}) {
+      Reduction r = reduction_from_string(red);
+      const std::string q = p + red;
+      check_fx(cross_entropy(x, t, -100, 0.0, r), q);
+      check_fx(cross_entropy(x, t, -100, 0.1, r), q + ".ls");
+      check_fx(cross_entropy(x, t2, 2, 0.0, r), q + ".ign2");
+      check_fx(cross_entropy(x, t2, 2, 0.1, r), q + ".ign2ls");
+      check_fx(cross_entropy(x3, t3, -100, 0.0, r), q + ".nd");
+      check_fx(cross_entropy(x3, t3, -100, 0.1, r), q + ".ndls");
+      check_fx(cross_entropy(x1, t1, -100, 0.0, r), q + ".1d");
+    }
+    check_fx(cross_entropy(x, t), p + "mean");  // the defaults
+  }
+}
+
+// ---------------------------------------------------------------- shape ops
+TEST_CASE("cat/stack/split/chunk and transposed copies") {
+  for (const auto& tag : kTags) {
+    const std::string p = "shp." + tag + ".";
+    Tensor a = fx(p + "a"), b = fx(p + "b"), c = fx(p + "c"), s = fx(p + "s"), t = fx(p + "t");
+    check_fx(cat({a, b}, 1), p + "cat1");
+    check_fx(cat({a, c, a}, 0), p + "cat0");
+    check_fx(cat({a, b, a}, -1), p + "catm1");
+    for (int64_t d : {0, 1, 2}) check_fx(stack({a, a * 2.0, a * 3.0}, d), p + "stack" + std::to_string(d));
+
+    auto check_parts = [&](const std::vector<Tensor>& parts, const std::string& name, size_t n) {
+      REQUIRE_MESSAGE(parts.size() == n, name << ": " << parts.size() << " parts, torch gives " << n);
+      for (size_t i = 0; i < n; ++i) check_fx(parts[i], p + name + "." + std::to_string(i));
+    };
+    check_parts(split(s, 2, 0), "split2", 3);  // (5, 4) -> 2, 2, 1 rows
+    check_parts(split(s, std::vector<int64_t>{1, 3}, 1), "splitsz", 2);
+    check_parts(chunk(s, 3, 1), "chunk3", 2);  // 4 columns in chunks of 2: only 2 chunks
+    check_parts(chunk(s, 2, 0), "chunk2", 2);
+    check_parts(s.split(2, 0), "split2", 3);
+
+    Tensor tr = t.transpose(0, 2);
+    CHECK_FALSE(tr.is_contiguous());
+    Tensor trc = tr.contiguous();
+    CHECK(trc.is_contiguous());
+    check_fx(trc, p + "tr02");
+    check_fx(t.transpose(1, 2).contiguous(), p + "tr12");
+    check_fx(transpose(t, 1, 2).clone(), p + "tr12");
+    check_fx(permute(t, {2, 0, 1}).contiguous(), p + "perm");
+    check_fx(tr + sum(tr, {0}, true), p + "tr_add");
+    check_fx(sum(t.transpose(1, 2), {1}), p + "tr_sum");
+  }
+}
+
+// ---------------------------------------------------------------- by hand
+TEST_CASE("factories: arange, eye, full") {
+  check_matches("arange(5)", arange(5), from_vector<int64_t>({0, 1, 2, 3, 4}, {5}));
+  check_matches("arange(2, -3, -2)", arange(2, -3, -2), from_vector<int64_t>({2, 0, -2}, {3}));
+  check_matches("arange f32", arange(1, 2, 0.25, kFloat32), from_vector<float>({1, 1.25f, 1.5f, 1.75f}, {4}));
+  Tensor r = arange(0, 1, 0.1, kFloat64);  // torch: 10 elements, i * 0.1
+  std::vector<double> tenths;
+  for (int i = 0; i < 10; ++i) tenths.push_back(i * 0.1);
+  check_matches("arange(0, 1, 0.1)", r, from_vector<double>(tenths, {10}), Tol{0, 0});
+  check_matches("arange empty", arange(3, 3), from_vector<int64_t>({}, {0}));
+  check_matches("eye(3)", eye(3), from_vector<float>({1, 0, 0, 0, 1, 0, 0, 0, 1}, {3, 3}));
+  check_matches("eye(2, 3)", eye(2, 3, kFloat64), from_vector<double>({1, 0, 0, 0, 1, 0}, {2, 3}));
+  check_matches("eye(3, 2) int", eye(3, 2, kInt64), from_vector<int64_t>({1, 0, 0, 1, 0, 0}, {3, 2}));
+  check_matches("full", full({2, 2}, 3.5), from_vector<float>({3.5f, 3.5f, 3.5f, 3.5f}, {2, 2}));
+  check_matches("full int", full({3}, -7, kInt64), from_vector<int64_t>({-7, -7, -7}, {3}));
+  check_matches("full bool", full({2}, 1, kBool), from_vector<bool>({true, true}, {2}));
+  check_matches("zeros", zeros({2}, kFloat64), from_vector<double>({0, 0}, {2}));
+  check_matches("ones_like", ones_like(arange(3)), from_vector<int64_t>({1, 1, 1}, {3}));
+  check_matches("scalar_tensor", scalar_tensor(2.5, kFloat64), from_vector<double>({2.5}, {}));
+  check_matches("tensor 2-D", tensor({{1, 2}, {3, 4}}), from_vector<float>({1, 2, 3, 4}, {2, 2}));
+}
+
+TEST_CASE("dtype conversions: truncation toward zero, nonzero is true") {
+  Tensor f = from_vector<double>({-2.7, -0.5, -0.0, 0.5, 2.7, 3.0, 1e10}, {7});
+  check_matches("f64 -> int64", f.to(kInt64), from_vector<int64_t>({-2, 0, 0, 0, 2, 3, 10000000000}, {7}));
+  check_matches("f64 -> bool", f.to(kBool), from_vector<bool>({true, true, false, true, true, true, true}, {7}));
+  Tensor g = from_vector<float>({-1.9f, 1.9f, 0.0f, std::numeric_limits<float>::quiet_NaN()}, {4});
+  check_matches("f32 -> bool", g.to(kBool), from_vector<bool>({true, true, false, true}, {4}));  // NaN != 0
+  check_matches("f32 -> int64", g.slice(0, 0, 3).to(kInt64), from_vector<int64_t>({-1, 1, 0}, {3}));
+  check_matches("f64 -> f32", from_vector<double>({0.1, 1e40}, {2}).to(kFloat32),
+                from_vector<float>({0.1f, std::numeric_limits<float>::infinity()}, {2}));
+  Tensor i = from_vector<int64_t>({-3, 0, 5}, {3});
+  check_matches("int64 -> f64", i.to(kFloat64), from_vector<double>({-3, 0, 5}, {3}));
+  check_matches("int64 -> bool", i.to(kBool), from_vector<bool>({true, false, true}, {3}));
+  Tensor b = from_vector<bool>({true, false}, {2});
+  check_matches("bool -> f32", b.to(kFloat32), from_vector<float>({1, 0}, {2}));
+  check_matches("bool -> int64", b.to(kInt64), from_vector<int64_t>({1, 0}, {2}));
+  check_matches("to_dtype", to_dtype(f, kInt64), from_vector<int64_t>({-2, 0, 0, 0, 2, 3, 10000000000}, {7}));
+  // Conversions of a non-contiguous view read through its strides.
+  Tensor m = arange(0, 6, 1, kFloat64).reshape({2, 3}).t();
+  check_matches("strided -> int64", m.to(kInt64), from_vector<int64_t>({0, 3, 1, 4, 2, 5}, {3, 2}));
+}
+
+TEST_CASE("result dtypes follow torch's promotion") {
+  Tensor f32 = ones({2}), f64 = ones({2}, kFloat64), i64 = ones({2}, kInt64), bl = ones({2}, kBool);
+  CHECK(add(f32, f64).dtype() == kFloat64);
+  CHECK(add(i64, f32).dtype() == kFloat32);
+  CHECK(mul(i64, i64).dtype() == kInt64);
+  CHECK(div(i64, i64).dtype() == kFloat32);
+  CHECK(add(i64, bl).dtype() == kInt64);
+  CHECK(sum(i64).dtype() == kInt64);
+  CHECK(sum(bl).dtype() == kInt64);
+  CHECK(sum(f32).dtype() == kFloat32);
+  CHECK(eq(f32, f64).dtype() == kBool);
+  CHECK(lt(i64, 0.5).dtype() == kBool);
+  CHECK(amax(i64).dtype() == kInt64);
+  CHECK(max(f64, 0).indices.dtype() == kInt64);
+  CHECK(argmax(f32).dtype() == kInt64);
+  CHECK(where(eq(f32, f32), i64, f32).dtype() == kFloat32);
+  CHECK(masked_fill(i64, eq(i64, i64), 0.5).dtype() == kInt64);  // masked_fill keeps x's dtype
+  CHECK(masked_fill(i64, eq(i64, i64), 0.5).to_vector<int64_t>() == std::vector<int64_t>{0, 0});
 }

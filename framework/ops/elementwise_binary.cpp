@@ -227,7 +227,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 
 Tensor where(const Tensor& cond, const Tensor& a, double b) {
   detail::check_defined("where", a, "first value");
-  return where(cond, a, full({}, b, TensorOptions(a.dtype()).device(a.device())));
+  return where(cond, a, scalar_for(a, b));  // an int64 `a` with a fractional b gives float32
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {

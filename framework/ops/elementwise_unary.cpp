@@ -140,7 +140,9 @@ Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> m
   KILN_CHECK(x.dtype() != kBool, "clamp", "not defined for bool tensors");
   constexpr double inf = std::numeric_limits<double>::infinity();
   double lo = min.value_or(-inf), hi = max.value_or(inf);
-  Tensor y = run_unary("clamp", UnaryOp::Clamp, x, lo, hi);
+  // A fractional bound makes an int64 input float32, as a float scalar does in torch.
+  bool to_float = !is_floating(x.dtype()) && (lo != std::floor(lo) || hi != std::floor(hi));
+  Tensor y = run_unary("clamp", UnaryOp::Clamp, to_float ? x.to(kFloat32) : x, lo, hi);
   if (!any_requires_grad({&x})) return y;
   SavedTensor sx(x, "clamp");
   return record("clamp", y, {x}, [sx, lo, hi](const Tensor& g) -> TensorList {

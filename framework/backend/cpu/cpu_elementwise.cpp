@@ -107,7 +107,7 @@ void unary_float(UnaryOp op, const Tensor& x, const Tensor& out, T a, T b) {
     case UnaryOp::Abs: return map1<T, T>(x, out, [](T v) { return std::abs(v); });
     case UnaryOp::Tanh: return map1<T, T>(x, out, [](T v) { return std::tanh(v); }, kGrainHeavy);
     case UnaryOp::Sigmoid: return map1<T, T>(x, out, [](T v) { return sigmoid(v); }, kGrainHeavy);
-    case UnaryOp::Relu: return map1<T, T>(x, out, [](T v) { return v > T(0) ? v : T(0); });
+    case UnaryOp::Relu: return map1<T, T>(x, out, [](T v) { return v < T(0) ? T(0) : v; });  // NaN stays NaN
     case UnaryOp::GeluErf: return map1<T, T>(x, out, [](T v) { return gelu_erf(v); }, kGrainHeavy);
     case UnaryOp::GeluTanh: return map1<T, T>(x, out, [](T v) { return gelu_tanh(v); }, kGrainHeavy);
     case UnaryOp::Sign: return map1<T, T>(x, out, [](T v) { return T((v > T(0)) - (v < T(0))); });
@@ -116,8 +116,11 @@ void unary_float(UnaryOp op, const Tensor& x, const Tensor& out, T a, T b) {
       if (a == T(0.5)) return map1<T, T>(x, out, [](T v) { return std::sqrt(v); });
       return map1<T, T>(x, out, [a](T v) { return std::pow(v, a); }, kGrainHeavy);
     case UnaryOp::Clamp:
-      // NaN stays NaN, as in PyTorch.
-      return map1<T, T>(x, out, [a, b](T v) { return v < a ? a : (v > b ? b : v); });
+      // min(max(v, a), b): NaN stays NaN and a > b gives b everywhere, as in PyTorch.
+      return map1<T, T>(x, out, [a, b](T v) {
+        T r = v < a ? a : v;
+        return r > b ? b : r;
+      });
     case UnaryOp::AddScalar: return map1<T, T>(x, out, [a](T v) { return v + a; });
     case UnaryOp::MulScalar: return map1<T, T>(x, out, [a](T v) { return v * a; });
     case UnaryOp::RsubScalar: return map1<T, T>(x, out, [a](T v) { return a - v; });
@@ -139,7 +142,10 @@ void unary_int(UnaryOp op, const Tensor& x, const Tensor& out, double a, double 
     case UnaryOp::Clamp: {
       T lo = std::isinf(a) ? std::numeric_limits<T>::min() : static_cast<T>(std::ceil(a));
       T hi = std::isinf(b) ? std::numeric_limits<T>::max() : static_cast<T>(std::floor(b));
-      return map1<T, T>(x, out, [lo, hi](T v) { return v < lo ? lo : (v > hi ? hi : v); });
+      return map1<T, T>(x, out, [lo, hi](T v) {
+        T r = v < lo ? lo : v;
+        return r > hi ? hi : r;  // lo > hi gives hi, as in PyTorch
+      });
     }
     default:
       KILN_FAIL("unary", "operation not defined for int64 tensors");
