@@ -1,9 +1,728 @@
+// The gradient-check table: every differentiable op of ops/ops.h, in float64, against
+// central differences with gradcheck's default tolerances (eps 1e-6, atol 1e-5,
+// rtol 1e-3, never loosened here). Each row is a name, the function of the inputs and
+// the inputs' shapes and kinds; each runs as its own SUBCASE so a failure names the op.
+// Inputs are kept a few elements small so the whole table runs in well under a second.
 #include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "test_util.h"
 
 using namespace kiln;
+using kiln::testing::leaf64;
+using kiln::testing::noncontiguous_leaf64;
 
-TEST_CASE("placeholder: one tensor sums to its elements") {
-  CHECK(sum(ones({3, 4})).item() == 12.0);
+namespace {
+
+// How an input's values are made. Every input is a float64 leaf that requires grad
+// (gradcheck perturbs leaves in place).
+enum class Kind {
+  Randn,     // randn
+  Positive,  // |randn| + 0.5, for log, sqrt, rsqrt, pow(0.5)
+  AwayZero,  // randn pushed at least 0.3 away from 0, for abs, relu, division
+  Distinct,  // a shuffled grid 0.3 apart, all = 0.05 (mod 0.3): no ties, no kink at 0,
+             // none near bounds = 0.2 (mod 0.3) such as -0.4 and 0.5
+  Small,     // randn * 1e-3, for the float32 round trip
+};
+
+// How an input is laid out in memory.
+enum class Layout {
+  Contiguous,
+  Transposed,  // the transpose of a contiguous tensor (rank >= 2)
+  Stepped,     // every other row of a larger tensor, at an offset
+  Permuted,    // a contiguous tensor with its dims reversed (rank >= 2)
+};
+
+struct In {
+  Shape shape;
+  Kind kind = Kind::Randn;
+  Layout layout = Layout::Contiguous;
+};
+
+Tensor values_of(Kind kind, const Shape& shape, uint64_t seed) {
+  Generator g(seed);
+  TensorOptions f64(kFloat64);
+  switch (kind) {
+    case Kind::Randn: return randn(shape, f64, &g);
+    case Kind::Small: return randn(shape, f64, &g) * 1e-3;
+    case Kind::Positive: return randn(shape, f64, &g).abs() + 0.5;
+    case Kind::AwayZero: {
+      Tensor r = randn(shape, f64, &g);
+      return r + sign(r) * 0.3;
+    }
+    case Kind::Distinct: {
+      const int64_t n = shape_numel(shape);
+      std::vector<double> v(n);
+      for (int64_t i = 0; i < n; ++i) v[i] = static_cast<double>(i - n / 2) * 0.3 + 0.05;
+      std::mt19937_64 rng(seed);
+      std::shuffle(v.begin(), v.end(), rng);
+      return from_vector<double>(v, shape);
+    }
+  }
+  return Tensor();
+}
+
+Tensor make_leaf(const In& in, uint64_t seed) {
+  if (in.layout == Layout::Transposed && in.kind == Kind::Randn) return noncontiguous_leaf64(in.shape, seed);
+  if (in.layout == Layout::Contiguous && in.kind == Kind::Randn) return leaf64(in.shape, seed);
+  Tensor t;
+  switch (in.layout) {
+    case Layout::Contiguous: t = values_of(in.kind, in.shape, seed); break;
+    case Layout::Transposed: {
+      Shape swapped = in.shape;
+      std::swap(swapped[swapped.size() - 1], swapped[swapped.size() - 2]);
+      t = values_of(in.kind, swapped, seed).transpose(-1, -2);
+      break;
+    }
+    case Layout::Stepped: {
+      Shape big = in.shape;
+      big[0] = 2 * big[0] + 1;
+      t = values_of(in.kind, big, seed).slice(0, 1, big[0], 2);
+      break;
+    }
+    case Layout::Permuted: {
+      Shape rev(in.shape.rbegin(), in.shape.rend());
+      std::vector<int64_t> dims(in.shape.size());
+      std::iota(dims.rbegin(), dims.rend(), 0);
+      t = values_of(in.kind, rev, seed).permute(dims);
+      break;
+    }
+  }
+  return t.detach().requires_grad_();
+}
+
+struct Row {
+  std::string name;
+  GradcheckFn fn;
+  std::vector<In> inputs;
+};
+
+// Runs each row as its own SUBCASE.
+void run_table(const std::vector<Row>& rows) {
+  std::set<std::string> names;
+  for (const Row& row : rows)
+    if (!names.insert(row.name).second) FAIL("duplicate row name " << row.name);
+  uint64_t seed = 1000;
+  for (const Row& row : rows) {
+    seed += 16;
+    SUBCASE(row.name.c_str()) {
+      std::vector<Tensor> inputs;
+      for (size_t i = 0; i < row.inputs.size(); ++i) inputs.push_back(make_leaf(row.inputs[i], seed + i));
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        REQUIRE(inputs[i].shape() == row.inputs[i].shape);
+        if (row.inputs[i].layout != Layout::Contiguous) REQUIRE_FALSE(inputs[i].is_contiguous());
+      }
+      {
+        EnableGradGuard grad_on;
+        REQUIRE(row.fn(inputs).requires_grad());  // a row that records nothing checks nothing
+      }
+      GradcheckOptions opts;
+      opts.raise_exception = false;
+      GradcheckResult r = gradcheck_result(row.fn, inputs, opts);
+      CHECK_MESSAGE(r.ok, row.name << ": " << r.message);
+    }
+  }
+}
+
+using V = const std::vector<Tensor>&;
+
+// Constant (non-differentiable) inputs.
+Tensor mask_of(const std::vector<double>& v, const Shape& shape) {
+  return ne(from_vector<double>(v, shape), 0.0);
+}
+Tensor index_of(const std::vector<int64_t>& v, const Shape& shape) { return from_vector<int64_t>(v, shape); }
+
+In R(const Shape& s) { return {s, Kind::Randn}; }
+In P(const Shape& s) { return {s, Kind::Positive}; }
+In Z(const Shape& s) { return {s, Kind::AwayZero}; }
+In D(const Shape& s) { return {s, Kind::Distinct}; }
+In Sm(const Shape& s) { return {s, Kind::Small}; }
+In T(In in) { in.layout = Layout::Transposed; return in; }
+In S(In in) { in.layout = Layout::Stepped; return in; }
+In Pm(In in) { in.layout = Layout::Permuted; return in; }
+In T(const Shape& s) { return T(R(s)); }
+In S(const Shape& s) { return S(R(s)); }
+In Pm(const Shape& s) { return Pm(R(s)); }
+
+}  // namespace
+
+// ------------------------------------------------------------------ elementwise
+
+TEST_CASE("gradcheck: elementwise binary, same shape") {
+  run_table({
+      {"add", [](V x) { return add(x[0], x[1]); }, {R({2, 3}), R({2, 3})}},
+      {"add alpha", [](V x) { return add(x[0], x[1], -2.5); }, {R({2, 3}), R({2, 3})}},
+      {"sub", [](V x) { return sub(x[0], x[1]); }, {R({2, 3}), R({2, 3})}},
+      {"sub alpha", [](V x) { return sub(x[0], x[1], 0.75); }, {R({2, 3}), R({2, 3})}},
+      {"mul", [](V x) { return mul(x[0], x[1]); }, {R({2, 3}), R({2, 3})}},
+      {"div", [](V x) { return div(x[0], x[1]); }, {R({2, 3}), Z({2, 3})}},
+      {"maximum", [](V x) { return maximum(x[0], x[1]); }, {R({2, 3}), R({2, 3})}},
+      {"minimum", [](V x) { return minimum(x[0], x[1]); }, {R({2, 3}), R({2, 3})}},
+      {"same input twice (mul x x)", [](V x) { return mul(x[0], x[0]); }, {R({5})}},
+      {"operators + - * /", [](V x) { return (x[0] + x[1]) * x[0] - x[1] / x[2]; },
+       {R({2, 3}), R({2, 3}), Z({2, 3})}},
+      {"0-d tensors", [](V x) { return mul(x[0], x[1]); }, {R({}), R({})}},
+  });
+}
+
+TEST_CASE("gradcheck: elementwise binary, broadcast") {
+  run_table({
+      {"add (2,3,4)+(4)", [](V x) { return add(x[0], x[1]); }, {R({2, 3, 4}), R({4})}},
+      {"add (2,3,4)+(3,1)", [](V x) { return add(x[0], x[1]); }, {R({2, 3, 4}), R({3, 1})}},
+      {"add (1,3,1)+(2,3,4)", [](V x) { return add(x[0], x[1]); }, {R({1, 3, 1}), R({2, 3, 4})}},
+      {"add alpha (2,3,4)+(1,3,1)", [](V x) { return add(x[0], x[1], 1.5); }, {R({2, 3, 4}), R({1, 3, 1})}},
+      {"sub alpha (2,3,4)-(3,1)", [](V x) { return sub(x[0], x[1], 2.0); }, {R({2, 3, 4}), R({3, 1})}},
+      {"sub (4)-(2,3,4)", [](V x) { return sub(x[0], x[1]); }, {R({4}), R({2, 3, 4})}},
+      {"mul (2,3,4)*(4)", [](V x) { return mul(x[0], x[1]); }, {R({2, 3, 4}), R({4})}},
+      {"mul (2,3,4)*(1,3,1)", [](V x) { return mul(x[0], x[1]); }, {R({2, 3, 4}), R({1, 3, 1})}},
+      {"mul (3,1)*(1,4) both sides", [](V x) { return mul(x[0], x[1]); }, {R({3, 1}), R({1, 4})}},
+      {"mul (2,3)*() scalar tensor", [](V x) { return mul(x[0], x[1]); }, {R({2, 3}), R({})}},
+      {"div (2,3,4)/(3,1)", [](V x) { return div(x[0], x[1]); }, {R({2, 3, 4}), Z({3, 1})}},
+      {"div (4)/(2,3,4)", [](V x) { return div(x[0], x[1]); }, {R({4}), Z({2, 3, 4})}},
+      {"div (2,3,4)/(1,3,1)", [](V x) { return div(x[0], x[1]); }, {R({2, 3, 4}), Z({1, 3, 1})}},
+      {"maximum (2,3,4),(4)", [](V x) { return maximum(x[0], x[1]); }, {R({2, 3, 4}), R({4})}},
+      {"maximum (3,1),(1,3,4)", [](V x) { return maximum(x[0], x[1]); }, {R({3, 1}), R({1, 3, 4})}},
+      {"div (3,1)/(1,4) both sides", [](V x) { return div(x[0], x[1]); }, {R({3, 1}), Z({1, 4})}},
+      {"sub alpha (1,4)-(3,1) both sides", [](V x) { return sub(x[0], x[1], -0.5); }, {R({1, 4}), R({3, 1})}},
+      {"minimum (2,3,4),(1,3,1)", [](V x) { return minimum(x[0], x[1]); }, {R({2, 3, 4}), R({1, 3, 1})}},
+  });
+}
+
+TEST_CASE("gradcheck: elementwise binary, non-contiguous") {
+  run_table({
+      {"add transposed", [](V x) { return add(x[0], x[1]); }, {T({3, 4}), R({3, 4})}},
+      {"add stepped + permuted", [](V x) { return add(x[0], x[1], 0.5); }, {S({2, 3, 4}), Pm({2, 3, 4})}},
+      {"sub permuted, broadcast (4)", [](V x) { return sub(x[0], x[1]); }, {Pm({2, 3, 4}), R({4})}},
+      {"mul transposed both", [](V x) { return mul(x[0], x[1]); }, {T({3, 4}), T({3, 4})}},
+      {"mul stepped, broadcast (3,1)", [](V x) { return mul(x[0], x[1]); }, {S({2, 3, 4}), S({3, 1})}},
+      {"div stepped / transposed", [](V x) { return div(x[0], x[1]); }, {S({3, 4}), T(Z({3, 4}))}},
+      {"div permuted / stepped, broadcast", [](V x) { return div(x[0], x[1]); }, {Pm({2, 3, 4}), S(Z({3, 1}))}},
+      {"maximum permuted", [](V x) { return maximum(x[0], x[1]); }, {Pm({2, 3, 4}), R({2, 3, 4})}},
+      {"minimum transposed", [](V x) { return minimum(x[0], x[1]); }, {T({3, 4}), S({3, 4})}},
+      {"mul of a slice with step in the graph",
+       [](V x) { return mul(x[0].slice(1, 0, 4, 2), x[1].slice(0, 1, 4)); }, {R({3, 4}), R({4, 2})}},
+  });
+}
+
+TEST_CASE("gradcheck: elementwise with a double") {
+  run_table({
+      {"add double", [](V x) { return add(x[0], 1.5); }, {R({2, 3})}},
+      {"sub double", [](V x) { return sub(x[0], 0.25); }, {R({2, 3})}},
+      {"mul double", [](V x) { return mul(x[0], -3.0); }, {R({2, 3})}},
+      {"div double", [](V x) { return div(x[0], 4.0); }, {R({2, 3})}},
+      {"rsub", [](V x) { return rsub(x[0], 2.0); }, {R({2, 3})}},
+      {"rdiv", [](V x) { return rdiv(x[0], 2.0); }, {Z({2, 3})}},
+      {"rdiv transposed", [](V x) { return rdiv(x[0], -1.5); }, {T(Z({3, 4}))}},
+      {"operators with doubles", [](V x) { return 2.0 - (x[0] * 3.0 + 1.0) / 2.0 + 1.0 / (x[0] + 5.0); },
+       {R({2, 3})}},
+      {"mul double permuted", [](V x) { return mul(x[0], 0.5); }, {Pm({2, 3, 4})}},
+  });
+}
+
+TEST_CASE("gradcheck: elementwise unary") {
+  run_table({
+      {"neg", [](V x) { return neg(x[0]); }, {R({2, 3})}},
+      {"neg operator", [](V x) { return -x[0]; }, {R({2, 3})}},
+      {"pow 2", [](V x) { return pow(x[0], 2.0); }, {R({2, 3})}},
+      {"pow 3", [](V x) { return pow(x[0], 3.0); }, {R({2, 3})}},
+      {"pow 0.5 positive", [](V x) { return pow(x[0], 0.5); }, {P({2, 3})}},
+      {"pow -1", [](V x) { return pow(x[0], -1.0); }, {Z({2, 3})}},
+      {"pow 1", [](V x) { return pow(x[0], 1.0); }, {R({2, 3})}},
+      {"pow 0", [](V x) { return pow(x[0], 0.0) + x[0]; }, {Z({2, 3})}},
+      {"pow 1.7 positive", [](V x) { return pow(x[0], 1.7); }, {P({2, 3})}},
+      {"pow -2.5 positive", [](V x) { return pow(x[0], -2.5); }, {P({2, 3})}},
+      {"exp", [](V x) { return exp(x[0]); }, {R({2, 3})}},
+      {"log positive", [](V x) { return log(x[0]); }, {P({2, 3})}},
+      {"sqrt positive", [](V x) { return sqrt(x[0]); }, {P({2, 3})}},
+      {"rsqrt positive", [](V x) { return rsqrt(x[0]); }, {P({2, 3})}},
+      {"abs away from 0", [](V x) { return abs(x[0]); }, {Z({2, 3})}},
+      {"tanh", [](V x) { return tanh(x[0]); }, {R({2, 3})}},
+      {"sigmoid", [](V x) { return sigmoid(x[0]); }, {R({2, 3})}},
+      {"relu away from 0", [](V x) { return relu(x[0]); }, {Z({2, 3})}},
+      {"gelu none", [](V x) { return gelu(x[0]); }, {R({2, 3})}},
+      {"gelu none explicit", [](V x) { return gelu(x[0], "none"); }, {R({2, 3})}},
+      {"gelu tanh", [](V x) { return gelu(x[0], "tanh"); }, {R({2, 3})}},
+      {"clamp min", [](V x) { return clamp(x[0], -0.4, std::nullopt); }, {D({3, 4})}},
+      {"clamp max", [](V x) { return clamp(x[0], std::nullopt, 0.5); }, {D({3, 4})}},
+      {"clamp both", [](V x) { return clamp(x[0], -0.4, 0.5); }, {D({3, 4})}},
+      {"sign (no gradient) times x", [](V x) { return sign(x[0]) * x[0]; }, {Z({2, 3})}},
+      {"methods chain", [](V x) { return x[0].exp().sigmoid().tanh().pow(2.0).sqrt(); }, {R({2, 3})}},
+  });
+}
+
+TEST_CASE("gradcheck: elementwise unary, non-contiguous") {
+  run_table({
+      {"neg transposed", [](V x) { return neg(x[0]); }, {T({3, 4})}},
+      {"pow 3 stepped", [](V x) { return pow(x[0], 3.0); }, {S({3, 4})}},
+      {"exp permuted", [](V x) { return exp(x[0]); }, {Pm({2, 3, 4})}},
+      {"log transposed", [](V x) { return log(x[0]); }, {T(P({3, 4}))}},
+      {"sqrt stepped", [](V x) { return sqrt(x[0]); }, {S(P({3, 2}))}},
+      {"rsqrt permuted", [](V x) { return rsqrt(x[0]); }, {Pm(P({2, 3, 2}))}},
+      {"abs transposed", [](V x) { return abs(x[0]); }, {T(Z({3, 4}))}},
+      {"tanh transposed", [](V x) { return tanh(x[0]); }, {T({3, 4})}},
+      {"sigmoid stepped", [](V x) { return sigmoid(x[0]); }, {S({3, 4})}},
+      {"relu permuted", [](V x) { return relu(x[0]); }, {Pm(Z({2, 3, 4}))}},
+      {"gelu tanh transposed", [](V x) { return gelu(x[0], "tanh"); }, {T({3, 4})}},
+      {"gelu none permuted", [](V x) { return gelu(x[0]); }, {Pm({2, 3, 2})}},
+      {"clamp both transposed view", [](V x) { return clamp(x[0].t(), -0.4, 0.5); }, {D({3, 4})}},
+      {"clamp both stepped", [](V x) { return clamp(x[0], -0.4, 0.5); }, {S(D({3, 4}))}},
+  });
+}
+
+TEST_CASE("gradcheck: where and masked_fill") {
+  Tensor cond = mask_of({1, 0, 0, 1, 1, 0}, {2, 3});
+  Tensor cond_b = mask_of({1, 0, 1}, {3, 1});  // broadcast over (2, 3, 4)
+  Tensor mask_row = mask_of({0, 1, 1, 0}, {4});
+  Tensor mask_col = mask_of({1, 0, 1}, {3, 1});
+  run_table({
+      {"where same shape", [cond](V x) { return where(cond, x[0], x[1]); }, {R({2, 3}), R({2, 3})}},
+      {"where broadcast cond and b", [cond_b](V x) { return where(cond_b, x[0], x[1]); },
+       {R({2, 3, 4}), R({4})}},
+      {"where broadcast a (1,3,1)", [cond_b](V x) { return where(cond_b, x[0], x[1]); },
+       {R({1, 3, 1}), R({2, 3, 4})}},
+      {"where all three broadcast", [cond_b](V x) { return where(cond_b.unsqueeze(0), x[0], x[1]); },
+       {R({2, 1, 1, 4}), R({1, 3, 1})}},
+      {"where double b", [cond](V x) { return where(cond, x[0], 0.5); }, {R({2, 3})}},
+      {"where transposed", [cond](V x) { return where(cond, x[0], x[1]); }, {T({2, 3}), S({2, 3})}},
+      {"masked_fill same shape", [cond](V x) { return masked_fill(x[0], cond, -2.0); }, {R({2, 3})}},
+      {"masked_fill broadcast (4)", [mask_row](V x) { return masked_fill(x[0], mask_row, 0.0); },
+       {R({2, 3, 4})}},
+      {"masked_fill broadcast (3,1)", [mask_col](V x) { return masked_fill(x[0], mask_col, -1e9); },
+       {R({2, 3, 4})}},
+      {"masked_fill permuted", [mask_col](V x) { return x[0].masked_fill(mask_col, 3.0); }, {Pm({2, 3, 4})}},
+  });
+}
+
+// ------------------------------------------------------------------ reductions
+
+TEST_CASE("gradcheck: sum and mean") {
+  run_table({
+      {"sum all", [](V x) { return sum(x[0]); }, {R({2, 3, 4})}},
+      {"sum all keepdim", [](V x) { return sum(x[0], {}, true); }, {R({2, 3})}},
+      {"sum dim 1", [](V x) { return sum(x[0], {1}); }, {R({2, 3, 4})}},
+      {"sum dim -1 keepdim", [](V x) { return sum(x[0], {-1}, true); }, {R({2, 3, 4})}},
+      {"sum dims 0,2", [](V x) { return sum(x[0], {0, 2}); }, {R({2, 3, 4})}},
+      {"sum dims 2,0 keepdim", [](V x) { return sum(x[0], {2, 0}, true); }, {R({2, 3, 4})}},
+      {"sum 0-d", [](V x) { return sum(x[0]); }, {R({})}},
+      {"sum transposed dim 0", [](V x) { return sum(x[0], {0}); }, {T({3, 4})}},
+      {"sum permuted dims 1,2", [](V x) { return sum(x[0], {1, 2}); }, {Pm({2, 3, 4})}},
+      {"mean all", [](V x) { return mean(x[0]); }, {R({2, 3, 4})}},
+      {"mean all keepdim", [](V x) { return mean(x[0], {}, true); }, {R({2, 3})}},
+      {"mean dim 0", [](V x) { return mean(x[0], {0}); }, {R({2, 3, 4})}},
+      {"mean dim 1 keepdim", [](V x) { return mean(x[0], {1}, true); }, {R({2, 3, 4})}},
+      {"mean dims 0,1", [](V x) { return mean(x[0], {0, 1}); }, {R({2, 3, 4})}},
+      {"mean dims 1,2 keepdim", [](V x) { return mean(x[0], {1, 2}, true); }, {R({2, 3, 4})}},
+      {"mean stepped dim 1", [](V x) { return x[0].mean({1}); }, {S({3, 4})}},
+      {"sum of a product", [](V x) { return (x[0] * x[1]).sum({0}); }, {R({3, 2}), R({3, 2})}},
+  });
+}
+
+TEST_CASE("gradcheck: var and logsumexp") {
+  run_table({
+      {"var all correction 1", [](V x) { return var(x[0]); }, {R({2, 3})}},
+      {"var all correction 0", [](V x) { return var(x[0], {}, 0); }, {R({2, 3})}},
+      {"var dim 1 correction 1", [](V x) { return var(x[0], {1}, 1); }, {R({2, 3, 4})}},
+      {"var dim 0 correction 0 keepdim", [](V x) { return var(x[0], {0}, 0, true); }, {R({3, 4})}},
+      {"var dims 0,2 correction 1 keepdim", [](V x) { return var(x[0], {0, 2}, 1, true); }, {R({2, 3, 4})}},
+      {"var dims -1,-2 correction 0", [](V x) { return var(x[0], {-1, -2}, 0); }, {R({2, 3, 4})}},
+      {"var transposed", [](V x) { return var(x[0], {1}); }, {T({3, 4})}},
+      {"logsumexp dim 1", [](V x) { return logsumexp(x[0], {1}); }, {R({2, 3, 4})}},
+      {"logsumexp dim -1 keepdim", [](V x) { return logsumexp(x[0], {-1}, true); }, {R({2, 3, 4})}},
+      {"logsumexp dims 0,2", [](V x) { return logsumexp(x[0], {0, 2}); }, {R({2, 3, 4})}},
+      {"logsumexp large values", [](V x) { return logsumexp(x[0] * 100.0, {0}); }, {R({3, 2})}},
+      {"logsumexp all dims", [](V x) { return logsumexp(x[0], {0, 1}); }, {R({2, 3})}},
+      {"logsumexp permuted", [](V x) { return logsumexp(x[0], {1}); }, {Pm({2, 3, 4})}},
+  });
+}
+
+TEST_CASE("gradcheck: amax, amin, max, min") {
+  run_table({
+      {"amax all", [](V x) { return amax(x[0]); }, {D({2, 3, 4})}},
+      {"amax dim 1", [](V x) { return amax(x[0], {1}); }, {D({2, 3, 4})}},
+      {"amax dim -1 keepdim", [](V x) { return amax(x[0], {-1}, true); }, {D({2, 3, 4})}},
+      {"amax dims 0,2", [](V x) { return amax(x[0], {0, 2}); }, {D({2, 3, 4})}},
+      {"amin all keepdim", [](V x) { return amin(x[0], {}, true); }, {D({3, 4})}},
+      {"amin dim 0", [](V x) { return amin(x[0], {0}); }, {D({2, 3, 4})}},
+      {"amin dims 1,2 keepdim", [](V x) { return amin(x[0], {1, 2}, true); }, {D({2, 3, 4})}},
+      {"amax transposed view", [](V x) { return amax(x[0].t(), {1}); }, {D({3, 4})}},
+      {"amin transposed leaf", [](V x) { return amin(x[0], {0}); }, {T(D({3, 4}))}},
+      {"max all stepped", [](V x) { return max(x[0]); }, {S(D({3, 2}))}},
+      {"max dim 1 permuted leaf", [](V x) { return max(x[0], 1).values; }, {Pm(D({2, 3, 4}))}},
+      {"max all", [](V x) { return max(x[0]); }, {D({3, 4})}},
+      {"min all", [](V x) { return min(x[0]); }, {D({3, 4})}},
+      {"max all (method)", [](V x) { return x[0].max(); }, {D({5})}},
+      {"max dim 0", [](V x) { return max(x[0], 0).values; }, {D({3, 4})}},
+      {"max dim 1", [](V x) { return max(x[0], 1).values; }, {D({2, 3, 4})}},
+      {"max dim -1 keepdim", [](V x) { return max(x[0], -1, true).values; }, {D({2, 3, 4})}},
+      {"min dim 1", [](V x) { return min(x[0], 1).values; }, {D({2, 3, 4})}},
+      {"min dim 0 keepdim", [](V x) { return min(x[0], 0, true).values; }, {D({3, 4})}},
+      {"min dim 1-D", [](V x) { return min(x[0], 0).values; }, {D({5})}},
+      {"max dim of a permuted view", [](V x) { return max(x[0].permute({2, 0, 1}), 2).values; }, {D({2, 3, 4})}},
+  });
+}
+
+TEST_CASE("amax shares the gradient evenly among ties; max along a dim gives it to the first") {
+  Tensor x = from_vector<double>({1, 3, 3, 2}, {4}).requires_grad_();
+  amax(x).backward();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{0, 0.5, 0.5, 0});
+  x.zero_grad();
+  max(x, 0).values.backward();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{0, 1, 0, 0});
+}
+
+// ------------------------------------------------------------------ matmul
+
+TEST_CASE("gradcheck: matmul") {
+  run_table({
+      {"1-D . 1-D", [](V x) { return matmul(x[0], x[1]); }, {R({4}), R({4})}},
+      {"2-D @ 2-D", [](V x) { return matmul(x[0], x[1]); }, {R({2, 3}), R({3, 4})}},
+      {"1-D @ 2-D", [](V x) { return matmul(x[0], x[1]); }, {R({3}), R({3, 4})}},
+      {"2-D @ 1-D", [](V x) { return matmul(x[0], x[1]); }, {R({2, 3}), R({3})}},
+      {"1-D @ 3-D", [](V x) { return matmul(x[0], x[1]); }, {R({3}), R({2, 3, 2})}},
+      {"3-D @ 1-D", [](V x) { return matmul(x[0], x[1]); }, {R({2, 2, 3}), R({3})}},
+      {"batched 3-D @ 3-D", [](V x) { return matmul(x[0], x[1]); }, {R({2, 2, 3}), R({2, 3, 2})}},
+      {"broadcast batch (2,1,3,4)@(5,4,2)", [](V x) { return matmul(x[0], x[1]); },
+       {R({2, 1, 3, 4}), R({5, 4, 2})}},
+      {"broadcast batch (1,2,3)@(3,3,2)", [](V x) { return matmul(x[0], x[1]); }, {R({1, 2, 3}), R({3, 3, 2})}},
+      {"(1,3) @ (3,1)", [](V x) { return matmul(x[0], x[1]); }, {R({1, 3}), R({3, 1})}},
+      {"(3,1) @ (1,4) K=1", [](V x) { return matmul(x[0], x[1]); }, {R({3, 1}), R({1, 4})}},
+      {"(3,1).t() @ (3,4) transposed", [](V x) { return matmul(x[0].t(), x[1]); }, {R({3, 1}), T({3, 4})}},
+      {"(2,3) @ (1,3).t()", [](V x) { return matmul(x[0], x[1].t()); }, {S({2, 3}), R({1, 3})}},
+      {"2-D @ 4-D", [](V x) { return matmul(x[0], x[1]); }, {R({2, 3}), R({2, 2, 3, 2})}},
+      {"batched with stride-0 batch operand", [](V x) { return matmul(x[0].expand({3, 2, 3}), x[1]); },
+       {R({1, 2, 3}), R({3, 3, 2})}},
+      {"2-D @ 3-D", [](V x) { return matmul(x[0], x[1]); }, {R({2, 3}), R({2, 3, 2})}},
+      {"3-D @ 2-D folded", [](V x) { return matmul(x[0], x[1]); }, {R({2, 3, 4}), R({4, 2})}},
+      {"4-D @ 2-D folded", [](V x) { return matmul(x[0], x[1]); }, {R({2, 2, 1, 3}), R({3, 2})}},
+      {"a.t() @ b", [](V x) { return matmul(x[0].t(), x[1]); }, {R({3, 2}), R({3, 4})}},
+      {"a @ b.t()", [](V x) { return matmul(x[0], x[1].t()); }, {R({2, 3}), R({4, 3})}},
+      {"a.t() @ b.t()", [](V x) { return matmul(x[0].t(), x[1].t()); }, {R({3, 2}), R({4, 3})}},
+      {"transposed leaves", [](V x) { return matmul(x[0], x[1]); }, {T({2, 3}), T({3, 4})}},
+      {"stepped leaves", [](V x) { return matmul(x[0], x[1]); }, {S({2, 3}), S({3, 2})}},
+      {"batched transposed leaves", [](V x) { return matmul(x[0], x[1]); }, {T({2, 2, 3}), T({2, 3, 2})}},
+      {"batched permuted leaf", [](V x) { return matmul(x[0], x[1]); }, {Pm({2, 2, 3}), R({2, 3, 2})}},
+      {"3-D transposed @ 2-D folded", [](V x) { return matmul(x[0], x[1]); }, {T({2, 3, 4}), R({4, 2})}},
+      {"3-D @ 2-D transposed operand", [](V x) { return matmul(x[0], x[1].t()); }, {R({2, 3, 4}), R({2, 4})}},
+      {"x @ x.t() (same input twice)", [](V x) { return matmul(x[0], x[0].t()); }, {R({2, 3})}},
+      {"mm", [](V x) { return mm(x[0], x[1]); }, {R({2, 3}), R({3, 4})}},
+      {"mm transposed operand", [](V x) { return mm(x[0], x[1].t()); }, {R({2, 3}), R({4, 3})}},
+      {"bmm", [](V x) { return bmm(x[0], x[1]); }, {R({2, 2, 3}), R({2, 3, 4})}},
+      {"bmm transposed operand", [](V x) { return bmm(x[0], x[1].transpose(1, 2)); }, {R({2, 2, 3}), R({2, 4, 3})}},
+  });
+}
+
+// ------------------------------------------------------------------ shape
+
+TEST_CASE("gradcheck: shape ops") {
+  run_table({
+      {"view", [](V x) { return view(x[0], {3, 2}); }, {R({2, 3})}},
+      {"view -1", [](V x) { return x[0].view({-1}).mul(x[0].view({6})); }, {R({2, 3})}},
+      {"reshape contiguous", [](V x) { return reshape(x[0], {4, 3}); }, {R({2, 3, 2})}},
+      {"reshape transposed", [](V x) { return reshape(x[0], {12}); }, {T({3, 4})}},
+      {"reshape permuted", [](V x) { return x[0].reshape({6, -1}); }, {Pm({2, 3, 4})}},
+      {"reshape of a transposed view", [](V x) { return x[0].t().reshape({2, 6}); }, {R({3, 4})}},
+      {"flatten", [](V x) { return flatten(x[0]); }, {R({2, 3, 2})}},
+      {"flatten 1..2", [](V x) { return flatten(x[0], 1, 2); }, {R({2, 3, 2, 2})}},
+      {"flatten 0-d", [](V x) { return flatten(x[0]); }, {R({})}},
+      {"flatten stepped", [](V x) { return x[0].flatten(); }, {S({2, 3})}},
+      {"transpose", [](V x) { return transpose(x[0], 0, 2); }, {R({2, 3, 4})}},
+      {"t", [](V x) { return x[0].t(); }, {R({2, 3})}},
+      {"permute", [](V x) { return permute(x[0], {1, 2, 0}); }, {R({2, 3, 4})}},
+      {"permute transposed", [](V x) { return permute(x[0], {2, 0, 1}); }, {T({2, 3, 4})}},
+      {"squeeze all", [](V x) { return squeeze(x[0]); }, {R({1, 3, 1, 2})}},
+      {"squeeze dim", [](V x) { return squeeze(x[0], 2); }, {R({1, 3, 1, 2})}},
+      {"unsqueeze", [](V x) { return unsqueeze(x[0], 1); }, {R({2, 3})}},
+      {"unsqueeze 0-d", [](V x) { return unsqueeze(x[0], 0); }, {R({})}},
+      {"unsqueeze -1", [](V x) { return x[0].unsqueeze(-1); }, {R({2, 3})}},
+      {"expand", [](V x) { return expand(x[0], {2, 3, 4}); }, {R({3, 1})}},
+      {"expand -1", [](V x) { return x[0].expand({4, -1, 2}); }, {R({3, 1})}},
+      {"expand 0-d", [](V x) { return expand(x[0], {2, 3}); }, {R({})}},
+      {"expand then mul", [](V x) { return x[0].expand({3, 4}).mul(x[1]); }, {R({1, 4}), R({3, 4})}},
+      {"slice", [](V x) { return slice(x[0], 1, 1, 3); }, {R({2, 4})}},
+      {"slice with step", [](V x) { return slice(x[0], 1, 0, 5, 2); }, {R({2, 5})}},
+      {"slice with step 3 dim 0", [](V x) { return x[0].slice(0, 1, 7, 3); }, {R({7, 2})}},
+      {"slice negative bounds", [](V x) { return slice(x[0], -1, -3, -1); }, {R({2, 4})}},
+      {"slice of slice", [](V x) { return x[0].slice(0, 0, 4, 2).slice(1, 1, 4, 2); }, {R({4, 4})}},
+      {"slice transposed", [](V x) { return slice(x[0], 0, 0, 3, 2); }, {T({3, 4})}},
+      {"narrow", [](V x) { return narrow(x[0], 0, 1, 2); }, {R({4, 3})}},
+      {"narrow dim 1", [](V x) { return x[0].narrow(1, 2, 2); }, {R({2, 4})}},
+      {"select", [](V x) { return select(x[0], 1, 2); }, {R({2, 3, 2})}},
+      {"select negative", [](V x) { return x[0].select(0, -1); }, {R({3, 2})}},
+      {"select stepped", [](V x) { return select(x[0], 1, 0); }, {S({3, 2})}},
+      {"cat dim 0", [](V x) { return cat({x[0], x[1]}, 0); }, {R({2, 3}), R({1, 3})}},
+      {"cat dim 1 three", [](V x) { return cat({x[0], x[1], x[2]}, 1); }, {R({2, 1}), R({2, 3}), R({2, 2})}},
+      {"cat dim -1 non-contiguous", [](V x) { return cat({x[0], x[1]}, -1); }, {T({2, 3}), S({2, 2})}},
+      {"cat with an empty input", [](V x) { return cat({x[0], x[1], x[2]}, 0); }, {R({2, 3}), R({0, 3}), R({1, 3})}},
+      {"cat same input twice", [](V x) { return cat({x[0], x[0] * 2.0}, 0); }, {R({2, 3})}},
+      {"stack dim 0", [](V x) { return stack({x[0], x[1]}, 0); }, {R({2, 3}), R({2, 3})}},
+      {"stack dim 1", [](V x) { return stack({x[0], x[1], x[2]}, 1); }, {R({2, 3}), T({2, 3}), R({2, 3})}},
+      {"stack dim -1", [](V x) { return stack({x[0], x[1]}, -1); }, {R({3}), R({3})}},
+      {"split size",
+       [](V x) {
+         auto p = split(x[0], 2, 1);  // (3,2) (3,2) (3,1)
+         return cat({p[0] * 1.0, p[1] * 2.0, p[2] * 3.0}, 1);
+       },
+       {R({3, 5})}},
+      {"split sizes",
+       [](V x) {
+         auto p = split(x[0], std::vector<int64_t>{1, 3}, 0);
+         return p[1].sum({0}).mul(p[0].squeeze(0));
+       },
+       {R({4, 3})}},
+      {"split transposed",
+       [](V x) {
+         auto p = x[0].split(2, 0);
+         return p[1].exp().sum().add(p[0].mul(p[2].sum()).sum());
+       },
+       {T({5, 3})}},
+      {"chunk",
+       [](V x) {
+         auto p = chunk(x[0], 3, 0);  // sizes 2, 2, 1
+         return cat({p[2] * -1.0, p[0], p[1].pow(2.0)}, 0);
+       },
+       {R({5, 2})}},
+      {"chunk dim 1",
+       [](V x) {
+         auto p = x[0].chunk(2, 1);
+         return p[0].mul(p[1]);
+       },
+       {R({2, 4})}},
+      {"chunk one piece unused", [](V x) { return chunk(x[0], 2, 0)[1] * 3.0; }, {R({4, 2})}},
+      {"contiguous of transposed", [](V x) { return contiguous(x[0]); }, {T({3, 4})}},
+      {"contiguous of a permuted view", [](V x) { return x[0].permute({2, 0, 1}).contiguous(); }, {R({2, 3, 4})}},
+      {"contiguous of contiguous", [](V x) { return contiguous(x[0]) * 2.0; }, {R({2, 3})}},
+      {"clone", [](V x) { return clone(x[0]); }, {R({2, 3})}},
+      {"clone stepped", [](V x) { return x[0].clone(); }, {S({2, 3})}},
+      // float32 keeps ~7 digits: with inputs of size 1e-3 its rounding moves a central
+      // difference by about 1e-4 of the slope, inside rtol (the tolerance is not loosened).
+      {"to_dtype float32 round trip", [](V x) { return to_dtype(to_dtype(x[0], kFloat32), kFloat64) * 3.0; },
+       {Sm({2, 3})}},
+      {"to_dtype float64 (same)", [](V x) { return to_dtype(x[0], kFloat64); }, {R({2, 3})}},
+      {"to_device cpu (same)", [](V x) { return to_device(x[0], Device()) * 2.0; }, {R({2, 3})}},
+      {"sum_to (2,3,4) -> (3,1)", [](V x) { return sum_to(x[0], {3, 1}); }, {R({2, 3, 4})}},
+      {"sum_to (2,3,4) -> (1,4)", [](V x) { return sum_to(x[0], {1, 4}); }, {R({2, 3, 4})}},
+  });
+}
+
+// Backward rules must accept any incoming gradient: one that a later sum made with
+// stride 0 (expanded), or one that a later transpose made non-contiguous.
+TEST_CASE("gradcheck: incoming gradient expanded or non-contiguous") {
+  Tensor t4 = index_of({1, 0, 4, 2}, {4});
+  Tensor idx = index_of({0, 2, 4, 2, 1, 0}, {2, 3});
+  Tensor cond = mask_of({1, 0, 0, 1, 1, 0}, {2, 3});
+  run_table({
+      {"mul then sum", [](V x) { return sum(x[0] * x[1]); }, {R({2, 3}), R({3})}},
+      {"div then sum dim 0", [](V x) { return sum(x[0] / x[1], {0}); }, {R({2, 3}), Z({2, 3})}},
+      {"maximum then t", [](V x) { return maximum(x[0], x[1]).t(); }, {R({2, 3}), R({2, 3})}},
+      {"gelu then sum", [](V x) { return sum(gelu(x[0], "tanh")) + sum(gelu(x[0])); }, {R({2, 3})}},
+      {"pow then mean dim 1", [](V x) { return mean(pow(x[0], 3.0), {1}); }, {R({2, 3})}},
+      {"where then sum", [cond](V x) { return sum(where(cond, x[0], x[1])); }, {R({2, 3}), R({3})}},
+      {"matmul then sum", [](V x) { return sum(matmul(x[0], x[1])); }, {R({2, 3}), R({3, 4})}},
+      {"matmul then sum dim -1", [](V x) { return sum(matmul(x[0], x[1]), {-1}); }, {R({2, 2, 3}), R({3, 4})}},
+      {"matmul then t", [](V x) { return matmul(x[0], x[1]).t(); }, {R({2, 3}), R({3, 4})}},
+      {"batched matmul then transpose", [](V x) { return matmul(x[0], x[1]).transpose(0, 2); },
+       {R({2, 2, 3}), R({2, 3, 2})}},
+      {"1-D matmul then sum", [](V x) { return sum(matmul(x[0], x[1])); }, {R({3}), R({3, 2})}},
+      {"bmm then sum", [](V x) { return sum(bmm(x[0], x[1]), {0}); }, {R({2, 2, 3}), R({2, 3, 2})}},
+      {"softmax then sum dim 0", [](V x) { return sum(softmax(x[0], 1) * x[1], {0}); },
+       {R({3, 4}), R({3, 4})}},
+      {"softmax then t", [](V x) { return softmax(x[0], -1).t(); }, {R({3, 4})}},
+      {"log_softmax then sum", [](V x) { return sum(log_softmax(x[0], -1)); }, {R({3, 4})}},
+      {"log_softmax then permute", [](V x) { return log_softmax(x[0], 1).permute({2, 0, 1}); }, {R({2, 3, 4})}},
+      {"layer_norm then sum", [](V x) { return sum(layer_norm(x[0], {4}, x[1], x[2])); },
+       {R({3, 4}), R({4}), R({4})}},
+      {"layer_norm then sum dim 0", [](V x) { return sum(layer_norm(x[0], {4}, x[1], x[2]), {0}); },
+       {R({3, 4}), R({4}), R({4})}},
+      {"layer_norm then t", [](V x) { return layer_norm(x[0], {4}, x[1], x[2]).t(); },
+       {R({3, 4}), R({4}), R({4})}},
+      {"embedding then sum", [idx](V x) { return sum(embedding(x[0], idx), {0, 1}); }, {R({5, 3})}},
+      {"embedding then transpose", [idx](V x) { return embedding(x[0], idx).transpose(0, 2); }, {R({5, 3})}},
+      {"cross_entropy none then sum",
+       [t4](V x) { return sum(cross_entropy(x[0], t4, -100, 0.1, Reduction::None)); }, {R({4, 5})}},
+      {"cross_entropy none then mul",
+       [t4](V x) { return cross_entropy(x[0], t4, -100, 0.0, Reduction::None) * x[1]; }, {R({4, 5}), R({4})}},
+      {"dropout then sum",
+       [](V x) {
+         Generator g(123);
+         return sum(dropout(x[0], 0.3, true, &g));
+       },
+       {R({3, 4})}},
+      {"max dim then sum", [](V x) { return sum(max(x[0], 1).values); }, {D({3, 4})}},
+      {"amax then sum", [](V x) { return sum(amax(x[0], {0})); }, {D({3, 4})}},
+      {"var then sum", [](V x) { return sum(var(x[0], {1})); }, {R({3, 4})}},
+      {"logsumexp then sum", [](V x) { return sum(logsumexp(x[0], {1})); }, {R({3, 4})}},
+      {"cat then sum", [](V x) { return sum(cat({x[0], x[1]}, 1) * 2.0); }, {R({2, 3}), R({2, 1})}},
+      {"split then sum", [](V x) { return sum(split(x[0], 2, 1)[1]); }, {R({2, 5})}},
+      {"select then t", [](V x) { return select(x[0], 0, 1).t(); }, {R({2, 3, 4})}},
+      {"slice step then sum", [](V x) { return sum(slice(x[0], 1, 0, 5, 2)); }, {R({2, 5})}},
+      {"expand then sum", [](V x) { return sum(expand(x[0], {3, 4}), {0}); }, {R({1, 4})}},
+      {"to_dtype then sum", [](V x) { return sum(to_dtype(to_dtype(x[0], kFloat32), kFloat64)); }, {Sm({2, 3})}},
+      {"clone then t", [](V x) { return clone(x[0]).t(); }, {R({2, 3})}},
+  });
+}
+
+// ------------------------------------------------------------------ fused nn
+
+TEST_CASE("gradcheck: softmax and log_softmax") {
+  run_table({
+      {"softmax dim 0", [](V x) { return softmax(x[0], 0); }, {R({2, 3, 4})}},
+      {"softmax dim 1", [](V x) { return softmax(x[0], 1); }, {R({2, 3, 4})}},
+      {"softmax dim -1", [](V x) { return softmax(x[0], -1); }, {R({2, 3, 4})}},
+      {"softmax 1-D", [](V x) { return softmax(x[0], 0); }, {R({5})}},
+      {"softmax transposed", [](V x) { return softmax(x[0], 1); }, {T({3, 4})}},
+      {"softmax permuted dim 1", [](V x) { return x[0].softmax(1); }, {Pm({2, 3, 4})}},
+      {"softmax weighted sum", [](V x) { return softmax(x[0], -1).mul(x[1]).sum({-1}); }, {R({3, 4}), R({3, 4})}},
+      {"log_softmax dim 0", [](V x) { return log_softmax(x[0], 0); }, {R({2, 3, 4})}},
+      {"log_softmax dim 1", [](V x) { return log_softmax(x[0], 1); }, {R({2, 3, 4})}},
+      {"log_softmax dim -1", [](V x) { return log_softmax(x[0], -1); }, {R({2, 3, 4})}},
+      {"log_softmax stepped", [](V x) { return log_softmax(x[0], -1); }, {S({3, 4})}},
+      {"log_softmax large values", [](V x) { return log_softmax(x[0] * 50.0, 1); }, {R({2, 3})}},
+  });
+}
+
+TEST_CASE("gradcheck: layer_norm") {
+  run_table({
+      {"layer_norm last dim, no affine", [](V x) { return layer_norm(x[0], {4}); }, {R({3, 4})}},
+      {"layer_norm last dim, weight", [](V x) { return layer_norm(x[0], {4}, x[1]); }, {R({3, 4}), R({4})}},
+      {"layer_norm last dim, bias", [](V x) { return layer_norm(x[0], {4}, Tensor(), x[1]); }, {R({3, 4}), R({4})}},
+      {"layer_norm last dim, weight and bias", [](V x) { return layer_norm(x[0], {4}, x[1], x[2]); },
+       {R({2, 3, 4}), R({4}), R({4})}},
+      {"layer_norm two dims, no affine", [](V x) { return layer_norm(x[0], {3, 4}); }, {R({2, 3, 4})}},
+      {"layer_norm two dims, weight and bias", [](V x) { return layer_norm(x[0], {3, 2}, x[1], x[2]); },
+       {R({2, 3, 2}), R({3, 2}), R({3, 2})}},
+      {"layer_norm two dims, weight only", [](V x) { return layer_norm(x[0], {2, 3}, x[1]); },
+       {R({2, 2, 3}), R({2, 3})}},
+      {"layer_norm big eps", [](V x) { return layer_norm(x[0], {4}, x[1], x[2], 0.5); }, {R({3, 4}), R({4}), R({4})}},
+      {"layer_norm transposed input", [](V x) { return layer_norm(x[0], {4}, x[1], x[2]); },
+       {T({3, 4}), R({4}), R({4})}},
+      {"layer_norm permuted input, stepped weight", [](V x) { return layer_norm(x[0], {3, 2}, x[1], x[2]); },
+       {Pm({2, 3, 2}), S({3, 2}), T({3, 2})}},
+      {"layer_norm 1-D", [](V x) { return layer_norm(x[0], {5}, x[1], x[2]); }, {R({5}), R({5}), R({5})}},
+  });
+}
+
+TEST_CASE("gradcheck: dropout") {
+  run_table({
+      {"dropout p 0.4",
+       [](V x) {
+         Generator g(123);  // the same mask at every evaluation
+         return dropout(x[0], 0.4, true, &g);
+       },
+       {R({3, 4})}},
+      {"dropout p 0.5 transposed",
+       [](V x) {
+         Generator g(123);
+         return dropout(x[0], 0.5, true, &g);
+       },
+       {T({3, 4})}},
+      {"dropout p 0.2 then mul",
+       [](V x) {
+         Generator g(123);
+         return dropout(x[0], 0.2, true, &g).mul(x[1]);
+       },
+       {R({2, 3}), R({2, 3})}},
+      {"dropout eval (identity)", [](V x) { return dropout(x[0], 0.4, false) * 2.0; }, {R({3, 4})}},
+      {"dropout p 0", [](V x) { return dropout(x[0], 0.0) * 2.0; }, {R({3, 4})}},
+      {"dropout p 1", [](V x) { return dropout(x[0], 1.0).add(x[0]); }, {R({3, 4})}},
+  });
+}
+
+TEST_CASE("gradcheck: embedding") {
+  Tensor idx = index_of({0, 2, 4, 2, 1, 0}, {2, 3});  // repeats accumulate
+  Tensor idx1 = index_of({3, 3, 1}, {3});
+  // The padding row is read forward but gets no gradient (PyTorch's semantics, tested
+  // exactly below), so against central differences it is held constant: a masked_fill
+  // makes it so, and the check covers the other rows' gradients in its presence.
+  Tensor row2 = mask_of({0, 0, 1, 0, 0}, {5, 1});
+  Tensor row4 = mask_of({0, 0, 0, 0, 1}, {5, 1});
+  run_table({
+      {"embedding", [idx](V x) { return embedding(x[0], idx); }, {R({5, 3})}},
+      {"embedding 1-D indices", [idx1](V x) { return embedding(x[0], idx1); }, {R({4, 2})}},
+      {"embedding padding_idx 2", [idx, row2](V x) { return embedding(masked_fill(x[0], row2, 0.7), idx, 2); },
+       {R({5, 3})}},
+      {"embedding padding_idx -1 (row 4)",
+       [idx, row4](V x) { return embedding(masked_fill(x[0], row4, -0.3), idx, -1); }, {R({5, 3})}},
+      {"embedding padding_idx unused", [idx](V x) { return embedding(x[0], idx, 3); }, {R({5, 3})}},
+      {"embedding transposed weight", [idx](V x) { return embedding(x[0], idx) * x[1]; },
+       {T({5, 3}), R({2, 3, 3})}},
+      {"embedding 0-d index", [](V x) { return embedding(x[0], index_of({2}, {})); }, {R({4, 3})}},
+      {"embedding of a stepped weight", [idx1](V x) { return embedding(x[0], idx1); }, {S({4, 2})}},
+  });
+}
+
+TEST_CASE("embedding: the padding row's gradient is exactly zero") {
+  for (int64_t pad : {2, -3}) {
+    CAPTURE(pad);
+    Tensor w = leaf64({5, 3}, 7);
+    Tensor idx = index_of({0, 2, 4, 2, 1, 2}, {2, 3});
+    Tensor out = embedding(w, idx, pad);
+    // The forward still reads the padding row.
+    CHECK(equal(out.select(0, 0).select(0, 1), w.detach().select(0, 2)));
+    Tensor g = leaf64({2, 3, 3}, 8).detach();
+    out.backward(g);
+    Tensor gw = w.grad();
+    REQUIRE(gw.defined());
+    for (int64_t j = 0; j < 3; ++j) CHECK(gw.at({2, j}) == 0.0);
+    // The other rows get the sum of their rows of g; row 3 is never used.
+    for (int64_t j = 0; j < 3; ++j) {
+      CHECK(gw.at({0, j}) == doctest::Approx(g.at({0, 0, j})));
+      CHECK(gw.at({1, j}) == doctest::Approx(g.at({1, 1, j})));
+      CHECK(gw.at({3, j}) == 0.0);
+      CHECK(gw.at({4, j}) == doctest::Approx(g.at({0, 2, j})));
+    }
+  }
+}
+
+TEST_CASE("gradcheck: cross_entropy") {
+  Tensor t4 = index_of({1, 0, 4, 2}, {4});
+  Tensor t4_ign = index_of({1, -100, 4, 2}, {4});
+  Tensor t4_ign3 = index_of({3, 0, 3, 2}, {4});  // ignore_index 3
+  Tensor t0 = index_of({2}, {});
+  Tensor tnd = index_of({0, 3, 1, 2, 2, 0}, {2, 3});
+  Tensor tnd_ign = index_of({0, -100, 1, 2, -100, 3}, {2, 3});
+  using RD = Reduction;
+  run_table({
+      {"cross_entropy mean", [t4](V x) { return cross_entropy(x[0], t4); }, {R({4, 5})}},
+      {"cross_entropy sum", [t4](V x) { return cross_entropy(x[0], t4, -100, 0.0, RD::Sum); }, {R({4, 5})}},
+      {"cross_entropy none", [t4](V x) { return cross_entropy(x[0], t4, -100, 0.0, RD::None); }, {R({4, 5})}},
+      {"cross_entropy ignore_index -100 mean", [t4_ign](V x) { return cross_entropy(x[0], t4_ign); }, {R({4, 5})}},
+      {"cross_entropy ignore_index -100 none",
+       [t4_ign](V x) { return cross_entropy(x[0], t4_ign, -100, 0.0, RD::None); }, {R({4, 5})}},
+      {"cross_entropy ignore_index 3 sum",
+       [t4_ign3](V x) { return cross_entropy(x[0], t4_ign3, 3, 0.0, RD::Sum); }, {R({4, 5})}},
+      {"cross_entropy ignore_index 3 mean", [t4_ign3](V x) { return cross_entropy(x[0], t4_ign3, 3); }, {R({4, 5})}},
+      {"cross_entropy label_smoothing 0.1 mean",
+       [t4](V x) { return cross_entropy(x[0], t4, -100, 0.1); }, {R({4, 5})}},
+      {"cross_entropy label_smoothing 0.1 none",
+       [t4](V x) { return cross_entropy(x[0], t4, -100, 0.1, RD::None); }, {R({4, 5})}},
+      {"cross_entropy label_smoothing 0.1 sum with ignore",
+       [t4_ign](V x) { return cross_entropy(x[0], t4_ign, -100, 0.1, RD::Sum); }, {R({4, 5})}},
+      {"cross_entropy label_smoothing 0.1 mean with ignore",
+       [t4_ign](V x) { return cross_entropy(x[0], t4_ign, -100, 0.1); }, {R({4, 5})}},
+      {"cross_entropy 1-D logits mean", [t0](V x) { return cross_entropy(x[0], t0); }, {R({5})}},
+      {"cross_entropy 1-D logits none smoothing",
+       [t0](V x) { return cross_entropy(x[0], t0, -100, 0.1, RD::None); }, {R({5})}},
+      {"cross_entropy (N,C,d) mean", [tnd](V x) { return cross_entropy(x[0], tnd); }, {R({2, 4, 3})}},
+      {"cross_entropy (N,C,d) none", [tnd](V x) { return cross_entropy(x[0], tnd, -100, 0.0, RD::None); },
+       {R({2, 4, 3})}},
+      {"cross_entropy (N,C,d) ignore and smoothing sum",
+       [tnd_ign](V x) { return cross_entropy(x[0], tnd_ign, -100, 0.1, RD::Sum); }, {R({2, 4, 3})}},
+      {"cross_entropy (N,C,d) ignore mean", [tnd_ign](V x) { return cross_entropy(x[0], tnd_ign); }, {R({2, 4, 3})}},
+      {"cross_entropy (N,C,d1,d2) mean smoothing",
+       [](V x) { return cross_entropy(x[0], index_of({0, 2, 1, 1, 2, 0, -100, 1}, {2, 2, 2}), -100, 0.1); },
+       {R({2, 3, 2, 2})}},
+      {"cross_entropy transposed logits", [t4](V x) { return cross_entropy(x[0], t4, -100, 0.1); }, {T({4, 5})}},
+      {"cross_entropy stepped logits none",
+       [t4](V x) { return cross_entropy(x[0], t4, -100, 0.0, RD::None); }, {S({4, 5})}},
+      {"cross_entropy permuted (N,C,d) logits", [tnd](V x) { return cross_entropy(x[0], tnd); }, {Pm({2, 4, 3})}},
+      {"cross_entropy of a matmul", [t4](V x) { return cross_entropy(matmul(x[0], x[1]), t4); },
+       {R({4, 3}), R({3, 5})}},
+  });
 }
