@@ -1,9 +1,33 @@
 // Tensors: factories, dtypes, views and printing.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <sstream>
+
 #include "test_util.h"
 
 using namespace kiln;
+
+namespace {
+
+std::vector<double> vec(const Tensor& t) { return t.to_vector<double>(); }
+
+double mean_of(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return s / static_cast<double>(v.size());
+}
+
+double std_of(const std::vector<double>& v) {
+  double m = mean_of(v), s = 0;
+  for (double x : v) s += (x - m) * (x - m);
+  return std::sqrt(s / static_cast<double>(v.size() - 1));
+}
+
+}  // namespace
 
 TEST_CASE("views share storage with their base") {
   Tensor a = arange(0, 6, 1, kFloat32).reshape({2, 3});
@@ -16,4 +40,627 @@ TEST_CASE("views share storage with their base") {
   a.set({0, 0}, 42.0);
   CHECK(t.at({0, 0}) == 42.0);
   CHECK(b.at({0, 0}) == 0.0);
+}
+
+// ---------------------------------------------------------------- factories
+
+TEST_CASE("zeros, ones, full") {
+  Tensor z = zeros({2, 3});
+  CHECK(z.shape() == Shape{2, 3});
+  CHECK(z.dtype() == kFloat32);
+  CHECK(z.device() == kCPU);
+  CHECK(z.is_contiguous());
+  CHECK(z.strides() == Strides{3, 1});
+  CHECK(z.numel() == 6);
+  CHECK(z.dim() == 2);
+  CHECK(z.element_size() == 4);
+  CHECK_FALSE(z.requires_grad());
+  CHECK(vec(z) == std::vector<double>(6, 0.0));
+  CHECK(vec(ones({4}, kInt64)) == std::vector<double>(4, 1.0));
+  CHECK(ones({4}, kInt64).dtype() == kInt64);
+  CHECK(ones({2}, kBool).to_vector<bool>() == std::vector<bool>{true, true});
+  Tensor f = full({2, 2}, 2.5, kFloat64);
+  CHECK(f.dtype() == kFloat64);
+  CHECK(f.element_size() == 8);
+  CHECK(vec(f) == std::vector<double>(4, 2.5));
+  CHECK(full({3}, 7.9, kInt64).to_vector<int64_t>() == std::vector<int64_t>(3, 7));
+  CHECK(vec(zeros_like(f)) == std::vector<double>(4, 0.0));
+  CHECK(zeros_like(f).dtype() == kFloat64);
+  CHECK(vec(ones_like(f)) == std::vector<double>(4, 1.0));
+  CHECK(vec(full_like(f, -1)) == std::vector<double>(4, -1.0));
+  CHECK(empty_like(f).shape() == f.shape());
+  // Zero-size and 0-d shapes.
+  CHECK(zeros({0, 3}).numel() == 0);
+  CHECK(zeros({}).dim() == 0);
+  CHECK(zeros({}).numel() == 1);
+  CHECK(zeros({}).item() == 0.0);
+}
+
+TEST_CASE("arange, with integer and float steps") {
+  Tensor a = arange(5);
+  CHECK(a.dtype() == kInt64);
+  CHECK(a.to_vector<int64_t>() == std::vector<int64_t>{0, 1, 2, 3, 4});
+  CHECK(arange(2, 9, 3).to_vector<int64_t>() == std::vector<int64_t>{2, 5, 8});
+  Tensor q = arange(0, 1, 0.25, kFloat32);
+  CHECK(q.dtype() == kFloat32);
+  CHECK(vec(q) == std::vector<double>{0, 0.25, 0.5, 0.75});
+  // ceil((end - start) / step) elements, as torch.arange.
+  Tensor r = arange(1, 2, 0.3, kFloat64);
+  REQUIRE(r.numel() == 4);
+  std::vector<double> rv = vec(r);
+  for (int i = 0; i < 4; ++i) CHECK(rv[i] == doctest::Approx(1 + 0.3 * i));
+  Tensor d = arange(5, 0, -1.5, kFloat32);
+  CHECK(vec(d) == std::vector<double>{5, 3.5, 2, 0.5});
+  CHECK(arange(3, 3).numel() == 0);
+}
+
+TEST_CASE("eye n x n and n x m") {
+  CHECK(vec(eye(3)) == std::vector<double>{1, 0, 0, 0, 1, 0, 0, 0, 1});
+  Tensor e = eye(2, 3);
+  CHECK(e.shape() == Shape{2, 3});
+  CHECK(vec(e) == std::vector<double>{1, 0, 0, 0, 1, 0});
+  Tensor t = eye(3, 2, kInt64);
+  CHECK(t.dtype() == kInt64);
+  CHECK(t.to_vector<int64_t>() == std::vector<int64_t>{1, 0, 0, 1, 0, 0});
+  CHECK(eye(0).shape() == Shape{0, 0});
+}
+
+TEST_CASE("from_vector, tensor({...}), scalar_tensor") {
+  Tensor a = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  CHECK(a.dtype() == kFloat32);
+  CHECK(a.shape() == Shape{2, 3});
+  CHECK(a.at({1, 0}) == 4.0);
+  Tensor b = from_vector<int64_t>({7, 8}, {2});
+  CHECK(b.dtype() == kInt64);
+  CHECK(b.to_vector<int64_t>() == std::vector<int64_t>{7, 8});
+  Tensor c = from_vector<double>({1.5, 2.5}, {2, 1}, kFloat32);  // converted
+  CHECK(c.dtype() == kFloat32);
+  CHECK(vec(c) == std::vector<double>{1.5, 2.5});
+  Tensor bl = from_vector<bool>({true, false, true}, {3});
+  CHECK(bl.dtype() == kBool);
+  CHECK(bl.to_vector<bool>() == std::vector<bool>{true, false, true});
+  Tensor s = from_vector<float>({9}, {});
+  CHECK(s.dim() == 0);
+  CHECK(s.item() == 9.0);
+
+  Tensor t1 = tensor({1, 2, 3});
+  CHECK(t1.dtype() == kFloat32);
+  CHECK(t1.shape() == Shape{3});
+  Tensor t2 = tensor({{1, 2}, {3, 4}, {5, 6}});
+  CHECK(t2.shape() == Shape{3, 2});
+  CHECK(vec(t2) == std::vector<double>{1, 2, 3, 4, 5, 6});
+  Tensor t3 = tensor({{1, 2}}, kInt64);
+  CHECK(t3.dtype() == kInt64);
+  CHECK(t3.shape() == Shape{1, 2});
+
+  Tensor sc = scalar_tensor(3.5);
+  CHECK(sc.dim() == 0);
+  CHECK(sc.shape() == Shape{});
+  CHECK(sc.numel() == 1);
+  CHECK(sc.item() == 3.5);
+  CHECK(scalar_tensor(2, kInt64).item<int64_t>() == 2);
+}
+
+// ---------------------------------------------------------------- random
+
+TEST_CASE("random: the same seed gives the same numbers, a different one differs") {
+  manual_seed(1234);
+  Tensor a = rand({1000});
+  Tensor an = randn({1000});
+  manual_seed(1234);
+  Tensor b = rand({1000});
+  Tensor bn = randn({1000});
+  CHECK(equal(a, b));
+  CHECK(equal(an, bn));
+  CHECK_FALSE(equal(a, rand({1000})));  // the generator moved on
+
+  Generator g1(7), g1b(7), g2(8);
+  CHECK(equal(randn({64}, {}, &g1), randn({64}, {}, &g1b)));
+  CHECK(equal(randint(0, 1000, {64}, kInt64, &g1), randint(0, 1000, {64}, kInt64, &g1b)));
+  CHECK(equal(bernoulli({64}, 0.5, {}, &g1), bernoulli({64}, 0.5, {}, &g1b)));
+  Generator g1c(7);
+  CHECK_FALSE(equal(randn({64}, {}, &g1c), randn({64}, {}, &g2)));
+  Generator g3(7), g4(8);
+  CHECK_FALSE(equal(randint(0, 1000, {64}, kInt64, &g3), randint(0, 1000, {64}, kInt64, &g4)));
+
+  // A saved state replays.
+  Generator g(99);
+  GeneratorState st = g.get_state();
+  Tensor first = rand({10}, kFloat64, &g);
+  g.set_state(st);
+  CHECK(equal(first, rand({10}, kFloat64, &g)));
+  g.manual_seed(99);
+  CHECK(equal(first, rand({10}, kFloat64, &g)));
+}
+
+TEST_CASE("random numbers do not depend on the thread count") {
+  int threads = get_num_threads();
+  Generator g1(5), g2(5);
+  set_num_threads(1);
+  Tensor a = randn({200000}, {}, &g1);
+  set_num_threads(std::max(2, threads));
+  Tensor b = randn({200000}, {}, &g2);
+  set_num_threads(threads);
+  CHECK(equal(a, b));
+}
+
+TEST_CASE("random: statistics are plausible") {
+  Generator g(2024);
+  const int n = 100000;
+  SUBCASE("randn") {
+    for (DType dt : {kFloat32, kFloat64}) {
+      std::vector<double> v = vec(randn({n}, dt, &g));
+      // Standard errors: 1/sqrt(n) = 0.0032 for the mean, 1/sqrt(2n) = 0.0022 for the std.
+      CHECK(std::abs(mean_of(v)) < 0.02);
+      CHECK(std::abs(std_of(v) - 1.0) < 0.02);
+      int beyond3 = 0;
+      for (double x : v) beyond3 += std::abs(x) > 3;
+      CHECK(beyond3 > 150);  // expected 270
+      CHECK(beyond3 < 400);
+      std::set<double> distinct(v.begin(), v.end());
+      CHECK(distinct.size() > n - 1000);  // float32 has a few collisions
+    }
+  }
+  SUBCASE("rand") {
+    std::vector<double> v = vec(rand({n}, kFloat32, &g));
+    CHECK(std::abs(mean_of(v) - 0.5) < 0.01);
+    CHECK(std::abs(std_of(v) - std::sqrt(1.0 / 12)) < 0.01);
+    for (double x : v) {
+      if (x < 0 || x >= 1) {
+        FAIL("rand value out of [0, 1): " << x);
+        break;
+      }
+    }
+  }
+  SUBCASE("randint within range, every value hit") {
+    Tensor r = randint(3, 7, {n}, kInt64, &g);
+    CHECK(r.dtype() == kInt64);
+    std::vector<int64_t> v = r.to_vector<int64_t>();
+    int counts[4] = {0, 0, 0, 0};
+    bool in_range = true;
+    for (int64_t x : v) {
+      if (x < 3 || x >= 7) in_range = false;
+      else ++counts[x - 3];
+    }
+    CHECK(in_range);
+    for (int c : counts) CHECK(std::abs(c / static_cast<double>(n) - 0.25) < 0.01);
+    Tensor neg = randint(-5, -3, {1000}, kInt64, &g);
+    CHECK(amin(neg).item() == -5);
+    CHECK(amax(neg).item() == -4);
+    CHECK(randint(0, 10, {5}, kFloat32, &g).dtype() == kFloat32);
+  }
+  SUBCASE("bernoulli frequency") {
+    Tensor b = bernoulli({n}, 0.3, kFloat32, &g);
+    std::vector<double> v = vec(b);
+    for (double x : v) {
+      if (x != 0 && x != 1) {
+        FAIL("bernoulli value not 0 or 1: " << x);
+        break;
+      }
+    }
+    CHECK(std::abs(mean_of(v) - 0.3) < 0.01);
+    CHECK(vec(bernoulli({100}, 0.0, kFloat32, &g)) == std::vector<double>(100, 0.0));
+    CHECK(vec(bernoulli({100}, 1.0, kFloat32, &g)) == std::vector<double>(100, 1.0));
+    // From a tensor of probabilities.
+    Tensor p = full({n}, 0.8, kFloat64);
+    Tensor bp = bernoulli(p, &g);
+    CHECK(bp.dtype() == kFloat64);
+    CHECK(std::abs(mean_of(vec(bp)) - 0.8) < 0.01);
+    Tensor edges = tensor({0, 1, 0, 1});
+    CHECK(vec(bernoulli(edges, &g)) == std::vector<double>{0, 1, 0, 1});
+  }
+  SUBCASE("uniform_ and normal_ fill in place") {
+    Tensor t = empty({n}, kFloat64);
+    t.uniform_(-2, 2);
+    std::vector<double> v = vec(t);
+    CHECK(std::abs(mean_of(v)) < 0.03);
+    CHECK(*std::min_element(v.begin(), v.end()) >= -2);
+    CHECK(*std::max_element(v.begin(), v.end()) < 2);
+    t.normal_(5, 2);
+    v = vec(t);
+    CHECK(std::abs(mean_of(v) - 5) < 0.04);
+    CHECK(std::abs(std_of(v) - 2) < 0.04);
+    // Non-contiguous: only the viewed elements change.
+    Tensor m = zeros({4, 6});
+    m.t().slice(0, 0, 6, 2).normal_();
+    CHECK(m.at({0, 1}) == 0.0);
+    CHECK(m.at({0, 0}) != 0.0);
+    CHECK(m.at({3, 2}) != 0.0);
+  }
+}
+
+// ---------------------------------------------------------------- dtypes
+
+TEST_CASE("dtype conversions") {
+  Tensor f = tensor({1.7, -1.7, 2.5, -0.2, 0});
+  Tensor i = f.to(kInt64);
+  CHECK(i.dtype() == kInt64);
+  CHECK(i.to_vector<int64_t>() == std::vector<int64_t>{1, -1, 2, 0, 0});  // truncation
+  Tensor b = tensor({0, 0.5, -2, std::nan("")}).to(kBool);
+  CHECK(b.dtype() == kBool);
+  CHECK(b.to_vector<bool>() == std::vector<bool>{false, true, true, true});
+  CHECK(i.to(kBool).to_vector<bool>() == std::vector<bool>{true, true, true, false, false});
+  CHECK(vec(b.to(kFloat32)) == std::vector<double>{0, 1, 1, 1});
+  CHECK(vec(i.to(kFloat64)) == std::vector<double>{1, -1, 2, 0, 0});
+  Tensor d = f.to(kFloat64);
+  CHECK(d.dtype() == kFloat64);
+  CHECK(d.at({0}) == static_cast<double>(1.7f));
+  // to() of the same dtype is the same tensor; a conversion is a copy.
+  CHECK(f.to(kFloat32).same_storage(f));
+  CHECK_FALSE(d.same_storage(f));
+  // Large values survive int64 <-> float64.
+  Tensor big = from_vector<int64_t>({(int64_t{1} << 52) + 1}, {1});
+  CHECK(big.to(kFloat64).to(kInt64).to_vector<int64_t>()[0] == (int64_t{1} << 52) + 1);
+  // to_vector converts to the asked type.
+  CHECK(tensor({1.9, -2.9}).to_vector<int64_t>() == std::vector<int64_t>{1, -2});
+  CHECK(dtype_name(kFloat32) == std::string("float32"));
+  CHECK(promote_types(kInt64, kFloat32) == kFloat32);
+  CHECK(promote_types(kBool, kInt64) == kInt64);
+  CHECK(promote_types(kFloat64, kFloat32) == kFloat64);
+  CHECK((ones({2}, kInt64) + ones({2})).dtype() == kFloat32);
+  CHECK((ones({2}, kInt64) * 2.5).dtype() == kFloat32);
+  CHECK((ones({2}, kInt64) * 2.0).dtype() == kInt64);
+  CHECK((ones({2}, kInt64) / ones({2}, kInt64)).dtype() == kFloat32);
+}
+
+// ---------------------------------------------------------------- views
+
+TEST_CASE("view and reshape: copy versus view") {
+  Tensor a = arange(0, 12, 1, kFloat32);
+  Tensor v = a.view({3, 4});
+  CHECK(v.same_storage(a));
+  CHECK(v.strides() == Strides{4, 1});
+  CHECK(a.view({2, -1, 3}).shape() == Shape{2, 2, 3});
+  Tensor r = a.reshape({4, 3});
+  CHECK(r.same_storage(a));  // contiguous: a view
+  Tensor t = v.t();          // (4, 3), strides (1, 4)
+  Tensor rt = t.reshape({12});
+  CHECK_FALSE(rt.same_storage(a));  // transposed: a copy
+  CHECK(rt.is_contiguous());
+  CHECK(vec(rt) == std::vector<double>{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11});
+  // A reshape that only splits a dim of a transposed tensor is still a view.
+  Tensor split_dim = t.reshape({2, 2, 3});
+  CHECK(split_dim.same_storage(a));
+  CHECK(split_dim.at({1, 0, 2}) == t.at({2, 2}));
+  // Reshape to the same shape returns the tensor itself.
+  CHECK(t.reshape({4, 3}).same_storage(a));
+  // Writes through a view are seen by the base.
+  v.set({1, 1}, -1);
+  CHECK(a.at({5}) == -1);
+  CHECK(a.flatten().shape() == Shape{12});
+  CHECK(ones({2, 3, 4}).flatten(1).shape() == Shape{2, 12});
+  CHECK(ones({2, 3, 4}).flatten(0, 1).shape() == Shape{6, 4});
+  CHECK(scalar_tensor(1.0).flatten().shape() == Shape{1});
+  CHECK(scalar_tensor(1.0).reshape({1, 1}).shape() == Shape{1, 1});
+}
+
+TEST_CASE("transpose and permute strides") {
+  Tensor x = arange(0, 24, 1, kFloat32).reshape({2, 3, 4});
+  CHECK(x.strides() == Strides{12, 4, 1});
+  Tensor t = x.transpose(0, 2);
+  CHECK(t.shape() == Shape{4, 3, 2});
+  CHECK(t.strides() == Strides{1, 4, 12});
+  CHECK(t.same_storage(x));
+  CHECK_FALSE(t.is_contiguous());
+  CHECK(t.at({3, 1, 1}) == x.at({1, 1, 3}));
+  CHECK(x.transpose(-1, -2).shape() == Shape{2, 4, 3});
+  Tensor p = x.permute({2, 0, 1});
+  CHECK(p.shape() == Shape{4, 2, 3});
+  CHECK(p.strides() == Strides{1, 12, 4});
+  CHECK(p.at({2, 1, 0}) == x.at({1, 0, 2}));
+  CHECK(x.permute({0, 1, 2}).is_contiguous());
+  CHECK(x.permute({-1, 0, 1}).shape() == Shape{4, 2, 3});
+  Tensor m = ones({2, 5});
+  CHECK(m.t().shape() == Shape{5, 2});
+  CHECK(m.t().strides() == Strides{1, 5});
+  CHECK(ones({3}).t().shape() == Shape{3});
+}
+
+TEST_CASE("squeeze and unsqueeze") {
+  Tensor x = ones({1, 3, 1, 2});
+  CHECK(x.squeeze().shape() == Shape{3, 2});
+  CHECK(x.squeeze(0).shape() == Shape{3, 1, 2});
+  CHECK(x.squeeze(2).shape() == Shape{1, 3, 2});
+  CHECK(x.squeeze(1).shape() == Shape{1, 3, 1, 2});  // not of size 1: unchanged
+  CHECK(x.squeeze(-2).shape() == Shape{1, 3, 2});
+  CHECK(x.squeeze().same_storage(x));
+  Tensor v = arange(0, 3, 1, kFloat32);
+  CHECK(v.unsqueeze(0).shape() == Shape{1, 3});
+  CHECK(v.unsqueeze(1).shape() == Shape{3, 1});
+  CHECK(v.unsqueeze(-1).shape() == Shape{3, 1});
+  CHECK(v.unsqueeze(1).strides()[0] == 1);
+  CHECK(v.unsqueeze(1).is_contiguous());
+  CHECK(scalar_tensor(2.0).unsqueeze(0).shape() == Shape{1});
+  CHECK(ones({1, 1}).squeeze().dim() == 0);
+}
+
+TEST_CASE("expand gives stride 0") {
+  Tensor c = from_vector<float>({1, 2, 3}, {3, 1});
+  Tensor e = c.expand({3, 4});
+  CHECK(e.shape() == Shape{3, 4});
+  CHECK(e.strides() == Strides{1, 0});
+  CHECK(e.same_storage(c));
+  CHECK(e.at({2, 3}) == 3.0);
+  Tensor r = tensor({1, 2, 3}).expand({2, 3});
+  CHECK(r.strides() == Strides{0, 1});
+  CHECK(vec(r) == std::vector<double>{1, 2, 3, 1, 2, 3});
+  CHECK(c.expand({2, -1, 5}).shape() == Shape{2, 3, 5});
+  CHECK(c.expand({2, -1, 5}).strides() == Strides{0, 1, 0});
+  CHECK(scalar_tensor(4.0).expand({2, 2}).strides() == Strides{0, 0});
+  CHECK(c.expand_as(ones({3, 2})).shape() == Shape{3, 2});
+  CHECK(vec(e.contiguous()) == std::vector<double>{1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3});
+}
+
+TEST_CASE("slice with step, narrow, select") {
+  Tensor a = arange(0, 10, 1, kFloat32);
+  Tensor s = a.slice(0, 1, 8, 3);
+  CHECK(vec(s) == std::vector<double>{1, 4, 7});
+  CHECK(s.strides() == Strides{3});
+  CHECK(s.offset() == 1);
+  CHECK(s.same_storage(a));
+  CHECK(vec(a.slice(0, -3, 10)) == std::vector<double>{7, 8, 9});
+  CHECK(vec(a.slice(0, 8, 100)) == std::vector<double>{8, 9});  // clamped like Python
+  CHECK(a.slice(0, 5, 2).numel() == 0);
+  CHECK(vec(a.slice(0, 0, 10, 4)) == std::vector<double>{0, 4, 8});
+  Tensor m = arange(0, 12, 1, kFloat32).reshape({3, 4});
+  Tensor cols = m.slice(1, 1, 4, 2);  // columns 1 and 3
+  CHECK(cols.shape() == Shape{3, 2});
+  CHECK(cols.strides() == Strides{4, 2});
+  CHECK(vec(cols) == std::vector<double>{1, 3, 5, 7, 9, 11});
+
+  Tensor n = a.narrow(0, 2, 3);
+  CHECK(vec(n) == std::vector<double>{2, 3, 4});
+  CHECK(n.offset() == 2);
+  CHECK(vec(m.narrow(1, -2, 2)) == std::vector<double>{2, 3, 6, 7, 10, 11});
+
+  Tensor row = m.select(0, 1);
+  CHECK(row.shape() == Shape{4});
+  CHECK(vec(row) == std::vector<double>{4, 5, 6, 7});
+  Tensor col = m.select(1, -1);
+  CHECK(col.shape() == Shape{3});
+  CHECK(col.strides() == Strides{4});
+  CHECK(vec(col) == std::vector<double>{3, 7, 11});
+  CHECK(col.same_storage(m));
+  CHECK(a.select(0, 4).dim() == 0);
+  CHECK(a.select(0, 4).item() == 4.0);
+}
+
+TEST_CASE("split and chunk sizes") {
+  auto sizes = [](const std::vector<Tensor>& parts, int64_t dim = 0) {
+    std::vector<int64_t> s;
+    for (const Tensor& p : parts) s.push_back(p.size(dim));
+    return s;
+  };
+  Tensor a = arange(10);
+  CHECK(sizes(a.split(4)) == std::vector<int64_t>{4, 4, 2});
+  CHECK(sizes(a.split(5)) == std::vector<int64_t>{5, 5});
+  CHECK(sizes(a.split(20)) == std::vector<int64_t>{10});
+  CHECK(sizes(split(a, std::vector<int64_t>{1, 6, 3})) == std::vector<int64_t>{1, 6, 3});
+  CHECK(sizes(a.chunk(3)) == std::vector<int64_t>{4, 4, 2});
+  CHECK(sizes(a.chunk(4)) == std::vector<int64_t>{3, 3, 3, 1});     // as torch.chunk
+  CHECK(sizes(a.chunk(6)) == std::vector<int64_t>{2, 2, 2, 2, 2});  // fewer than asked
+  CHECK(sizes(a.chunk(20)) == std::vector<int64_t>(10, 1));
+  std::vector<Tensor> parts = a.split(4);
+  CHECK(parts[2].to_vector<int64_t>() == std::vector<int64_t>{8, 9});
+  CHECK(parts[1].same_storage(a));
+  Tensor m = ones({3, 7});
+  CHECK(sizes(m.chunk(2, 1), 1) == std::vector<int64_t>{4, 3});
+  CHECK(sizes(m.split(3, -1), 1) == std::vector<int64_t>{3, 3, 1});
+  CHECK(m.chunk(2, 1)[0].shape() == Shape{3, 4});
+}
+
+TEST_CASE("contiguous() copies only when needed") {
+  Tensor a = arange(0, 6, 1, kFloat32).reshape({2, 3});
+  CHECK(a.contiguous().same_storage(a));
+  Tensor t = a.t();
+  Tensor c = t.contiguous();
+  CHECK_FALSE(c.same_storage(a));
+  CHECK(c.is_contiguous());
+  CHECK(c.strides() == Strides{2, 1});
+  CHECK(vec(c) == vec(t));
+  CHECK(vec(c) == std::vector<double>{0, 3, 1, 4, 2, 5});
+  // Size-1 dims don't break contiguity.
+  CHECK(ones({3, 1}).t().is_contiguous());
+  CHECK(a.slice(0, 0, 2).is_contiguous());
+  CHECK_FALSE(a.slice(1, 0, 2).is_contiguous());
+  CHECK(a.slice(1, 0, 2).contiguous().is_contiguous());
+}
+
+TEST_CASE("item, at, set, to_vector") {
+  CHECK(scalar_tensor(2.5).item() == 2.5);
+  CHECK(from_vector<float>({7}, {1, 1}).item() == 7.0);
+  CHECK(scalar_tensor(3.0, kInt64).item<int64_t>() == 3);
+  CHECK(ones({1}, kBool).item<bool>());
+  Tensor m = arange(0, 6, 1, kFloat64).reshape({2, 3});
+  CHECK(m.at({1, 2}) == 5.0);
+  CHECK(m.at({-1, -1}) == 5.0);
+  CHECK(m.at({0, -3}) == 0.0);
+  CHECK(m.t().at({2, 0}) == 2.0);
+  m.set({0, 1}, 10);
+  CHECK(m.at({0, 1}) == 10.0);
+  CHECK(m.to_vector<double>() == std::vector<double>{0, 10, 2, 3, 4, 5});
+  CHECK(m.t().to_vector<double>() == std::vector<double>{0, 3, 10, 4, 2, 5});  // row-major of the view
+  CHECK(m.to_vector<float>() == std::vector<float>{0, 10, 2, 3, 4, 5});
+  CHECK(zeros({0}).to_vector<float>().empty());
+  // data<T>() points at element 0 of the view.
+  Tensor row = m.select(0, 1);
+  CHECK(row.data<double>()[0] == 3.0);
+  CHECK(row.data<double>()[2] == 5.0);
+}
+
+// ---------------------------------------------------------------- printing
+
+TEST_CASE("printing: floats, as PyTorch") {
+  CHECK(tensor({1, 2, 3}).str() == "tensor([1., 2., 3.])");
+  CHECK(tensor({{1.5, 2}, {3, 4}}).str() == "tensor([[1.5000, 2.0000],\n        [3.0000, 4.0000]])");
+  CHECK(tensor({{1.5, -2}, {3, 4}}).str() == "tensor([[ 1.5000, -2.0000],\n        [ 3.0000,  4.0000]])");
+  CHECK(tensor({-1, 20, 3}).str() == "tensor([-1., 20.,  3.])");
+  CHECK(tensor({-0.5, 0}).str() == "tensor([-0.5000,  0.0000])");
+  CHECK(zeros({3}).str() == "tensor([0., 0., 0.])");
+  CHECK(ones({2, 3, 4}).str() ==
+        "tensor([[[1., 1., 1., 1.],\n         [1., 1., 1., 1.],\n         [1., 1., 1., 1.]],\n\n"
+        "        [[1., 1., 1., 1.],\n         [1., 1., 1., 1.],\n         [1., 1., 1., 1.]]])");
+  CHECK(arange(0, 8, 1, kFloat32).reshape({2, 2, 2}).str() ==
+        "tensor([[[0., 1.],\n         [2., 3.]],\n\n        [[4., 5.],\n         [6., 7.]]])");
+  std::ostringstream os;
+  os << tensor({1.25});
+  CHECK(os.str() == "tensor([1.2500])");
+}
+
+TEST_CASE("printing: scientific notation, as PyTorch") {
+  CHECK(tensor({1e10, 1}).str() == "tensor([1.0000e+10, 1.0000e+00])");
+  CHECK(tensor({-1e10, 1}).str() == "tensor([-1.0000e+10,  1.0000e+00])");
+  CHECK(tensor({1e-5, 1}).str() == "tensor([1.0000e-05, 1.0000e+00])");
+  CHECK(tensor({0.5, 1000}).str() == "tensor([5.0000e-01, 1.0000e+03])");
+  CHECK(tensor({0.5, 501}).str() == "tensor([5.0000e-01, 5.0100e+02])");
+  CHECK(tensor({123456.5, 1}).str() == "tensor([1.2346e+05, 1.0000e+00])");
+  // Integer-valued floats switch to it too when the range passes 1000 or 1e8.
+  CHECK(tensor({1000, 1}).str() == "tensor([1000.,    1.])");
+  CHECK(tensor({1001, 1}).str() == "tensor([1.0010e+03, 1.0000e+00])");
+  CHECK(tensor({1e8, 2e8}).str() == "tensor([1.0000e+08, 2.0000e+08])");
+  CHECK(scalar_tensor(1e-7).str() == "tensor(1.0000e-07)");
+}
+
+TEST_CASE("printing: nan and inf, as PyTorch") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  CHECK(tensor({nan, 1.5, inf}).str() == "tensor([   nan, 1.5000,    inf])");
+  CHECK(tensor({nan, 1, -inf}).str() == "tensor([nan, 1., -inf])");
+  CHECK(tensor({0, nan}).str() == "tensor([0., nan])");
+  CHECK(full({}, nan).str() == "tensor(nan)");
+  CHECK(full({}, -inf).str() == "tensor(-inf)");
+}
+
+TEST_CASE("printing: integers and bools, as PyTorch") {
+  CHECK(tensor({1, 2, 3}, kInt64).str() == "tensor([1, 2, 3])");
+  CHECK(arange(3).str() == "tensor([0, 1, 2])");
+  CHECK(tensor({-1, 20, 3}, kInt64).str() == "tensor([-1, 20,  3])");
+  CHECK(tensor({{1, -20}, {300, 4}}, kInt64).str() == "tensor([[  1, -20],\n        [300,   4]])");
+  // PyTorch pads True to the width of False.
+  CHECK(from_vector<bool>({true, false}, {2}).str() == "tensor([ True, False])");
+  CHECK(ones({2, 2}, kBool).str() == "tensor([[True, True],\n        [True, True]])");
+  CHECK((tensor({1, 5}) > 2.0).str() == "tensor([False,  True])");
+}
+
+TEST_CASE("printing: 0-d tensors, as PyTorch") {
+  CHECK(scalar_tensor(3.5).str() == "tensor(3.5000)");
+  CHECK(scalar_tensor(3).str() == "tensor(3.)");
+  CHECK(scalar_tensor(-2.5).str() == "tensor(-2.5000)");
+  CHECK(scalar_tensor(0).str() == "tensor(0.)");
+  CHECK(scalar_tensor(3, kInt64).str() == "tensor(3)");
+  CHECK(scalar_tensor(1, kBool).str() == "tensor(True)");
+  CHECK(scalar_tensor(3.0, kFloat64).str() == "tensor(3., dtype=kiln.float64)");
+}
+
+TEST_CASE("printing: dtype, requires_grad and grad_fn suffixes, as PyTorch") {
+  CHECK(tensor({1, 2}, kFloat64).str() == "tensor([1., 2.], dtype=kiln.float64)");
+  CHECK(tensor({1.5, 2.25}, kFloat64).str() == "tensor([1.5000, 2.2500], dtype=kiln.float64)");
+  Tensor x = tensor({1, 2}, TensorOptions().requires_grad());
+  CHECK(x.str() == "tensor([1., 2.], requires_grad=True)");
+  CHECK((x * 2.0).str() == "tensor([2., 4.], grad_fn=<MulBackward>)");
+  CHECK((x * x).str() == "tensor([1., 4.], grad_fn=<MulBackward>)");
+  CHECK((x + 1.0).str() == "tensor([2., 3.], grad_fn=<AddBackward>)");
+  CHECK(x.sum().str() == "tensor(3., grad_fn=<SumBackward>)");
+  CHECK(x.tanh().str() == "tensor([0.7616, 0.9640], grad_fn=<TanhBackward>)");
+  CHECK(log_softmax(x, 0).str().find("grad_fn=<LogSoftmaxBackward>)") != std::string::npos);
+  CHECK(x.detach().str() == "tensor([1., 2.])");
+  {
+    NoGradGuard no_grad;
+    CHECK((x * 2.0).str() == "tensor([2., 4.])");
+  }
+  CHECK(tensor({1, 2}, TensorOptions(kFloat64).requires_grad()).str() ==
+        "tensor([1., 2.], dtype=kiln.float64, requires_grad=True)");
+  CHECK(scalar_tensor(3.0, TensorOptions(kFloat64).requires_grad()).str() ==
+        "tensor(3., dtype=kiln.float64, requires_grad=True)");
+  // Printing doesn't touch the graph or the version.
+  Tensor y = x * 3.0;
+  uint64_t v = y.version();
+  (void)y.str();
+  CHECK(y.version() == v);
+  CHECK(y.grad_fn() != nullptr);
+}
+
+TEST_CASE("printing: empty tensors, as PyTorch") {
+  CHECK(zeros({0}).str() == "tensor([])");
+  CHECK(zeros({2, 0}).str() == "tensor([], size=(2, 0))");
+  CHECK(zeros({2, 1, 0}).str() == "tensor([], size=(2, 1, 0))");
+  CHECK(zeros({0}, kInt64).str() == "tensor([], dtype=kiln.int64)");
+  CHECK(zeros({0}, kBool).str() == "tensor([], dtype=kiln.bool)");
+  CHECK(zeros({0}, kFloat64).str() == "tensor([], dtype=kiln.float64)");
+  CHECK(zeros({0, 3}, TensorOptions(kFloat64).requires_grad()).str() ==
+        "tensor([], size=(0, 3), dtype=kiln.float64, requires_grad=True)");
+  CHECK(arange(3, 3).str() == "tensor([], dtype=kiln.int64)");
+}
+
+TEST_CASE("printing: long rows wrap at 80 columns, as PyTorch") {
+  CHECK((arange(0, 30, 1, kFloat32) / 3.0).str() ==
+        "tensor([0.0000, 0.3333, 0.6667, 1.0000, 1.3333, 1.6667, 2.0000, 2.3333, 2.6667,\n"
+        "        3.0000, 3.3333, 3.6667, 4.0000, 4.3333, 4.6667, 5.0000, 5.3333, 5.6667,\n"
+        "        6.0000, 6.3333, 6.6667, 7.0000, 7.3333, 7.6667, 8.0000, 8.3333, 8.6667,\n"
+        "        9.0000, 9.3333, 9.6667])");
+  CHECK(arange(40).str() ==
+        "tensor([ 0,  1,  2,  3,  4,  5,  6,  7,  8,  9, 10, 11, 12, 13, 14, 15, 16, 17,\n"
+        "        18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35,\n"
+        "        36, 37, 38, 39])");
+  CHECK(arange(-15, 15).str() ==
+        "tensor([-15, -14, -13, -12, -11, -10,  -9,  -8,  -7,  -6,  -5,  -4,  -3,  -2,\n"
+        "         -1,   0,   1,   2,   3,   4,   5,   6,   7,   8,   9,  10,  11,  12,\n"
+        "         13,  14])");
+  CHECK(ones({30}, kBool).str() ==
+        "tensor([True, True, True, True, True, True, True, True, True, True, True, True,\n"
+        "        True, True, True, True, True, True, True, True, True, True, True, True,\n"
+        "        True, True, True, True, True, True])");
+  // Suffixes that don't fit on the last line go on a new one.
+  CHECK((arange(0, 8, 1, kFloat64) / 3.0).str() ==
+        "tensor([0.0000, 0.3333, 0.6667, 1.0000, 1.3333, 1.6667, 2.0000, 2.3333],\n"
+        "       dtype=kiln.float64)");
+  CHECK(full({9}, 0.1, TensorOptions(kFloat64).requires_grad()).str() ==
+        "tensor([0.1000, 0.1000, 0.1000, 0.1000, 0.1000, 0.1000, 0.1000, 0.1000, 0.1000],\n"
+        "       dtype=kiln.float64, requires_grad=True)");
+  CHECK(full({12}, 0.1, TensorOptions(kFloat64).requires_grad()).str() ==
+        "tensor([0.1000, 0.1000, 0.1000, 0.1000, 0.1000, 0.1000, 0.1000, 0.1000, 0.1000,\n"
+        "        0.1000, 0.1000, 0.1000], dtype=kiln.float64, requires_grad=True)");
+}
+
+TEST_CASE("printing: large tensors are summarised, as PyTorch") {
+  CHECK(arange(1001).str() == "tensor([   0,    1,    2,  ...,  998,  999, 1000])");
+  CHECK(arange(1000).str().find("...") == std::string::npos);  // 1000 is not above the threshold
+  CHECK(arange(2000, kFloat32).str() ==
+        "tensor([0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 1.9970e+03, 1.9980e+03,\n"
+        "        1.9990e+03])");
+  CHECK(arange(2000, kFloat32).reshape({2, 1000}).str() ==
+        "tensor([[0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 9.9700e+02, 9.9800e+02,\n"
+        "         9.9900e+02],\n"
+        "        [1.0000e+03, 1.0010e+03, 1.0020e+03,  ..., 1.9970e+03, 1.9980e+03,\n"
+        "         1.9990e+03]])");
+  CHECK(arange(2000).reshape({1000, 2}).str() ==
+        "tensor([[   0,    1],\n        [   2,    3],\n        [   4,    5],\n        ...,\n"
+        "        [1994, 1995],\n        [1996, 1997],\n        [1998, 1999]])");
+  CHECK(arange(2400).reshape({100, 3, 8}).str() ==
+        "tensor([[[   0,    1,    2,  ...,    5,    6,    7],\n"
+        "         [   8,    9,   10,  ...,   13,   14,   15],\n"
+        "         [  16,   17,   18,  ...,   21,   22,   23]],\n\n"
+        "        [[  24,   25,   26,  ...,   29,   30,   31],\n"
+        "         [  32,   33,   34,  ...,   37,   38,   39],\n"
+        "         [  40,   41,   42,  ...,   45,   46,   47]],\n\n"
+        "        [[  48,   49,   50,  ...,   53,   54,   55],\n"
+        "         [  56,   57,   58,  ...,   61,   62,   63],\n"
+        "         [  64,   65,   66,  ...,   69,   70,   71]],\n\n"
+        "        ...,\n\n"
+        "        [[2328, 2329, 2330,  ..., 2333, 2334, 2335],\n"
+        "         [2336, 2337, 2338,  ..., 2341, 2342, 2343],\n"
+        "         [2344, 2345, 2346,  ..., 2349, 2350, 2351]],\n\n"
+        "        [[2352, 2353, 2354,  ..., 2357, 2358, 2359],\n"
+        "         [2360, 2361, 2362,  ..., 2365, 2366, 2367],\n"
+        "         [2368, 2369, 2370,  ..., 2373, 2374, 2375]],\n\n"
+        "        [[2376, 2377, 2378,  ..., 2381, 2382, 2383],\n"
+        "         [2384, 2385, 2386,  ..., 2389, 2390, 2391],\n"
+        "         [2392, 2393, 2394,  ..., 2397, 2398, 2399]]])");
+}
+
+TEST_CASE("printing: views print their own elements") {
+  Tensor m = arange(0, 6, 1, kFloat32).reshape({2, 3});
+  CHECK(m.t().str() == "tensor([[0., 3.],\n        [1., 4.],\n        [2., 5.]])");
+  CHECK(m.select(1, 2).str() == "tensor([2., 5.])");
+  CHECK(tensor({7}).expand({2, 2}).str() == "tensor([[7., 7.],\n        [7., 7.]])");
 }

@@ -29,10 +29,14 @@ TensorList AccumulateGrad::apply(const Tensor& grad_output) {
   KILN_CHECK(grad_output.shape() == leaf.shape, "backward", "gradient of shape ",
              shape_str(grad_output.shape()), " for a leaf of shape ", shape_str(leaf.shape));
   if (!leaf.grad) {
-    // Own a fresh contiguous copy: the incoming buffer may be shared with other nodes.
+    // Own a fresh contiguous copy: the incoming buffer may be shared with other nodes, or
+    // be a slice of a larger one (cat's backward) that the leaf must not keep alive.
     leaf.grad = grad_output.dtype() == leaf.dtype && grad_output.is_contiguous() &&
                         grad_output.impl_ptr().use_count() == 1 &&
-                        grad_output.impl()->storage.use_count() == 1
+                        grad_output.impl()->storage.use_count() == 1 &&
+                        grad_output.offset() == 0 &&
+                        grad_output.impl()->storage->nbytes() ==
+                            static_cast<size_t>(grad_output.numel()) * grad_output.element_size()
                     ? grad_output.impl_ptr()
                     : grad_output.to(leaf.dtype).clone().impl_ptr();
   } else {

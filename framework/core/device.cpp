@@ -13,7 +13,7 @@ Device::Device(const std::string& spec) {
     type = DeviceType::CUDA;
     if (spec.size() == 4) return;
     KILN_CHECK(spec[4] == ':' && spec.size() > 5 &&
-                   spec.find_first_not_of("0123456789", 5) == std::string::npos,
+                   spec.size() <= 14 && spec.find_first_not_of("0123456789", 5) == std::string::npos,
                "device", "unknown device '", spec, "' (expected cpu, cuda or cuda:N)");
     index = std::stoi(spec.substr(5));
     return;

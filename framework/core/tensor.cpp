@@ -21,8 +21,15 @@ Tensor Tensor::empty(const Shape& shape, TensorOptions opts) {
   return t;
 }
 
-int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim("size", d, dim())]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim("stride", d, dim())]; }
+// wrap_dim accepts dim 0 of a 0-d tensor (as PyTorch's reductions do); there is no size there.
+int64_t Tensor::size(int64_t d) const {
+  KILN_CHECK(dim() > 0, "size", "dimension specified as ", d, " but the tensor has no dimensions");
+  return shape()[wrap_dim("size", d, dim())];
+}
+int64_t Tensor::stride(int64_t d) const {
+  KILN_CHECK(dim() > 0, "stride", "dimension specified as ", d, " but the tensor has no dimensions");
+  return strides()[wrap_dim("stride", d, dim())];
+}
 
 bool Tensor::is_contiguous() const {
   const TensorImpl& t = checked();

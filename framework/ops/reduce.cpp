@@ -31,7 +31,9 @@ std::vector<int64_t> resolve_dims(const char* op, const std::vector<int64_t>& di
     for (int64_t i = 0; i < ndim; ++i) all[i] = i;
     return all;
   }
-  return wrap_dims(op, dims, ndim);
+  std::vector<int64_t> wrapped = wrap_dims(op, dims, ndim);
+  if (ndim == 0) return {};  // dim 0 or -1 of a 0-d tensor: nothing to reduce, as PyTorch
+  return wrapped;
 }
 
 // Runs the reduction kernel; returns the keepdim-shaped result (and indices if asked).

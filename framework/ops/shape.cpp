@@ -207,6 +207,7 @@ Tensor expand(const Tensor& x, const Shape& shape) {
     }
     int64_t have = x.size(i - lead);
     int64_t want = shape[i] == -1 ? have : shape[i];
+    KILN_CHECK(want >= 0, "expand", "the expanded size ", shape[i], " is invalid; target shape ", shape_str(shape));
     KILN_CHECK(want == have || have == 1, "expand", "the expanded size of the tensor (", want,
                ") must match the existing size (", have, ") at non-singleton dimension ", i,
                "; target shape ", shape_str(shape), ", tensor shape ", shape_str(x.shape()));
@@ -250,11 +251,12 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
 
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   detail::check_defined("narrow", x);
+  KILN_CHECK(x.dim() > 0, "narrow", "cannot be applied to a 0-d tensor");
   int64_t d = wrap_dim("narrow", dim, x.dim());
   int64_t n = x.size(d);
   KILN_CHECK(start >= -n && start <= n, "narrow", "start ", start, " out of range for dim ", d, " of size ", n);
   if (start < 0) start += n;
-  KILN_CHECK(length >= 0 && start + length <= n, "narrow", "start (", start, ") + length (", length,
+  KILN_CHECK(length >= 0 && length <= n - start, "narrow", "start (", start, ") + length (", length,
              ") exceeds dimension size (", n, ")");
   return slice(x, d, start, start + length, 1);
 }
@@ -329,6 +331,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   detail::check_defined("split", x);
+  KILN_CHECK(x.dim() > 0, "split", "cannot split a 0-d tensor");
   int64_t d = wrap_dim("split", dim, x.dim());
   KILN_CHECK(split_size > 0 || (split_size == 0 && x.size(d) == 0), "split",
              "split_size must be positive, got ", split_size);
@@ -341,6 +344,7 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
 
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
   detail::check_defined("split", x);
+  KILN_CHECK(x.dim() > 0, "split", "cannot split a 0-d tensor");
   int64_t d = wrap_dim("split", dim, x.dim());
   int64_t total = 0;
   for (int64_t s : sizes) {
@@ -361,6 +365,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   detail::check_defined("chunk", x);
   KILN_CHECK(chunks > 0, "chunk", "number of chunks must be positive, got ", chunks);
+  KILN_CHECK(x.dim() > 0, "chunk", "cannot chunk a 0-d tensor");
   int64_t d = wrap_dim("chunk", dim, x.dim());
   int64_t size = (x.size(d) + chunks - 1) / chunks;
   return split(x, std::max<int64_t>(size, 1), d);
