@@ -58,7 +58,8 @@ Metadata load_checkpoint(const std::string& path, const CheckpointParts& parts) 
   GeneratorState rng;
   if (parts.generator) rng = {parse_u64(c.metadata, "rng.seed", path), parse_u64(c.metadata, "rng.offset", path)};
   KILN_CHECK(!parts.optimizer || !opt_state.empty(), "load_checkpoint", path, ": the checkpoint holds no optimizer state");
-  // The model check covers keys, shapes and dtypes before copying.
+  parts.model->check_state_dict(model_state, /*strict=*/true);
+  if (parts.optimizer) parts.optimizer->check_state_dict(opt_state);
   parts.model->load_state_dict(model_state, /*strict=*/true);
   if (parts.optimizer) parts.optimizer->load_state_dict(opt_state);
   if (parts.scheduler) parts.scheduler->set_last_step(static_cast<int64_t>(last_step));

@@ -152,7 +152,7 @@ StateDict Module::state_dict() const {
   return out;
 }
 
-Module::LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
+Module::LoadResult Module::check_state_dict(const StateDict& state, bool strict) const {
   LoadResult r;
   NamedTensors mine = named_parameters();
   NamedTensors bufs = named_buffers();
@@ -177,17 +177,26 @@ Module::LoadResult Module::load_state_dict(const StateDict& state, bool strict) 
     }
     KILN_FAIL("load_state_dict", os.str());
   }
-  // Check every shape and dtype before copying anything: never half-load.
   for (auto& [n, dst] : mine) {
     auto it = state.find(n);
     if (it == state.end()) continue;
     const Tensor& src = it->second;
+    KILN_CHECK(src.defined(), "load_state_dict", "tensor for ", n, " is undefined");
     KILN_CHECK(src.shape() == dst.shape(), "load_state_dict", "size mismatch for ", n, ": copying a param with shape ",
                shape_str(src.shape()), " from checkpoint, the shape in current model is ", shape_str(dst.shape()));
-    KILN_CHECK(src.dtype() == dst.dtype(), "load_state_dict", "dtype mismatch for ", n, ": checkpoint has ", dtype_name(src.dtype()),
-               ", the model has ", dtype_name(dst.dtype()));
+    KILN_CHECK(src.dtype() == dst.dtype(), "load_state_dict", "dtype mismatch for ", n, ": checkpoint has ",
+               dtype_name(src.dtype()), ", the model has ", dtype_name(dst.dtype()));
   }
+  return r;
+}
+
+Module::LoadResult Module::load_state_dict(const StateDict& state, bool strict) {
+  // Every key, shape and dtype is checked before anything is copied: never half-load.
+  LoadResult r = check_state_dict(state, strict);
   NoGradGuard no_grad;
+  NamedTensors mine = named_parameters();
+  NamedTensors bufs = named_buffers();
+  mine.insert(mine.end(), bufs.begin(), bufs.end());
   for (auto& [n, dst] : mine) {
     auto it = state.find(n);
     if (it == state.end()) continue;

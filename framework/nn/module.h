@@ -58,6 +58,8 @@ class Module : public std::enable_shared_from_this<Module> {
   // Copies values in. strict: any missing or unexpected key is an error listing them all.
   // A shape or dtype mismatch is always an error naming the key and both shapes.
   LoadResult load_state_dict(const StateDict& state, bool strict = true);
+  // The checks of load_state_dict without copying anything (throws as it would).
+  LoadResult check_state_dict(const StateDict& state, bool strict = true) const;
 
   // ---- printing, as PyTorch prints a model
   virtual std::string extra_repr() const { return ""; }

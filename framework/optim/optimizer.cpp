@@ -6,6 +6,15 @@
 #include "ops/ops.h"
 
 namespace kiln::optim {
+namespace {
+// The decimal index in key[from, to), or a kiln::Error naming the key.
+size_t parse_index(const std::string& key, size_t from, size_t to) {
+  std::string digits = key.substr(from, to - from);
+  KILN_CHECK(!digits.empty() && digits.size() < 10 && digits.find_first_not_of("0123456789") == std::string::npos,
+             "load_state_dict", "malformed optimizer key '", key, "'");
+  return std::stoul(digits);
+}
+}  // namespace
 
 double ParamGroup::get(const std::string& key) const {
   auto it = options.find(key);
@@ -57,23 +66,22 @@ OptimizerState Optimizer::state_dict() const {
   return out;
 }
 
-void Optimizer::load_state_dict(const OptimizerState& state) {
+void Optimizer::check_state_dict(const OptimizerState& state) const {
   std::vector<const Tensor*> params;
   for (const auto& g : groups_)
     for (const auto& p : g.params) params.push_back(&p);
-  // Validate everything first.
   for (const auto& [key, t] : state) {
     if (key.rfind("param_groups.", 0) == 0) {
       size_t dot = key.find('.', 13);
       KILN_CHECK(dot != std::string::npos, "load_state_dict", "malformed optimizer key '", key, "'");
-      size_t g = std::stoul(key.substr(13, dot - 13));
+      size_t g = parse_index(key, 13, dot);
       KILN_CHECK(g < groups_.size(), "load_state_dict", "state has parameter group ", g, " but the optimizer has ",
                  groups_.size());
       KILN_CHECK(t.numel() == 1, "load_state_dict", "option '", key, "' must hold one value");
     } else if (key.rfind("state.", 0) == 0) {
       size_t dot = key.find('.', 6);
       KILN_CHECK(dot != std::string::npos, "load_state_dict", "malformed optimizer key '", key, "'");
-      size_t i = std::stoul(key.substr(6, dot - 6));
+      size_t i = parse_index(key, 6, dot);
       KILN_CHECK(i < params.size(), "load_state_dict", "state for parameter ", i, " but the optimizer has ",
                  params.size(), " parameters");
       std::string name = key.substr(dot + 1);
@@ -84,14 +92,21 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
       KILN_FAIL("load_state_dict", "unexpected optimizer key '", key, "'");
     }
   }
+}
+
+void Optimizer::load_state_dict(const OptimizerState& state) {
+  check_state_dict(state);
+  std::vector<const Tensor*> params;
+  for (const auto& g : groups_)
+    for (const auto& p : g.params) params.push_back(&p);
   state_.clear();
   for (const auto& [key, t] : state) {
     if (key.rfind("param_groups.", 0) == 0) {
       size_t dot = key.find('.', 13);
-      groups_[std::stoul(key.substr(13, dot - 13))].options[key.substr(dot + 1)] = t.item();
+      groups_[parse_index(key, 13, dot)].options[key.substr(dot + 1)] = t.item();
     } else {
       size_t dot = key.find('.', 6);
-      const Tensor& p = *params[std::stoul(key.substr(6, dot - 6))];
+      const Tensor& p = *params[parse_index(key, 6, dot)];
       Tensor copy = t.to(t.dtype() == kInt64 ? kInt64 : p.dtype()).to(p.device()).clone().detach();
       state_[p.impl()][key.substr(dot + 1)] = copy;
     }

@@ -40,6 +40,8 @@ class Optimizer {
   OptimizerState state_dict() const;
   // Checks that the state fits these parameters (counts and shapes) before changing anything.
   void load_state_dict(const OptimizerState& state);
+  // The checks of load_state_dict without changing anything.
+  void check_state_dict(const OptimizerState& state) const;
 
  protected:
   // The named state tensors of a parameter, created on first use.
