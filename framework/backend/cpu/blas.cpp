@@ -31,12 +31,6 @@ std::string lower(std::string s) {
   return s;
 }
 
-bool has_avx512_bf16() {
-  unsigned a, b, c, d;
-  if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
-  return (a >> 5) & 1u;
-}
-
 bool is_amd() {
   unsigned a, b, c, d;
   if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
@@ -52,14 +46,31 @@ int core_rank(const std::string& core) {
 }
 
 // The core whose kernels suit this CPU best, or "" if the CPU has no AVX2.
+// AVX-512 CPUs get SKYLAKEX even when they have AVX512_BF16. COOPERLAKE's sgemm/dgemm
+// kernels and blocking are SKYLAKEX's (it adds only bf16 kernels, which Kiln does not
+// call), and OpenBLAS 0.3.21 cannot be forced to it: its force_coretype() only compares
+// names up to "SkylakeX", so OPENBLAS_CORETYPE=COOPERLAKE is "Core not found" (a
+// warning shown only with OPENBLAS_VERBOSE) and the kernels come from OpenBLAS's own
+// fallback chain instead (bf16 -> Cooperlake, avx512 -> SkylakeX, avx2 -> Haswell, ...);
+// on this Zen 3 machine, for example, it yields Haswell. Fixed upstream after 0.3.21
+// (OpenBLAS PR #3806). SKYLAKEX is in the list of every DYNAMIC_ARCH build with AVX-512.
 std::string best_core() {
-  __builtin_cpu_init();
-  if (cpu_vector_isa() == "avx512") return has_avx512_bf16() ? "COOPERLAKE" : "SKYLAKEX";
+  if (cpu_vector_isa() == "avx512") return "SKYLAKEX";
   if (cpu_vector_isa() == "avx2") return is_amd() ? "ZEN" : "HASWELL";
   return "";
 }
 
 std::string corename() { return openblas_get_corename ? openblas_get_corename() : "unknown"; }
+
+// Re-runs OpenBLAS's choice of kernel table: forced to `core`, or its own detection when
+// `core` is empty. OPENBLAS_CORETYPE is read only here, so it is removed again afterwards
+// (a child process would otherwise take Kiln's choice for the user's).
+void reselect_core(const std::string& core) {
+  if (!core.empty()) setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
+  gotoblas_dynamic_quit();
+  gotoblas_dynamic_init();
+  unsetenv("OPENBLAS_CORETYPE");
+}
 
 void choose_core() {
   g_info.library = openblas_get_config ? openblas_get_config() : "CBLAS (not OpenBLAS)";
@@ -78,12 +89,22 @@ void choose_core() {
     g_info.reason = "OpenBLAS is not a DYNAMIC_ARCH build; cannot switch to " + want;
     return;
   }
-  // Safe here: no BLAS call has run yet, and the switch only swaps OpenBLAS's table of
-  // kernels and blocking parameters.
-  setenv("OPENBLAS_CORETYPE", want.c_str(), 0);
-  gotoblas_dynamic_quit();
-  gotoblas_dynamic_init();
-  g_info.core = corename();
+  // Safe here: no Kiln BLAS call has run yet, and the switch only swaps OpenBLAS's table
+  // of kernels and blocking parameters. (It is not safe against another library calling
+  // BLAS on another thread at this very moment: quit() empties the table for a moment.)
+  // The result is checked: a name OpenBLAS does not know gives its fallback instead.
+  reselect_core(want);
+  std::string got = corename();
+  if (core_rank(got) < core_rank(want)) {
+    // OpenBLAS did not take the name (it then prints "Core not found" and falls back by
+    // its own CPU checks): keep that fallback only if it beats the core it detected.
+    if (core_rank(got) < core_rank(g_info.detected)) reselect_core("");
+    g_info.core = corename();
+    g_info.reason = "OpenBLAS could not switch to " + want + " (it gave " + got + "); kept " +
+                    g_info.core;
+    return;
+  }
+  g_info.core = got;
   g_info.reason = "OpenBLAS detected " + g_info.detected + "; this CPU supports " +
                   cpu_vector_isa() + ", so Kiln selected " + g_info.core;
 }
