@@ -20,6 +20,7 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kiln.h"
@@ -157,11 +158,18 @@ int main(int argc, char** argv) {
 
     auto nothing = [] {};
     auto blas_threads = [](int n) { return [n] { openblas_set_num_threads(n); }; };
+    // After a call, OpenBLAS's idle workers keep spinning (sched_yield) for about 2^28
+    // TSC cycles (~0.1 s here) before they sleep; let them, so that they do not take a
+    // core from the next implementation's run.
+    auto back_to_one_blas_thread = [] {
+      openblas_set_num_threads(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    };
     std::vector<Impl> impls;
     impls.push_back({"kiln", nothing, nothing, [&] { out = kiln::matmul(a, b); }, 1, {}});
     // Kiln keeps OpenBLAS at one thread; the raw reference gets all of them for its
     // timed run only, and Kiln's setting is restored after it.
-    impls.push_back({"raw", blas_threads(threads), blas_threads(1),
+    impls.push_back({"raw", blas_threads(threads), back_to_one_blas_thread,
                      [&] { raw_sgemm(pa, pb, c.data(), cs); }, 1, {}});
     impls.push_back({"raw1", blas_threads(1), blas_threads(1),
                      [&] { raw_sgemm(pa, pb, c.data(), cs); }, 1, {}});

@@ -72,8 +72,7 @@ void reselect_core(const std::string& core) {
   unsetenv("OPENBLAS_CORETYPE");
 }
 
-void choose_core() {
-  g_info.library = openblas_get_config ? openblas_get_config() : "CBLAS (not OpenBLAS)";
+void switch_core() {
   g_info.detected = corename();
   g_info.core = g_info.detected;
   if (const char* forced = std::getenv("OPENBLAS_CORETYPE")) {
@@ -107,6 +106,12 @@ void choose_core() {
   g_info.core = got;
   g_info.reason = "OpenBLAS detected " + g_info.detected + "; this CPU supports " +
                   cpu_vector_isa() + ", so Kiln selected " + g_info.core;
+}
+
+void choose_core() {
+  switch_core();
+  // After the switch: OpenBLAS's config string names the core in use.
+  g_info.library = openblas_get_config ? openblas_get_config() : "CBLAS (not OpenBLAS)";
 }
 
 }  // namespace

@@ -81,6 +81,14 @@ void matmul_typed(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
     return;
   }
   // One big product: split the larger of M and N into one block per thread.
+  // Measured (benchmarks/bench_matmul, benchmarks/RESULTS.md; 2-core Zen 3, OpenBLAS
+  // 0.3.21 Zen kernels, float32 square n = 256..2048, median of 10 runs): kiln::matmul
+  // runs at 1.00-1.02x one cblas_sgemm with OpenBLAS's own 2 threads. Splitting N
+  // instead, 2 or 4 blocks per thread, or a 2x2 grid came out the same or up to ~10%
+  // slower (within the noise of a shared machine). Handing a big gemm to OpenBLAS's
+  // threads instead gains nothing (at best equal; slower at n = 256) and would need
+  // OpenBLAS's process-wide thread count changed per call, which a TBB-partitioned
+  // matmul on another thread would then inherit: both crowds at once.
   const bool split_m = M >= N;
   const int64_t extent = split_m ? M : N;
   const int64_t parts = std::min<int64_t>(threads, std::max<int64_t>(1, static_cast<int64_t>(flops / kMinFlopsPerTask)));
