@@ -35,15 +35,6 @@ void accumulate(std::unordered_map<Node*, Tensor>& buffers, Node* n, const Tenso
   if (!inserted) it->second = add(it->second, g);
 }
 
-void store_retained_grad(TensorImpl& out, const Tensor& g) {
-  if (!out.grad) {
-    out.grad = g.clone().impl_ptr();
-  } else {
-    Tensor acc(out.grad);
-    acc.add_(g);
-  }
-}
-
 }  // namespace
 
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
@@ -78,7 +69,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     if (buf != buffers.end()) {  // a node no gradient reached still releases its inputs
       Tensor g = std::move(buf->second);
       buffers.erase(buf);
-      if (auto out = n->retained_output.lock()) store_retained_grad(*out, g);
+      if (auto out = n->retained_output.lock()) accumulate_grad(*out, g);
       input_grads = n->apply(g);
     }
     if (!retain_graph) n->release();

@@ -24,25 +24,26 @@ Node::~Node() {
   draining = false;
 }
 
+void accumulate_grad(TensorImpl& owner, const Tensor& g) {
+  if (owner.grad) {
+    Tensor acc(owner.grad);
+    acc.add_(g);
+    return;
+  }
+  // Keep g itself only if nothing else can see its memory and it is exactly a contiguous
+  // tensor of the owner's dtype: the incoming buffer may be shared with other nodes, or be
+  // a slice of a larger one (cat's backward) that the owner must not keep alive.
+  bool exclusive = g.dtype() == owner.dtype && g.is_contiguous() && g.impl_ptr().use_count() == 1 &&
+                   g.impl()->storage.use_count() == 1 && g.offset() == 0 &&
+                   g.impl()->storage->nbytes() == static_cast<size_t>(g.numel()) * g.element_size();
+  owner.grad = exclusive ? g.impl_ptr() : g.to(owner.dtype).clone().impl_ptr();
+}
+
 TensorList AccumulateGrad::apply(const Tensor& grad_output) {
   TensorImpl& leaf = *leaf_;
   KILN_CHECK(grad_output.shape() == leaf.shape, "backward", "gradient of shape ",
              shape_str(grad_output.shape()), " for a leaf of shape ", shape_str(leaf.shape));
-  if (!leaf.grad) {
-    // Own a fresh contiguous copy: the incoming buffer may be shared with other nodes, or
-    // be a slice of a larger one (cat's backward) that the leaf must not keep alive.
-    leaf.grad = grad_output.dtype() == leaf.dtype && grad_output.is_contiguous() &&
-                        grad_output.impl_ptr().use_count() == 1 &&
-                        grad_output.impl()->storage.use_count() == 1 &&
-                        grad_output.offset() == 0 &&
-                        grad_output.impl()->storage->nbytes() ==
-                            static_cast<size_t>(grad_output.numel()) * grad_output.element_size()
-                    ? grad_output.impl_ptr()
-                    : grad_output.to(leaf.dtype).clone().impl_ptr();
-  } else {
-    Tensor acc(leaf.grad);
-    acc.add_(grad_output);
-  }
+  accumulate_grad(leaf, grad_output);
   return {};
 }
 

@@ -37,6 +37,9 @@ class Node {
   const char* name_;
 };
 
+// owner.grad += g, or owner.grad = g (or a private copy of it) when there is none yet.
+void accumulate_grad(TensorImpl& owner, const Tensor& g);
+
 // Sums incoming gradients into a leaf's .grad().
 class AccumulateGrad final : public Node {
  public:

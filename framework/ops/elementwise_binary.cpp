@@ -57,7 +57,11 @@ Tensor scalar_unary(const char* op, UnaryOp kind, const Tensor& x, double v) {
 
 Tensor add(const Tensor& a, const Tensor& b, double alpha) {
   DType t = arithmetic_type("add", a, b);
-  Tensor bb = alpha == 1.0 ? b : mul(b, alpha);
+  Tensor bb = b;
+  if (alpha != 1.0) {
+    NoGradGuard no_grad;  // the scaled copy is only an operand; add's own node covers b
+    bb = mul(b, alpha);
+  }
   Tensor y = run_binary("add", BinaryOp::Add, a, bb.detach(), t, t);
   if (!any_requires_grad({&a, &b})) return y;
   Shape sa = a.shape(), sb = b.shape();
