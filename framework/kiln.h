@@ -24,3 +24,7 @@
 #include "optim/sgd.h"
 #include "io/safetensors.h"
 #include "io/checkpoint.h"
+#include "data/vocab.h"
+#include "data/dataloader.h"
+#include "viz/png.h"
+#include "viz/plot.h"

@@ -149,6 +149,9 @@ Tensor expand(const Tensor& x, const Shape& shape);  // -1 keeps a size
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
 Tensor select(const Tensor& x, int64_t dim, int64_t index);
+// Slices of x along dim at the given int64 indices (negative counts from the end):
+// x (…, N, …), index (K) -> (…, K, …); a 0-D index drops the dim.
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);

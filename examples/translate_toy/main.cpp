@@ -1,0 +1,346 @@
+// translate_toy: trains a small Transformer from scratch to translate the toy German →
+// English corpus (000's "ich mochte ein bier" and pairs in its spirit), prints every
+// translation with the exact-match rates, and draws what it learned as PNG files.
+//
+//   translate_toy [--epochs N] [--d-model D] [--heads H] [--layers L] [--ff F]
+//                 [--dropout P] [--seed S] [--threads T] [--device cpu|cuda:0]
+//                 [--beam K] [--checkpoint-dir DIR] [--resume FILE] [--load FILE]
+//                 [--out DIR] [--metrics FILE] [--no-progress] [--translate "ich mochte ein bier"]
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include "corpus.h"
+#include "kiln.h"
+#include "transformer/kiln_transformer.h"
+
+namespace tr = kiln::transformer;
+using kiln::Tensor;
+
+namespace {
+
+struct Args {
+  int64_t epochs = 40;
+  int64_t d_model = 64, heads = 4, layers = 2, ff = 128;
+  double dropout = 0.1;
+  uint64_t seed = 1;
+  int threads = 0;  // 0: every core
+  std::string device = "cpu";
+  int64_t beam = 0;  // 0: greedy
+  std::string checkpoint_dir, resume, load, out = "translate_toy_out", metrics, translate;
+  bool progress = true;
+  bool has_translate = false;
+};
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::fprintf(stderr,
+               "translate_toy: %s\n"
+               "usage: translate_toy [--epochs N] [--d-model D] [--heads H] [--layers L] [--ff F]\n"
+               "                     [--dropout P] [--seed S] [--threads T] [--device cpu|cuda:0]\n"
+               "                     [--beam K (0 = greedy)] [--checkpoint-dir DIR] [--resume FILE]\n"
+               "                     [--load FILE] [--out DIR] [--metrics FILE.csv|.jsonl]\n"
+               "                     [--no-progress] [--translate \"german sentence\"]\n",
+               problem.c_str());
+  std::exit(2);
+}
+
+int64_t to_int(const std::string& flag, const std::string& v) {
+  try {
+    size_t used = 0;
+    long long x = std::stoll(v, &used);
+    if (used == v.size()) return x;
+  } catch (const std::exception&) {
+  }
+  usage(flag + " expects an integer, got '" + v + "'");
+}
+
+double to_double(const std::string& flag, const std::string& v) {
+  try {
+    size_t used = 0;
+    double x = std::stod(v, &used);
+    if (used == v.size()) return x;
+  } catch (const std::exception&) {
+  }
+  usage(flag + " expects a number, got '" + v + "'");
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string f = argv[i];
+    if (f == "--no-progress") {
+      a.progress = false;
+      continue;
+    }
+    if (f == "-h" || f == "--help") usage("help");
+    if (i + 1 >= argc) usage("missing value after " + f);
+    std::string v = argv[++i];
+    if (f == "--epochs") a.epochs = to_int(f, v);
+    else if (f == "--d-model") a.d_model = to_int(f, v);
+    else if (f == "--heads") a.heads = to_int(f, v);
+    else if (f == "--layers") a.layers = to_int(f, v);
+    else if (f == "--ff") a.ff = to_int(f, v);
+    else if (f == "--dropout") a.dropout = to_double(f, v);
+    else if (f == "--seed") a.seed = static_cast<uint64_t>(to_int(f, v));
+    else if (f == "--threads") a.threads = static_cast<int>(to_int(f, v));
+    else if (f == "--device") a.device = v;
+    else if (f == "--beam") a.beam = to_int(f, v);
+    else if (f == "--checkpoint-dir") a.checkpoint_dir = v;
+    else if (f == "--resume") a.resume = v;
+    else if (f == "--load") a.load = v;
+    else if (f == "--out") a.out = v;
+    else if (f == "--metrics") a.metrics = v;
+    else if (f == "--translate") a.translate = v, a.has_translate = true;
+    else usage("unknown option " + f);
+  }
+  if (a.epochs < 0 || a.d_model < 1 || a.heads < 1 || a.layers < 1 || a.ff < 1 || a.beam < 0) {
+    usage("sizes must be positive (epochs and beam may be 0)");
+  }
+  if (a.d_model % a.heads != 0) usage("--d-model must be divisible by --heads");
+  return a;
+}
+
+struct Data {
+  kiln::data::Vocab src_vocab, tgt_vocab;
+  std::vector<kiln::data::TokenPair> train, held_out;
+};
+
+std::vector<std::string> side(const std::vector<translate_toy::SentencePair>& pairs, bool english) {
+  std::vector<std::string> out;
+  for (const auto& p : pairs) out.push_back(english ? p.second : p.first);
+  return out;
+}
+
+Data make_data() {
+  const auto& train = translate_toy::training_pairs();
+  Data d{kiln::data::Vocab::build(side(train, false)), kiln::data::Vocab::build(side(train, true)), {}, {}};
+  auto encode = [&](const translate_toy::SentencePair& p) {
+    // Source: the words; target: "S words E" (the trainer shifts it for teacher forcing).
+    return kiln::data::TokenPair{d.src_vocab.encode(p.first), d.tgt_vocab.encode(p.second, true, true)};
+  };
+  for (const auto& p : train) d.train.push_back(encode(p));
+  for (const auto& p : translate_toy::held_out_pairs()) d.held_out.push_back(encode(p));
+  return d;
+}
+
+tr::Seq2SeqOptions model_options(const Args& a, const Data& d) {
+  tr::Seq2SeqOptions o;
+  o.src_vocab_size = d.src_vocab.size();
+  o.tgt_vocab_size = d.tgt_vocab.size();
+  o.d_model = a.d_model;
+  o.nhead = a.heads;
+  o.num_encoder_layers = a.layers;
+  o.num_decoder_layers = a.layers;
+  o.dim_feedforward = a.ff;
+  o.dropout = a.dropout;
+  o.max_len = 64;
+  o.pad_id = d.src_vocab.pad_id();
+  return o;
+}
+
+std::vector<int64_t> translate(tr::Seq2SeqTransformer& model, const Data& d, const std::vector<int64_t>& src_ids,
+                               const Args& a, kiln::Device device) {
+  Tensor src = kiln::from_vector<int64_t>(src_ids, {1, static_cast<int64_t>(src_ids.size())}).to(device);
+  tr::DecodeOptions base;
+  base.bos_id = d.tgt_vocab.bos_id();
+  base.eos_id = d.tgt_vocab.eos_id();
+  base.max_len = 20;
+  if (a.beam > 0) {
+    tr::BeamOptions b;
+    static_cast<tr::DecodeOptions&>(b) = base;
+    b.beam_width = a.beam;
+    return tr::beam_search(model, src, b).front().tokens;
+  }
+  return tr::greedy_decode(model, src, base).front();
+}
+
+// Prints each pair's translation and returns the exact-match rate.
+double report(const char* title, const std::vector<translate_toy::SentencePair>& pairs, tr::Seq2SeqTransformer& model,
+              const Data& d, const Args& a, kiln::Device device) {
+  int64_t exact = 0;
+  std::printf("\n%s\n", title);
+  for (const auto& p : pairs) {
+    std::string got = d.tgt_vocab.decode(translate(model, d, d.src_vocab.encode(p.first), a, device));
+    bool ok = got == p.second;
+    exact += ok;
+    std::printf("  %s %-24s -> %-26s%s\n", ok ? "ok  " : "MISS", p.first.c_str(), got.c_str(),
+                ok ? "" : (" (expected: " + p.second + ")").c_str());
+  }
+  double rate = pairs.empty() ? 0.0 : 100.0 * static_cast<double>(exact) / static_cast<double>(pairs.size());
+  std::printf("  exact match: %lld/%zu = %.1f%%\n", static_cast<long long>(exact), pairs.size(), rate);
+  return rate;
+}
+
+std::vector<std::string> words_of(const kiln::data::Vocab& v, const std::vector<int64_t>& ids) {
+  std::vector<std::string> w;
+  for (int64_t id : ids) w.push_back(v.word(id));
+  return w;
+}
+
+// The pictures: positional encoding, a batch's masks, cross-attention, loss curve.
+void draw(const std::string& dir, tr::Seq2SeqTransformer& model, const Data& d, const Args& a,
+          const std::vector<double>& losses, kiln::Device device) {
+  namespace fs = std::filesystem;
+  namespace viz = kiln::viz;
+  fs::create_directories(dir);
+  auto path = [&](const char* name) { return (fs::path(dir) / name).string(); };
+
+  viz::HeatmapOptions pe;
+  pe.title = "sinusoidal positional encoding";
+  pe.x_label = "dimension";
+  pe.y_label = "position";
+  pe.cell = 6;
+  viz::save_heatmap(path("positional_encoding.png"), tr::sinusoidal_table(64, a.d_model), pe);
+
+  // 000's first sentence and the shortest one, padded with P as the seed pads them.
+  size_t shortest = 0;
+  for (size_t i = 0; i < d.train.size(); ++i) {
+    if (d.train[i].source.size() < d.train[shortest].source.size()) shortest = i;
+  }
+  kiln::data::PairDataLoader two({d.train[0], d.train[shortest]}, {.batch_size = 2, .shuffle = false});
+  kiln::data::PairBatch batch = two.make_batch({0, 1});
+  const Tensor& tgt_in = batch.target;  // whole targets "S … E", so the padding shows
+  std::vector<std::string> src_titles, tgt_titles;
+  for (int64_t i = 0; i < 2; ++i) {
+    std::vector<int64_t> s = batch.source.select(0, i).to_vector<int64_t>();
+    std::vector<int64_t> t = tgt_in.select(0, i).to_vector<int64_t>();
+    src_titles.push_back(d.src_vocab.decode(s, false));
+    tgt_titles.push_back(d.tgt_vocab.decode(t, false));
+  }
+  viz::HeatmapOptions m;
+  m.cell = 24;
+  m.colorbar = false;
+  m.x_label = "key";
+  m.y_label = "query";
+  m.title = "padding mask (yellow = pad key, ignored)";
+  Tensor pad = tr::attn_pad_mask(batch.source, batch.source);
+  viz::save_heatmap_grid(path("padding_mask.png"), {pad.select(0, 0), pad.select(0, 1)}, src_titles, 2, m);
+  m.title = "subsequence mask (yellow = future)";
+  viz::save_heatmap(path("subsequence_mask.png"), tr::attn_subsequence_mask(tgt_in).select(0, 0), m);
+  m.title = "decoder self-attention mask (padding or future)";
+  Tensor dec = tr::decoder_self_attn_mask(tgt_in);
+  viz::save_heatmap_grid(path("decoder_mask.png"), {dec.select(0, 0), dec.select(0, 1)}, tgt_titles, 2, m);
+
+  // Cross-attention of the last decoder layer while translating 000's first sentence.
+  const auto& example = translate_toy::training_pairs().front();
+  std::vector<int64_t> src_ids = d.src_vocab.encode(example.first);
+  std::vector<int64_t> out_ids = translate(model, d, src_ids, a, device);
+  std::vector<int64_t> dec_in{d.tgt_vocab.bos_id()};
+  dec_in.insert(dec_in.end(), out_ids.begin(), out_ids.end());
+  auto& last = *model.transformer->decoder->layers->operator[](model.transformer->decoder->layers->size() - 1);
+  {
+    kiln::NoGradGuard no_grad;
+    bool was_training = model.is_training();
+    model.eval();
+    last.keep_cross_attention = true;
+    Tensor src = kiln::from_vector<int64_t>(src_ids, {1, static_cast<int64_t>(src_ids.size())}).to(device);
+    Tensor tgt = kiln::from_vector<int64_t>(dec_in, {1, static_cast<int64_t>(dec_in.size())}).to(device);
+    model.decode(tgt, model.encode(src), src);
+    last.keep_cross_attention = false;
+    model.train(was_training);
+  }
+  Tensor weights = last.last_cross_attention.select(0, 0).to(kiln::Device());  // (H, T, S)
+  std::vector<Tensor> heads;
+  std::vector<std::string> titles;
+  for (int64_t h = 0; h < weights.size(0); ++h) {
+    heads.push_back(weights.select(0, h));
+    titles.push_back("head " + std::to_string(h));
+  }
+  viz::HeatmapOptions ca;
+  ca.row_labels = words_of(d.tgt_vocab, dec_in);
+  ca.col_labels = words_of(d.src_vocab, src_ids);
+  ca.vmin = 0.0;
+  ca.vmax = 1.0;
+  ca.cell = 28;
+  ca.title = "cross-attention: " + example.first;
+  viz::save_heatmap_grid(path("cross_attention.png"), heads, titles, 2, ca);
+
+  if (!losses.empty()) {
+    viz::LinePlotOptions lp;
+    lp.title = "training loss";
+    viz::save_line_plot(path("loss.png"), losses, lp);
+  }
+  std::printf("\npictures: %s/{positional_encoding,padding_mask,subsequence_mask,decoder_mask,cross_attention,loss}.png\n",
+              dir.c_str());
+}
+
+int run(const Args& a) {
+  if (a.threads > 0) kiln::set_num_threads(a.threads);
+  kiln::Device device(a.device);
+  kiln::manual_seed(a.seed);
+  Data d = make_data();
+
+  // Check a sentence to translate before spending time on training.
+  std::vector<int64_t> user_ids;
+  if (a.has_translate) {
+    KILN_CHECK(!kiln::data::split_words(a.translate).empty(), "translate",
+               "the sentence to translate is empty; give German words, e.g. --translate \"ich mochte ein bier\"");
+    user_ids = d.src_vocab.encode_strict(a.translate);
+  }
+
+  tr::Seq2SeqTransformer model(model_options(a, d));
+  model.to(device);
+  std::printf("translate_toy: %zu training pairs, %zu held out; vocabularies %lld (de) and %lld (en)\n",
+              d.train.size(), d.held_out.size(), static_cast<long long>(d.src_vocab.size()),
+              static_cast<long long>(d.tgt_vocab.size()));
+  std::printf("model: d_model %lld, %lld heads, %lld+%lld layers, d_ff %lld: %lld parameters; %s\n",
+              static_cast<long long>(a.d_model), static_cast<long long>(a.heads), static_cast<long long>(a.layers),
+              static_cast<long long>(a.layers), static_cast<long long>(a.ff),
+              static_cast<long long>(model.num_parameters()), kiln::config().c_str());
+
+  std::vector<double> losses;
+  if (!a.load.empty()) {
+    kiln::io::load_state_dict(a.load, model, true);
+    std::printf("loaded %s\n", a.load.c_str());
+  } else {
+    kiln::data::PairDataLoader train(d.train, {.batch_size = 16, .shuffle = true, .seed = a.seed});
+    kiln::data::PairDataLoader held(d.held_out, {.batch_size = 16, .shuffle = false});
+    tr::TrainerOptions t;
+    t.epochs = a.epochs;
+    t.lr_factor = 0.3;
+    t.warmup_steps = 50;
+    t.label_smoothing = 0.1;
+    t.clip_grad_norm = 1.0;
+    t.metrics_path = a.metrics;
+    t.checkpoint_dir = a.checkpoint_dir;
+    t.resume_from = a.resume;
+    t.progress = a.progress;
+    auto start = std::chrono::steady_clock::now();
+    tr::Trainer trainer(model, train, &held, t);
+    trainer.fit();
+    losses = trainer.step_losses();
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("trained %lld steps in %.2f s (%.1f ms/step)\n", static_cast<long long>(trainer.global_step()), secs,
+                1000.0 * secs / static_cast<double>(std::max<int64_t>(trainer.global_step(), 1)));
+    if (!a.checkpoint_dir.empty()) {
+      std::string weights = (std::filesystem::path(a.checkpoint_dir) / "model.safetensors").string();
+      kiln::io::save_state_dict(weights, model);
+      std::printf("saved %s (load it with --load)\n", weights.c_str());
+    }
+  }
+
+  if (a.has_translate) {
+    std::printf("\n%s -> %s\n", a.translate.c_str(),
+                d.tgt_vocab.decode(translate(model, d, user_ids, a, device)).c_str());
+    return 0;
+  }
+  report("training pairs", translate_toy::training_pairs(), model, d, a, device);
+  report("held-out pairs (never seen in training)", translate_toy::held_out_pairs(), model, d, a, device);
+  if (!a.out.empty()) draw(a.out, model, d, a, losses, device);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a = parse(argc, argv);
+  try {
+    return run(a);
+  } catch (const kiln::Error& e) {
+    std::fprintf(stderr, "translate_toy: %s\n", e.what());
+    return 1;
+  }
+}

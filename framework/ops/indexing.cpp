@@ -1,0 +1,43 @@
+// index_select: rows picked by index along one dim. Floating tensors go through the
+// embedding kernel (a row gather with a scatter-add backward), so the op is
+// differentiable on every backend without a kernel of its own.
+#include "ops/op_helpers.h"
+
+namespace kiln {
+
+// x (…, N, …) along dim, index (K) int64 -> (…, K, …)
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  const char* op = "index_select";
+  detail::check_defined(op, x);
+  detail::check_defined(op, index, "index");
+  KILN_CHECK(index.dtype() == kInt64, op, "index must be an int64 tensor, got ", dtype_name(index.dtype()));
+  KILN_CHECK(index.dim() <= 1, op, "index must be 0-D or 1-D, got shape ", shape_str(index.shape()));
+  KILN_CHECK(x.dim() >= 1, op, "input must have at least 1 dimension, got a 0-D tensor");
+  int64_t d = wrap_dim(op, dim, x.dim());
+  const int64_t n = x.size(d);
+  std::vector<int64_t> ids = index.reshape({-1}).to_vector<int64_t>();
+  for (int64_t& i : ids) {
+    KILN_CHECK(i >= -n && i < n, op, "index ", i, " is out of range for dimension ", dim, " of size ", n,
+               " (shape ", shape_str(x.shape()), ")");
+    if (i < 0) i += n;
+  }
+  const int64_t k = static_cast<int64_t>(ids.size());
+  // Move `dim` to the front and flatten the rest: (N, rest) rows to gather.
+  Tensor front = x.transpose(0, d);
+  Shape rest(front.shape().begin() + 1, front.shape().end());
+  Tensor rows;
+  if (is_floating(x.dtype())) {
+    Tensor wrapped = from_vector<int64_t>(ids, {k}, TensorOptions(kInt64).device(x.device()));
+    rows = embedding(front.reshape({n, -1}), wrapped);
+  } else {
+    std::vector<Tensor> picked;
+    for (int64_t i : ids) picked.push_back(front.select(0, i));
+    rows = picked.empty() ? empty({0}, TensorOptions(x.dtype()).device(x.device())) : stack(picked);
+  }
+  Shape out = {k};
+  out.insert(out.end(), rest.begin(), rest.end());
+  Tensor y = rows.reshape(out).transpose(0, d);
+  return index.dim() == 0 ? y.squeeze(d) : y;
+}
+
+}  // namespace kiln

@@ -1,0 +1,86 @@
+#pragma once
+// Scaled dot-product attention and torch.nn.MultiheadAttention (same options, forward
+// arguments, parameter names and initialisation), plus cached keys and values for
+// decoding one token at a time.
+#include <memory>
+
+#include "kiln.h"
+
+namespace kiln::transformer {
+
+struct AttentionOutput {
+  Tensor output;   // the attended values
+  Tensor weights;  // the attention probabilities (undefined when not asked for)
+};
+
+// softmax(q k^T / sqrt(E) + mask) v, with dropout on the weights when training.
+// q (…, L, E), k (…, S, E), v (…, S, Ev); mask broadcastable to (…, L, S): bool (true =
+// may not attend) or float (added to the scores). -> output (…, L, Ev), weights (…, L, S).
+// A row whose keys are all masked gives NaN, as in PyTorch.
+AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const Tensor& mask = Tensor(), double dropout_p = 0.0,
+                                             bool training = false, Generator* gen = nullptr);
+
+struct MultiheadAttentionOptions {
+  double dropout = 0.0;
+  bool bias = true;
+  bool add_bias_kv = false;
+  bool add_zero_attn = false;
+  int64_t kdim = -1;  // -1: embed_dim
+  int64_t vdim = -1;  // -1: embed_dim
+  bool batch_first = false;
+};
+
+// The projected keys and values of the positions seen so far, batch-first (N, S, E).
+struct KVCache {
+  Tensor k, v;
+  bool empty() const { return !k.defined(); }
+  int64_t length() const { return k.defined() ? k.size(1) : 0; }
+  // Keeps the rows of `index` (N' int64), for reordering beams.
+  void select_batch(const Tensor& index);
+};
+
+class MultiheadAttention : public nn::Module {
+ public:
+  MultiheadAttention(int64_t embed_dim, int64_t num_heads, MultiheadAttentionOptions opts = {});
+
+  // query (L, N, E) or (N, L, E) with batch_first, or (L, E) unbatched; key (S, N, kdim),
+  // value (S, N, vdim) likewise. key_padding_mask (N, S): bool (true = ignore) or float
+  // (added). attn_mask (L, S) or (N·num_heads, L, S), bool or float.
+  // -> output like query; weights (N, L, S) averaged over heads, or (N, num_heads, L, S)
+  // when !average_attn_weights; undefined when !need_weights.
+  AttentionOutput forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                          const Tensor& key_padding_mask = Tensor(), bool need_weights = true,
+                          const Tensor& attn_mask = Tensor(), bool average_attn_weights = true);
+
+  // Attention for new query positions with cached keys and values. static_kv: the keys
+  // come from `kv_input` once and stay (cross-attention over the encoder's memory);
+  // otherwise the projections of kv_input are appended to the cache (self-attention)
+  // and the new queries see every cached position and those before them.
+  AttentionOutput forward_cached(const Tensor& query, const Tensor& kv_input, KVCache& cache, bool static_kv,
+                                 const Tensor& key_padding_mask = Tensor(), bool need_weights = false,
+                                 bool average_attn_weights = true);
+
+  void reset_parameters();
+  std::string extra_repr() const override;
+
+  int64_t embed_dim, num_heads, head_dim, kdim, vdim;
+  double dropout;
+  bool batch_first, add_zero_attn, qkv_same_embed_dim;
+  Tensor in_proj_weight;                              // (3E, E) when kdim == vdim == E
+  Tensor q_proj_weight, k_proj_weight, v_proj_weight;  // (E, E), (E, kdim), (E, vdim) otherwise
+  Tensor in_proj_bias;                                 // (3E) when bias
+  Tensor bias_k, bias_v;                               // (1, 1, E) when add_bias_kv
+  std::shared_ptr<nn::Linear> out_proj;
+
+ private:
+  // x (N, L, in) -> (N, L, E) with the q (0), k (1) or v (2) projection.
+  Tensor project(const Tensor& x, int which) const;
+  // q (N, L, E), k and v (N, S, E) already projected; mask broadcastable to (N, H, L, S).
+  AttentionOutput attend(Tensor q, Tensor k, Tensor v, Tensor mask, bool need_weights, bool average);
+};
+
+// y = x W^T + b for x (…, in), W (out, in), b (out) or undefined.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+}  // namespace kiln::transformer

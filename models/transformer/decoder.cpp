@@ -1,0 +1,113 @@
+#include "transformer/decoder.h"
+
+#include "transformer/feed_forward.h"
+
+namespace kiln::transformer {
+
+TransformerDecoderLayer::TransformerDecoderLayer(int64_t d_model, int64_t nhead, TransformerLayerOptions opts)
+    : TransformerDecoderLayer([&] {
+        opts.d_model = d_model;
+        opts.nhead = nhead;
+        return opts;
+      }()) {}
+
+TransformerDecoderLayer::TransformerDecoderLayer(TransformerLayerOptions o)
+    : Module("TransformerDecoderLayer"), options(std::move(o)) {
+  check_activation("TransformerDecoderLayer", options.activation);
+  MultiheadAttentionOptions mha;
+  mha.dropout = options.dropout;
+  mha.batch_first = options.batch_first;
+  const int64_t d = options.d_model;
+  self_attn = register_module("self_attn", std::make_shared<MultiheadAttention>(d, options.nhead, mha));
+  multihead_attn = register_module("multihead_attn", std::make_shared<MultiheadAttention>(d, options.nhead, mha));
+  linear1 = register_module("linear1", std::make_shared<nn::Linear>(d, options.dim_feedforward));
+  dropout = register_module("dropout", std::make_shared<nn::Dropout>(options.dropout));
+  linear2 = register_module("linear2", std::make_shared<nn::Linear>(options.dim_feedforward, d));
+  norm1 = register_module("norm1", std::make_shared<nn::LayerNorm>(d, options.layer_norm_eps));
+  norm2 = register_module("norm2", std::make_shared<nn::LayerNorm>(d, options.layer_norm_eps));
+  norm3 = register_module("norm3", std::make_shared<nn::LayerNorm>(d, options.layer_norm_eps));
+  dropout1 = register_module("dropout1", std::make_shared<nn::Dropout>(options.dropout));
+  dropout2 = register_module("dropout2", std::make_shared<nn::Dropout>(options.dropout));
+  dropout3 = register_module("dropout3", std::make_shared<nn::Dropout>(options.dropout));
+}
+
+Tensor TransformerDecoderLayer::feed_forward_block(const Tensor& x) {
+  Tensor h = dropout->forward(activation_fn(options.activation, linear1->forward(x)));
+  return dropout3->forward(linear2->forward(h));
+}
+
+Tensor TransformerDecoderLayer::keep(const AttentionOutput& a) {
+  if (keep_cross_attention) last_cross_attention = a.weights.detach();
+  return a.output;
+}
+
+Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
+                                        const Tensor& memory_mask, const Tensor& tgt_kpm,
+                                        const Tensor& memory_kpm) {
+  auto sa = [&](const Tensor& x) {
+    return dropout1->forward(self_attn->forward(x, x, x, tgt_kpm, false, tgt_mask).output);
+  };
+  auto ca = [&](const Tensor& x) {
+    AttentionOutput a = multihead_attn->forward(x, memory, memory, memory_kpm, keep_cross_attention, memory_mask,
+                                                /*average_attn_weights=*/false);
+    return dropout2->forward(keep(a));
+  };
+  Tensor x = tgt;
+  if (options.norm_first) {
+    x = add(x, sa(norm1->forward(x)));
+    x = add(x, ca(norm2->forward(x)));
+    return add(x, feed_forward_block(norm3->forward(x)));
+  }
+  x = norm1->forward(add(x, sa(x)));
+  x = norm2->forward(add(x, ca(x)));
+  return norm3->forward(add(x, feed_forward_block(x)));
+}
+
+Tensor TransformerDecoderLayer::forward_step(const Tensor& tgt, const Tensor& memory, DecoderLayerCache& cache,
+                                             const Tensor& memory_kpm) {
+  auto sa = [&](const Tensor& x) {
+    return dropout1->forward(self_attn->forward_cached(x, x, cache.self_attn, /*static_kv=*/false).output);
+  };
+  auto ca = [&](const Tensor& x) {
+    AttentionOutput a = multihead_attn->forward_cached(x, memory, cache.cross_attn, /*static_kv=*/true, memory_kpm,
+                                                       keep_cross_attention, false);
+    return dropout2->forward(keep(a));
+  };
+  Tensor x = tgt;
+  if (options.norm_first) {
+    x = add(x, sa(norm1->forward(x)));
+    x = add(x, ca(norm2->forward(x)));
+    return add(x, feed_forward_block(norm3->forward(x)));
+  }
+  x = norm1->forward(add(x, sa(x)));
+  x = norm2->forward(add(x, ca(x)));
+  return norm3->forward(add(x, feed_forward_block(x)));
+}
+
+TransformerDecoder::TransformerDecoder(TransformerLayerOptions layer, int64_t num_layers, bool final_norm)
+    : Module("TransformerDecoder") {
+  KILN_CHECK(num_layers >= 0, "TransformerDecoder", "num_layers must be non-negative, got ", num_layers);
+  layers = register_module("layers", std::make_shared<nn::ModuleList<TransformerDecoderLayer>>());
+  for (int64_t i = 0; i < num_layers; ++i) layers->push_back(std::make_shared<TransformerDecoderLayer>(layer));
+  if (final_norm) norm = register_module("norm", std::make_shared<nn::LayerNorm>(layer.d_model, layer.layer_norm_eps));
+}
+
+Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
+                                   const Tensor& memory_mask, const Tensor& tgt_kpm, const Tensor& memory_kpm) {
+  Tensor x = tgt;
+  for (const auto& layer : *layers) x = layer->forward(x, memory, tgt_mask, memory_mask, tgt_kpm, memory_kpm);
+  return norm ? norm->forward(x) : x;
+}
+
+Tensor TransformerDecoder::forward_step(const Tensor& tgt, const Tensor& memory, std::vector<DecoderLayerCache>& cache,
+                                        const Tensor& memory_kpm) {
+  if (cache.empty()) cache.resize(layers->size());
+  KILN_CHECK(cache.size() == layers->size(), "TransformerDecoder::forward_step", "the cache has ", cache.size(),
+             " layers, the decoder ", layers->size());
+  Tensor x = tgt;
+  size_t i = 0;
+  for (const auto& layer : *layers) x = layer->forward_step(x, memory, cache[i++], memory_kpm);
+  return norm ? norm->forward(x) : x;
+}
+
+}  // namespace kiln::transformer

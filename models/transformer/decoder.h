@@ -1,0 +1,66 @@
+#pragma once
+// nn.TransformerDecoderLayer and nn.TransformerDecoder, same parameter names, plus a
+// one-step forward with cached keys and values for decoding.
+#include <memory>
+#include <vector>
+
+#include "transformer/attention.h"
+#include "transformer/layer_options.h"
+
+namespace kiln::transformer {
+
+// What one decoder layer remembers between decoding steps.
+struct DecoderLayerCache {
+  KVCache self_attn;   // grows by one position per step
+  KVCache cross_attn;  // the memory's keys and values, computed once
+};
+
+class TransformerDecoderLayer : public nn::Module {
+ public:
+  explicit TransformerDecoderLayer(TransformerLayerOptions opts = {});
+  TransformerDecoderLayer(int64_t d_model, int64_t nhead, TransformerLayerOptions opts = {});
+
+  // tgt (T, N, E) or (N, T, E) with batch_first; memory (S, N, E) likewise; masks as
+  // nn.TransformerDecoderLayer: tgt_mask (T, T), memory_mask (T, S), padding masks
+  // (N, T) and (N, S). -> same shape as tgt.
+  Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = Tensor(),
+                 const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
+                 const Tensor& memory_key_padding_mask = Tensor());
+
+  // The new target positions only (usually one), attending to every cached position.
+  Tensor forward_step(const Tensor& tgt, const Tensor& memory, DecoderLayerCache& cache,
+                      const Tensor& memory_key_padding_mask = Tensor());
+
+  // When set, forward and forward_step keep the cross-attention weights of the last call,
+  // per head: (N, nhead, T, S).
+  bool keep_cross_attention = false;
+  Tensor last_cross_attention;
+
+  TransformerLayerOptions options;
+  std::shared_ptr<MultiheadAttention> self_attn, multihead_attn;
+  std::shared_ptr<nn::Linear> linear1, linear2;
+  std::shared_ptr<nn::Dropout> dropout, dropout1, dropout2, dropout3;
+  std::shared_ptr<nn::LayerNorm> norm1, norm2, norm3;
+
+ private:
+  Tensor feed_forward_block(const Tensor& x);
+  Tensor keep(const AttentionOutput& a);
+};
+
+class TransformerDecoder : public nn::Module {
+ public:
+  TransformerDecoder(TransformerLayerOptions layer, int64_t num_layers, bool final_norm = false);
+
+  Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = Tensor(),
+                 const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
+                 const Tensor& memory_key_padding_mask = Tensor());
+
+  // One cache per layer; start with an empty vector.
+  Tensor forward_step(const Tensor& tgt, const Tensor& memory, std::vector<DecoderLayerCache>& cache,
+                      const Tensor& memory_key_padding_mask = Tensor());
+
+  std::shared_ptr<nn::ModuleList<TransformerDecoderLayer>> layers;
+  std::shared_ptr<nn::LayerNorm> norm;  // null without a final norm
+};
+
+}  // namespace kiln::transformer

@@ -1,0 +1,64 @@
+#include "transformer/encoder.h"
+
+#include "transformer/feed_forward.h"
+
+namespace kiln::transformer {
+
+TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t nhead, TransformerLayerOptions opts)
+    : TransformerEncoderLayer([&] {
+        opts.d_model = d_model;
+        opts.nhead = nhead;
+        return opts;
+      }()) {}
+
+TransformerEncoderLayer::TransformerEncoderLayer(TransformerLayerOptions o)
+    : Module("TransformerEncoderLayer"), options(std::move(o)) {
+  check_activation("TransformerEncoderLayer", options.activation);
+  MultiheadAttentionOptions mha;
+  mha.dropout = options.dropout;
+  mha.batch_first = options.batch_first;
+  // Registration order follows PyTorch's, so printing and state_dict order agree.
+  self_attn = register_module("self_attn", std::make_shared<MultiheadAttention>(options.d_model, options.nhead, mha));
+  linear1 = register_module("linear1", std::make_shared<nn::Linear>(options.d_model, options.dim_feedforward));
+  dropout = register_module("dropout", std::make_shared<nn::Dropout>(options.dropout));
+  linear2 = register_module("linear2", std::make_shared<nn::Linear>(options.dim_feedforward, options.d_model));
+  norm1 = register_module("norm1", std::make_shared<nn::LayerNorm>(options.d_model, options.layer_norm_eps));
+  norm2 = register_module("norm2", std::make_shared<nn::LayerNorm>(options.d_model, options.layer_norm_eps));
+  dropout1 = register_module("dropout1", std::make_shared<nn::Dropout>(options.dropout));
+  dropout2 = register_module("dropout2", std::make_shared<nn::Dropout>(options.dropout));
+}
+
+Tensor TransformerEncoderLayer::self_attention_block(const Tensor& x, const Tensor& mask, const Tensor& kpm) {
+  return dropout1->forward(self_attn->forward(x, x, x, kpm, /*need_weights=*/false, mask).output);
+}
+
+Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x) {
+  Tensor h = dropout->forward(activation_fn(options.activation, linear1->forward(x)));
+  return dropout2->forward(linear2->forward(h));
+}
+
+Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& kpm) {
+  Tensor x = src;
+  if (options.norm_first) {
+    x = add(x, self_attention_block(norm1->forward(x), src_mask, kpm));
+    return add(x, feed_forward_block(norm2->forward(x)));
+  }
+  x = norm1->forward(add(x, self_attention_block(x, src_mask, kpm)));
+  return norm2->forward(add(x, feed_forward_block(x)));
+}
+
+TransformerEncoder::TransformerEncoder(TransformerLayerOptions layer, int64_t num_layers, bool final_norm)
+    : Module("TransformerEncoder") {
+  KILN_CHECK(num_layers >= 0, "TransformerEncoder", "num_layers must be non-negative, got ", num_layers);
+  layers = register_module("layers", std::make_shared<nn::ModuleList<TransformerEncoderLayer>>());
+  for (int64_t i = 0; i < num_layers; ++i) layers->push_back(std::make_shared<TransformerEncoderLayer>(layer));
+  if (final_norm) norm = register_module("norm", std::make_shared<nn::LayerNorm>(layer.d_model, layer.layer_norm_eps));
+}
+
+Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const Tensor& kpm) {
+  Tensor x = src;
+  for (const auto& layer : *layers) x = layer->forward(x, mask, kpm);
+  return norm ? norm->forward(x) : x;
+}
+
+}  // namespace kiln::transformer

@@ -1,0 +1,43 @@
+#pragma once
+// nn.TransformerEncoderLayer and nn.TransformerEncoder, same parameter names.
+#include <memory>
+
+#include "transformer/attention.h"
+#include "transformer/layer_options.h"
+
+namespace kiln::transformer {
+
+class TransformerEncoderLayer : public nn::Module {
+ public:
+  explicit TransformerEncoderLayer(TransformerLayerOptions opts = {});
+  TransformerEncoderLayer(int64_t d_model, int64_t nhead, TransformerLayerOptions opts = {});
+
+  // src (S, N, E), or (N, S, E) with batch_first; src_mask (S, S) or (N·nhead, S, S);
+  // src_key_padding_mask (N, S). -> same shape as src.
+  Tensor forward(const Tensor& src, const Tensor& src_mask = Tensor(),
+                 const Tensor& src_key_padding_mask = Tensor());
+
+  TransformerLayerOptions options;
+  std::shared_ptr<MultiheadAttention> self_attn;
+  std::shared_ptr<nn::Linear> linear1, linear2;
+  std::shared_ptr<nn::Dropout> dropout, dropout1, dropout2;
+  std::shared_ptr<nn::LayerNorm> norm1, norm2;
+
+ private:
+  Tensor self_attention_block(const Tensor& x, const Tensor& mask, const Tensor& key_padding_mask);
+  Tensor feed_forward_block(const Tensor& x);
+};
+
+class TransformerEncoder : public nn::Module {
+ public:
+  // num_layers fresh layers built from `layer` (independent copies, as PyTorch's deep copy),
+  // followed by a final LayerNorm when final_norm.
+  TransformerEncoder(TransformerLayerOptions layer, int64_t num_layers, bool final_norm = false);
+
+  Tensor forward(const Tensor& src, const Tensor& mask = Tensor(), const Tensor& src_key_padding_mask = Tensor());
+
+  std::shared_ptr<nn::ModuleList<TransformerEncoderLayer>> layers;
+  std::shared_ptr<nn::LayerNorm> norm;  // null without a final norm
+};
+
+}  // namespace kiln::transformer

@@ -1,0 +1,30 @@
+#include "transformer/feed_forward.h"
+
+namespace kiln::transformer {
+
+void check_activation(const char* op, const std::string& name) {
+  KILN_CHECK(name == "relu" || name == "gelu" || name == "gelu_tanh", op,
+             "activation should be relu, gelu or gelu_tanh, not '", name, "'");
+}
+
+Tensor activation_fn(const std::string& name, const Tensor& x) {
+  if (name == "relu") return relu(x);
+  if (name == "gelu") return gelu(x);
+  if (name == "gelu_tanh") return gelu(x, "tanh");
+  check_activation("activation", name);
+  return x;
+}
+
+PositionwiseFeedForward::PositionwiseFeedForward(int64_t d_model, int64_t d_ff, double p, std::string act)
+    : UnaryModule("PositionwiseFeedForward"), activation(std::move(act)) {
+  check_activation("PositionwiseFeedForward", activation);
+  linear1 = register_module("linear1", std::make_shared<nn::Linear>(d_model, d_ff));
+  dropout = register_module("dropout", std::make_shared<nn::Dropout>(p));
+  linear2 = register_module("linear2", std::make_shared<nn::Linear>(d_ff, d_model));
+}
+
+Tensor PositionwiseFeedForward::forward(const Tensor& x) {
+  return linear2->forward(dropout->forward(activation_fn(activation, linear1->forward(x))));
+}
+
+}  // namespace kiln::transformer

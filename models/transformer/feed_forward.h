@@ -1,0 +1,26 @@
+#pragma once
+// The position-wise feed-forward block: linear2(dropout(activation(linear1(x)))).
+#include <memory>
+#include <string>
+
+#include "kiln.h"
+
+namespace kiln::transformer {
+
+// "relu", "gelu" (exact) or "gelu_tanh"; anything else is an error naming it.
+Tensor activation_fn(const std::string& name, const Tensor& x);
+void check_activation(const char* op, const std::string& name);
+
+class PositionwiseFeedForward : public nn::UnaryModule {
+ public:
+  PositionwiseFeedForward(int64_t d_model, int64_t d_ff, double dropout = 0.1, std::string activation = "relu");
+  // x (…, d_model) -> (…, d_model)
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override { return "activation=" + activation; }
+
+  std::string activation;
+  std::shared_ptr<nn::Linear> linear1, linear2;
+  std::shared_ptr<nn::Dropout> dropout;
+};
+
+}  // namespace kiln::transformer

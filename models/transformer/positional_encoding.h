@@ -1,0 +1,43 @@
+#pragma once
+// Positional encodings added to token embeddings, each followed by dropout:
+// the paper's fixed sinusoids (a buffer "pe" up to max_len) and learned positions
+// (an Embedding, as 003's LearnedPositionalEncoding).
+#include "kiln.h"
+
+namespace kiln::transformer {
+
+// PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d)).
+// -> (max_len, d_model) float32.
+Tensor sinusoidal_table(int64_t max_len, int64_t d_model);
+
+class SinusoidalPositionalEncoding : public nn::UnaryModule {
+ public:
+  SinusoidalPositionalEncoding(int64_t d_model, double dropout = 0.1, int64_t max_len = 5000,
+                               bool batch_first = true);
+  // x (B, L, d_model) if batch_first else (L, B, d_model) -> same shape: x + PE[:L].
+  // `offset` shifts the positions (for decoding one token at a time).
+  Tensor forward(const Tensor& x) override { return forward(x, 0); }
+  Tensor forward(const Tensor& x, int64_t offset);
+  std::string extra_repr() const override;
+
+  int64_t d_model, max_len;
+  bool batch_first;
+  Tensor pe;  // buffer (max_len, d_model)
+  std::shared_ptr<nn::Dropout> dropout;
+};
+
+class LearnedPositionalEncoding : public nn::UnaryModule {
+ public:
+  LearnedPositionalEncoding(int64_t d_model, double dropout = 0.1, int64_t max_len = 512,
+                            bool batch_first = true);
+  Tensor forward(const Tensor& x) override { return forward(x, 0); }
+  Tensor forward(const Tensor& x, int64_t offset);
+  std::string extra_repr() const override;
+
+  int64_t d_model, max_len;
+  bool batch_first;
+  std::shared_ptr<nn::Embedding> position_embeddings;
+  std::shared_ptr<nn::Dropout> dropout;
+};
+
+}  // namespace kiln::transformer

@@ -1,0 +1,81 @@
+#include "transformer/seq2seq.h"
+
+#include <cmath>
+
+namespace kiln::transformer {
+
+Seq2SeqTransformer::Seq2SeqTransformer(Seq2SeqOptions o) : Module("Seq2SeqTransformer"), options(std::move(o)) {
+  const char* op = "Seq2SeqTransformer";
+  KILN_CHECK(options.src_vocab_size > 0 && options.tgt_vocab_size > 0, op,
+             "vocabulary sizes must be positive, got src ", options.src_vocab_size, ", tgt ", options.tgt_vocab_size);
+  KILN_CHECK(options.pad_id >= 0 && options.pad_id < std::min(options.src_vocab_size, options.tgt_vocab_size), op,
+             "pad_id ", options.pad_id, " is not in both vocabularies");
+  const int64_t d = options.d_model;
+  src_embedding = register_module("src_embedding", std::make_shared<nn::Embedding>(options.src_vocab_size, d, options.pad_id));
+  tgt_embedding = register_module("tgt_embedding", std::make_shared<nn::Embedding>(options.tgt_vocab_size, d, options.pad_id));
+  if (options.learned_positions) {
+    positional_encoding = std::make_shared<LearnedPositionalEncoding>(d, options.dropout, options.max_len, true);
+  } else {
+    positional_encoding = std::make_shared<SinusoidalPositionalEncoding>(d, options.dropout, options.max_len, true);
+  }
+  register_module("positional_encoding", positional_encoding);
+  TransformerOptions t;
+  t.d_model = d;
+  t.nhead = options.nhead;
+  t.num_encoder_layers = options.num_encoder_layers;
+  t.num_decoder_layers = options.num_decoder_layers;
+  t.dim_feedforward = options.dim_feedforward;
+  t.dropout = options.dropout;
+  t.activation = options.activation;
+  t.batch_first = true;
+  t.norm_first = options.norm_first;
+  transformer = register_module("transformer", std::make_shared<Transformer>(t));
+  generator = register_module("generator", std::make_shared<nn::Linear>(d, options.tgt_vocab_size));
+}
+
+void Seq2SeqTransformer::check_ids(const char* what, const Tensor& ids, int64_t vocab) const {
+  KILN_CHECK(ids.defined() && ids.dtype() == kInt64 && ids.dim() == 2, "Seq2SeqTransformer", what,
+             " must be (batch, length) int64 ids, got ",
+             ids.defined() ? dtype_name(ids.dtype()) + std::string(" ") + shape_str(ids.shape()) : "undefined");
+  KILN_CHECK(ids.size(1) > 0, "Seq2SeqTransformer", what, " is empty: shape ", shape_str(ids.shape()));
+  (void)vocab;  // the embedding checks the range and names the bad id
+}
+
+Tensor Seq2SeqTransformer::embed(nn::Embedding& table, const Tensor& ids, int64_t offset) {
+  Tensor x = mul(table.forward(ids), std::sqrt(static_cast<double>(options.d_model)));
+  if (options.learned_positions) return static_cast<LearnedPositionalEncoding&>(*positional_encoding).forward(x, offset);
+  return static_cast<SinusoidalPositionalEncoding&>(*positional_encoding).forward(x, offset);
+}
+
+Tensor Seq2SeqTransformer::encode(const Tensor& src) {
+  check_ids("src", src, options.src_vocab_size);
+  return transformer->encoder->forward(embed(*src_embedding, src, 0), Tensor(), key_padding_mask(src, options.pad_id));
+}
+
+Tensor Seq2SeqTransformer::decode(const Tensor& tgt_in, const Tensor& memory, const Tensor& src) {
+  check_ids("tgt", tgt_in, options.tgt_vocab_size);
+  const int64_t T = tgt_in.size(1);
+  Tensor y = transformer->decoder->forward(embed(*tgt_embedding, tgt_in, 0), memory, causal_mask(T, tgt_in.device()),
+                                           Tensor(), key_padding_mask(tgt_in, options.pad_id),
+                                           key_padding_mask(src, options.pad_id));
+  return generator->forward(y);
+}
+
+Tensor Seq2SeqTransformer::decode_step(const Tensor& tgt, const Tensor& memory, const Tensor& src,
+                                       std::vector<DecoderLayerCache>& cache) {
+  check_ids("tgt", tgt, options.tgt_vocab_size);
+  int64_t offset = cache.empty() ? 0 : cache.front().self_attn.length();
+  Tensor y = transformer->decoder->forward_step(embed(*tgt_embedding, tgt, offset), memory, cache,
+                                                key_padding_mask(src, options.pad_id));
+  return generator->forward(y);
+}
+
+Tensor Seq2SeqTransformer::forward(const Tensor& src, const Tensor& tgt_in) {
+  check_ids("src", src, options.src_vocab_size);
+  check_ids("tgt", tgt_in, options.tgt_vocab_size);
+  KILN_CHECK(src.size(0) == tgt_in.size(0), "Seq2SeqTransformer", "src and tgt batch sizes differ: ",
+             shape_str(src.shape()), " and ", shape_str(tgt_in.shape()));
+  return decode(tgt_in, encode(src), src);
+}
+
+}  // namespace kiln::transformer

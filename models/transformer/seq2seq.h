@@ -1,0 +1,57 @@
+#pragma once
+// The sequence-to-sequence model of the seeds (000/002/004): token embeddings scaled by
+// sqrt(d_model), positional encoding, the Transformer, and a generator Linear to the
+// target vocabulary. It returns logits; the loss applies log-softmax itself.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transformer/positional_encoding.h"
+#include "transformer/transformer.h"
+
+namespace kiln::transformer {
+
+struct Seq2SeqOptions {
+  int64_t src_vocab_size = 0;
+  int64_t tgt_vocab_size = 0;
+  int64_t d_model = 512;
+  int64_t nhead = 8;
+  int64_t num_encoder_layers = 6;
+  int64_t num_decoder_layers = 6;
+  int64_t dim_feedforward = 2048;
+  double dropout = 0.1;
+  std::string activation = "relu";
+  bool norm_first = false;
+  int64_t max_len = 512;
+  bool learned_positions = false;  // 003's learned positional encoding instead of sinusoids
+  int64_t pad_id = 0;
+};
+
+class Seq2SeqTransformer : public nn::Module {
+ public:
+  explicit Seq2SeqTransformer(Seq2SeqOptions opts);
+
+  // src (N, S), tgt_in (N, T) int64 ids -> logits (N, T, tgt_vocab_size). Padding and
+  // causal masks are built from the ids.
+  Tensor forward(const Tensor& src, const Tensor& tgt_in);
+
+  // src (N, S) -> memory (N, S, d_model).
+  Tensor encode(const Tensor& src);
+  // tgt_in (N, T), memory (N, S, d_model) -> logits (N, T, V).
+  Tensor decode(const Tensor& tgt_in, const Tensor& memory, const Tensor& src);
+  // The logits of new positions tgt (N, L) placed after `cache`'s positions -> (N, L, V).
+  Tensor decode_step(const Tensor& tgt, const Tensor& memory, const Tensor& src,
+                     std::vector<DecoderLayerCache>& cache);
+
+  Seq2SeqOptions options;
+  std::shared_ptr<nn::Embedding> src_embedding, tgt_embedding;
+  std::shared_ptr<nn::UnaryModule> positional_encoding;
+  std::shared_ptr<Transformer> transformer;
+  std::shared_ptr<nn::Linear> generator;
+
+ private:
+  Tensor embed(nn::Embedding& table, const Tensor& ids, int64_t offset);
+  void check_ids(const char* what, const Tensor& ids, int64_t vocab) const;
+};
+
+}  // namespace kiln::transformer

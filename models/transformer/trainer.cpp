@@ -1,0 +1,185 @@
+#include "transformer/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+namespace kiln::transformer {
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string join_losses(const std::vector<double>& v) {
+  std::string s;
+  for (double x : v) s += (s.empty() ? "" : ",") + fmt("%.9g", x);
+  return s;
+}
+
+std::vector<double> split_losses(const std::string& s) {
+  std::vector<double> v;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) v.push_back(std::stod(item));
+  return v;
+}
+
+int64_t metadata_int(const io::Metadata& m, const std::string& key, const std::string& path) {
+  auto it = m.find(key);
+  KILN_CHECK(it != m.end(), "Trainer::load", "checkpoint '", path, "' has no '", key, "' entry: not a trainer checkpoint");
+  return std::stoll(it->second);
+}
+
+}  // namespace
+
+std::pair<Tensor, Tensor> teacher_forcing_pair(const Tensor& tgt) {
+  KILN_CHECK(tgt.defined() && tgt.dim() == 2 && tgt.size(1) >= 2, "teacher_forcing_pair",
+             "targets must be (batch, length >= 2) with begin and end tokens, got ",
+             tgt.defined() ? shape_str(tgt.shape()) : std::string("undefined"));
+  const int64_t T = tgt.size(1);
+  return {tgt.narrow(1, 0, T - 1).contiguous(), tgt.narrow(1, 1, T - 1).contiguous()};
+}
+
+Trainer::Trainer(Seq2SeqTransformer& model, const data::PairDataLoader& train,
+                 const data::PairDataLoader* validation, TrainerOptions opts)
+    : model_(model), train_(train), validation_(validation), opts_(std::move(opts)) {
+  KILN_CHECK(opts_.epochs >= 0, "Trainer", "epochs must be non-negative, got ", opts_.epochs);
+  KILN_CHECK(opts_.warmup_steps >= 1, "Trainer", "warmup_steps must be at least 1, got ", opts_.warmup_steps);
+  optim::AdamOptions adam;
+  adam.lr = 1.0;  // the schedule sets the actual rate
+  adam.beta1 = opts_.beta1;
+  adam.beta2 = opts_.beta2;
+  adam.eps = opts_.eps;
+  adam.weight_decay = opts_.weight_decay;
+  optimizer_ = std::make_unique<optim::Adam>(model_.parameters(), adam);
+  scheduler_ = std::make_unique<optim::WarmupInverseSqrtLR>(*optimizer_, model_.options.d_model, opts_.warmup_steps,
+                                                            opts_.lr_factor);
+  if (!opts_.resume_from.empty()) load(opts_.resume_from);
+  if (!opts_.metrics_path.empty()) {
+    metrics_ = MetricsLog(opts_.metrics_path,
+                          {"step", "epoch", "lr", "loss", "grad_norm", "tokens_per_s", "val_loss"},
+                          /*append=*/!opts_.resume_from.empty());
+  }
+  if (!opts_.checkpoint_dir.empty()) std::filesystem::create_directories(opts_.checkpoint_dir);
+}
+
+double Trainer::train_step(const data::PairBatch& batch) {
+  model_.train();
+  auto [tgt_in, labels] = teacher_forcing_pair(batch.target);
+  Tensor logits = model_.forward(batch.source, tgt_in);  // (N, T, V)
+  Tensor loss = cross_entropy(logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}), model_.options.pad_id,
+                              opts_.label_smoothing);
+  optimizer_->zero_grad();
+  loss.backward();
+  last_grad_norm_ = opts_.clip_grad_norm > 0 ? optim::clip_grad_norm_(model_.parameters(), opts_.clip_grad_norm) : NAN;
+  optimizer_->step();
+  scheduler_->step();
+  ++global_step_;
+  double value = loss.item();
+  step_losses_.push_back(value);
+  return value;
+}
+
+double Trainer::evaluate(const data::PairDataLoader& loader) {
+  bool was_training = model_.is_training();
+  model_.eval();
+  NoGradGuard no_grad;
+  double total = 0;
+  int64_t tokens = 0;
+  for (const data::PairBatch& batch : loader.epoch(0)) {
+    auto [tgt_in, labels] = teacher_forcing_pair(batch.target);
+    Tensor logits = model_.forward(batch.source, tgt_in);
+    Tensor loss = cross_entropy(logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}), model_.options.pad_id,
+                                opts_.label_smoothing, Reduction::Sum);
+    total += loss.item();
+    tokens += static_cast<int64_t>(ne(labels, static_cast<double>(model_.options.pad_id)).to(kInt64).sum().item());
+  }
+  model_.train(was_training);
+  return tokens > 0 ? total / static_cast<double>(tokens) : NAN;
+}
+
+void Trainer::save(const std::string& path) const {
+  io::Metadata meta = opts_.checkpoint_metadata;
+  meta["trainer.epoch"] = std::to_string(epoch_);
+  meta["trainer.next_batch"] = std::to_string(next_batch_);
+  meta["trainer.global_step"] = std::to_string(global_step_);
+  meta["trainer.best_loss"] = fmt("%.17g", best_loss_);
+  meta["trainer.step_losses"] = join_losses(step_losses_);
+  io::save_checkpoint(path, io::CheckpointParts{&model_, optimizer_.get(), scheduler_.get()}, meta);
+}
+
+void Trainer::load(const std::string& path) {
+  io::Metadata meta = io::load_checkpoint(path, io::CheckpointParts{&model_, optimizer_.get(), scheduler_.get()});
+  epoch_ = metadata_int(meta, "user.trainer.epoch", path);
+  next_batch_ = metadata_int(meta, "user.trainer.next_batch", path);
+  global_step_ = metadata_int(meta, "user.trainer.global_step", path);
+  best_loss_ = std::stod(meta.at("user.trainer.best_loss"));
+  step_losses_ = split_losses(meta["user.trainer.step_losses"]);
+}
+
+void Trainer::maybe_checkpoint(bool epoch_end, double val_loss) {
+  if (opts_.checkpoint_dir.empty()) return;
+  namespace fs = std::filesystem;
+  bool periodic = opts_.checkpoint_every > 0 && global_step_ % opts_.checkpoint_every == 0;
+  bool improved = epoch_end && std::isfinite(val_loss) && val_loss < best_loss_;
+  if (improved) best_loss_ = val_loss;
+  if (epoch_end || periodic) save((fs::path(opts_.checkpoint_dir) / "last.safetensors").string());
+  if (improved) save((fs::path(opts_.checkpoint_dir) / "best.safetensors").string());
+}
+
+std::vector<EpochSummary> Trainer::fit() {
+  using clock = std::chrono::steady_clock;
+  const int64_t per_epoch = train_.num_batches();
+  ProgressBar bar(opts_.epochs * per_epoch, stderr, opts_.progress);
+  std::vector<EpochSummary> summaries;
+  while (epoch_ < opts_.epochs) {
+    auto epoch_start = clock::now();
+    std::vector<std::vector<size_t>> batches = train_.batch_indices(epoch_);
+    double loss_sum = 0;
+    int64_t tokens = 0, steps = 0;
+    for (; next_batch_ < static_cast<int64_t>(batches.size());) {
+      data::PairBatch batch = train_.make_batch(batches[static_cast<size_t>(next_batch_)]);
+      int64_t batch_tokens = static_cast<int64_t>(
+          ne(batch.target.narrow(1, 1, batch.target.size(1) - 1), static_cast<double>(model_.options.pad_id))
+              .to(kInt64)
+              .sum()
+              .item());
+      double lr = optimizer_->param_groups().front().get("lr");
+      double loss = train_step(batch);
+      ++next_batch_;
+      loss_sum += loss;
+      tokens += batch_tokens;
+      ++steps;
+      double seconds = std::chrono::duration<double>(clock::now() - epoch_start).count();
+      double tps = tokens / std::max(seconds, 1e-9);
+      metrics_.write({static_cast<double>(global_step_), static_cast<double>(epoch_ + 1), lr, loss, last_grad_norm_, tps, NAN});
+      bar.update(epoch_ * per_epoch + next_batch_,
+                 "epoch " + std::to_string(epoch_ + 1) + "/" + std::to_string(opts_.epochs) + "  loss " +
+                     fmt("%.4f", loss) + "  " + fmt("%.0f", tps) + " tok/s");
+      if (next_batch_ < static_cast<int64_t>(batches.size())) maybe_checkpoint(false, NAN);
+    }
+    EpochSummary s;
+    s.epoch = epoch_ + 1;
+    s.train_loss = steps ? loss_sum / static_cast<double>(steps) : NAN;
+    s.seconds = std::chrono::duration<double>(clock::now() - epoch_start).count();
+    s.tokens_per_second = tokens / std::max(s.seconds, 1e-9);
+    if (validation_) s.val_loss = evaluate(*validation_);
+    metrics_.write({static_cast<double>(global_step_), static_cast<double>(s.epoch), NAN, s.train_loss, NAN,
+                    s.tokens_per_second, s.val_loss});
+    // The checkpoint written at an epoch's end resumes at the next epoch's start.
+    ++epoch_;
+    next_batch_ = 0;
+    maybe_checkpoint(true, validation_ ? s.val_loss : s.train_loss);
+    bar.println("epoch " + std::to_string(s.epoch) + "/" + std::to_string(opts_.epochs) + "  train loss " +
+                fmt("%.4f", s.train_loss) + (validation_ ? "  val loss " + fmt("%.4f", s.val_loss) : "") + "  " +
+                fmt("%.0f", s.tokens_per_second) + " tok/s  " + fmt("%.2f", s.seconds) + " s");
+    summaries.push_back(s);
+  }
+  return summaries;
+}
+
+}  // namespace kiln::transformer

@@ -1,0 +1,89 @@
+#pragma once
+// Training a Seq2SeqTransformer as 000 does: teacher forcing (decoder input "S w1 … wn",
+// labels "w1 … wn E"), CrossEntropy ignoring padding with label smoothing, Adam(0.9,
+// 0.98, 1e-9) driven by the paper's warm-up schedule, gradient clipping, a validation
+// loss per epoch, a live progress bar, metrics to CSV or JSON lines, periodic and best
+// checkpoints, and resuming exactly where a checkpoint left off.
+#include <cmath>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transformer/metrics_log.h"
+#include "transformer/progress.h"
+#include "transformer/seq2seq.h"
+
+namespace kiln::transformer {
+
+struct TrainerOptions {
+  int64_t epochs = 10;
+  // Schedule: lr = lr_factor · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5).
+  double lr_factor = 1.0;
+  int64_t warmup_steps = 4000;
+  double beta1 = 0.9, beta2 = 0.98, eps = 1e-9;
+  double weight_decay = 0.0;
+  double label_smoothing = 0.1;
+  double clip_grad_norm = 1.0;  // 0 turns clipping off
+  std::string metrics_path;     // "" for none; .csv, or .jsonl/.json for JSON lines
+  std::string checkpoint_dir;   // "" for none; holds last.safetensors and best.safetensors
+  int64_t checkpoint_every = 0;  // steps between periodic checkpoints (0: at epoch ends only)
+  std::string resume_from;      // a checkpoint to continue from
+  bool progress = true;         // the live bar and per-epoch lines on stderr
+  // Extra metadata stored in every checkpoint (e.g. the model's configuration).
+  std::map<std::string, std::string> checkpoint_metadata;
+};
+
+struct EpochSummary {
+  int64_t epoch = 0;
+  double train_loss = 0;  // mean over the epoch's batches
+  double val_loss = NAN;  // NaN without validation data
+  double tokens_per_second = 0;
+  double seconds = 0;
+};
+
+// Decoder input and labels from targets that start with bos and end with eos:
+// tgt (N, T) -> {tgt[:, :-1], tgt[:, 1:]}.
+std::pair<Tensor, Tensor> teacher_forcing_pair(const Tensor& tgt);
+
+class Trainer {
+ public:
+  Trainer(Seq2SeqTransformer& model, const data::PairDataLoader& train, const data::PairDataLoader* validation,
+          TrainerOptions opts);
+
+  // Runs the remaining epochs (all of them, or what is left after resume_from).
+  std::vector<EpochSummary> fit();
+
+  // One optimisation step on a batch; returns the loss.
+  double train_step(const data::PairBatch& batch);
+  // Mean loss over a loader's batches (eval mode, no gradients), weighted by tokens.
+  double evaluate(const data::PairDataLoader& loader);
+
+  void save(const std::string& path) const;
+  void load(const std::string& path);
+
+  int64_t global_step() const { return global_step_; }
+  const std::vector<double>& step_losses() const { return step_losses_; }
+  optim::Adam& optimizer() { return *optimizer_; }
+  const TrainerOptions& options() const { return opts_; }
+
+ private:
+  void maybe_checkpoint(bool epoch_end, double val_loss);
+
+  Seq2SeqTransformer& model_;
+  const data::PairDataLoader& train_;
+  const data::PairDataLoader* validation_;
+  TrainerOptions opts_;
+  std::unique_ptr<optim::Adam> optimizer_;
+  std::unique_ptr<optim::WarmupInverseSqrtLR> scheduler_;
+  MetricsLog metrics_;
+  int64_t global_step_ = 0;
+  int64_t epoch_ = 0;       // the epoch in progress
+  int64_t next_batch_ = 0;  // its next batch
+  double best_loss_ = INFINITY;
+  double last_grad_norm_ = NAN;
+  std::vector<double> step_losses_;
+};
+
+}  // namespace kiln::transformer
