@@ -5,4 +5,6 @@ cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
 [ -d build ] || meson setup build --buildtype=release
 ninja -C build
-./build/examples/autograd_demo/autograd_demo "$@"
+# Trains a German->English toy translator from scratch (seconds), prints every
+# translation and writes its pictures to translate_toy_out/.
+./build/examples/translate_toy/translate_toy "$@"

@@ -41,6 +41,15 @@ bool is_comparison(BinaryOp op);
 
 enum class ReduceOp : uint8_t { Sum, Max, Min };
 
+// The hyper-parameters of one Adam step (step counts from 1).
+struct AdamStepParams {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+  int64_t step = 1;
+  bool decoupled = false;  // AdamW: p *= 1 - lr * weight_decay instead of an L2 gradient
+  bool amsgrad = false;
+  bool maximize = false;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -103,6 +112,12 @@ class Backend {
                                       const Tensor& g_row, const Tensor& grad_logits) = 0;
 
   // Random fills from (seed, first block) of a Generator; contiguous out.
+  // One fused Adam/AdamW update of a parameter, in place, with torch.optim.Adam's
+  // arithmetic (single-tensor path). All tensors contiguous, same dtype and numel;
+  // max_exp_avg_sq is undefined unless amsgrad.
+  virtual void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                         const Tensor& max_exp_avg_sq, const AdamStepParams& hp) = 0;
+
   virtual void uniform(const Tensor& out, uint64_t seed, uint64_t block, double lo, double hi) = 0;
   virtual void normal(const Tensor& out, uint64_t seed, uint64_t block, double mean, double std) = 0;
   // out = (u < p) as out's dtype (bool, int or float 0/1).

@@ -19,10 +19,14 @@ struct MemoryStats {
   int64_t allocated_bytes = 0;  // live bytes held by tensors now
   int64_t peak_bytes = 0;       // most live bytes since the last reset
   int64_t allocations = 0;      // number of allocate() calls since start
+  int64_t cached_bytes = 0;     // freed blocks kept for reuse (not counted as allocated)
 };
 
-// CPU: 64-byte aligned blocks, counted in memory_stats(kCPU).
+// CPU: 64-byte aligned blocks, counted in memory_stats(kCPU). Freed blocks are kept
+// for reuse (up to KILN_CPU_CACHE_MB, default a quarter of RAM; 0 turns it off).
 Allocator& cpu_allocator();
+// Returns the CPU allocator's kept blocks to the system (torch.cuda.empty_cache's idea).
+void empty_cache();
 
 MemoryStats memory_stats(Device device = Device());
 void reset_peak_memory(Device device = Device());

@@ -1,5 +1,7 @@
-// Random fills. Element i of a fill uses Philox block (block + i), so the numbers are
-// the same whatever the thread count. out contiguous.
+// Random fills. Element i of a fill uses Philox block (block + i), or for the fills that
+// need one 32-bit word per element, word i % 4 of block (block + i / 4): either way the
+// numbers are the same whatever the thread count. out contiguous.
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cpu/cpu_backend.h"
@@ -22,12 +24,30 @@ void fill_random(const Tensor& out, uint64_t seed, uint64_t block, F f) {
   });
 }
 
+// f(word) -> T for each element, four elements per Philox block: dropout masks and
+// float32 uniforms are a quarter of the Philox work.
+template <class F>
+void fill_random_words(const Tensor& out, uint64_t seed, uint64_t block, F f) {
+  visit_dtype(out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* o = out.data<T>();
+    const int64_t n = out.numel();
+    parallel_for((n + 3) / 4, 1024, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j) {
+        std::array<uint32_t, 4> w = philox4x32(seed, block + static_cast<uint64_t>(j));
+        const int64_t base = 4 * j, lanes = std::min<int64_t>(4, n - base);
+        for (int64_t k = 0; k < lanes; ++k) o[base + k] = static_cast<T>(f(w[static_cast<size_t>(k)]));
+      }
+    });
+  });
+}
+
 }  // namespace
 
 void CpuBackend::uniform(const Tensor& out, uint64_t seed, uint64_t block, double lo, double hi) {
   if (out.dtype() == kFloat32) {
     float flo = static_cast<float>(lo), span = static_cast<float>(hi - lo);
-    return fill_random(out, seed, block, [=](const std::array<uint32_t, 4>& w) { return flo + span * uniform_float(w[0]); });
+    return fill_random_words(out, seed, block, [=](uint32_t w) { return flo + span * uniform_float(w); });
   }
   fill_random(out, seed, block, [=](const std::array<uint32_t, 4>& w) { return lo + (hi - lo) * uniform_double(w[0], w[1]); });
 }
@@ -43,7 +63,10 @@ void CpuBackend::normal(const Tensor& out, uint64_t seed, uint64_t block, double
 }
 
 void CpuBackend::bernoulli(const Tensor& out, uint64_t seed, uint64_t block, double p) {
-  fill_random(out, seed, block, [=](const std::array<uint32_t, 4>& w) { return uniform_double(w[0], w[1]) < p ? 1 : 0; });
+  // P(w < threshold) = threshold / 2^32 = p, to 2^-32.
+  const double scaled = std::ldexp(p, 32);
+  const uint64_t threshold = scaled >= 4294967296.0 ? uint64_t{1} << 32 : static_cast<uint64_t>(scaled);
+  fill_random_words(out, seed, block, [=](uint32_t w) { return static_cast<uint64_t>(w) < threshold ? 1 : 0; });
 }
 
 void CpuBackend::randint(const Tensor& out, uint64_t seed, uint64_t block, int64_t lo, int64_t hi) {

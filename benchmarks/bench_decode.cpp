@@ -1,0 +1,76 @@
+// Greedy decoding speed of models/transformer's Seq2SeqTransformer with and without
+// the key/value cache: 100 target tokens per sentence, forced (no early end), so both
+// do the same number of steps.
+//
+//   bench_decode [--config small|seed|tiny] [--tokens N] [--batch B] [--threads T]
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "kiln.h"
+#include "train_config.h"
+#include "transformer/kiln_transformer.h"
+
+namespace tr = kiln::transformer;
+using kiln::Tensor;
+
+namespace {
+
+// Feeds the argmax of each step back in for `tokens` steps; returns seconds.
+double decode(tr::Seq2SeqTransformer& model, const Tensor& src, int64_t tokens, bool cached) {
+  kiln::NoGradGuard no_grad;
+  auto t0 = std::chrono::steady_clock::now();
+  Tensor memory = model.encode(src);
+  const int64_t n = src.size(0);
+  Tensor ys = kiln::full({n, 1}, 1.0, kiln::kInt64);
+  std::vector<tr::DecoderLayerCache> cache;
+  for (int64_t t = 0; t < tokens; ++t) {
+    Tensor logits = cached ? model.decode_step(ys.narrow(1, t, 1), memory, src, cache) : model.decode(ys, memory, src);
+    Tensor next = kiln::argmax(logits.select(1, logits.size(1) - 1), -1).unsqueeze(1);
+    ys = kiln::cat({ys, next}, 1);
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string config = "small";
+  int64_t tokens = 100, batch = 1;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string f = argv[i], v = argv[i + 1];
+    if (f == "--config") config = v;
+    else if (f == "--tokens") tokens = std::stoll(v);
+    else if (f == "--batch") batch = std::stoll(v);
+    else if (f == "--threads") kiln::set_num_threads(std::stoi(v));
+  }
+  const bench::TrainConfig& c = bench::train_config(config);
+  kiln::manual_seed(0);
+  tr::Seq2SeqOptions o;
+  o.src_vocab_size = c.vocab;
+  o.tgt_vocab_size = c.vocab;
+  o.d_model = c.d_model;
+  o.nhead = c.heads;
+  o.num_encoder_layers = c.layers;
+  o.num_decoder_layers = c.layers;
+  o.dim_feedforward = c.d_ff;
+  o.max_len = tokens + 2;
+  tr::Seq2SeqTransformer model(o);
+  model.eval();
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < batch; ++i) {
+    for (int64_t j = 0; j < c.seq; ++j) ids.push_back(bench::token_at(i, j, c.seq, c.vocab, 1));
+  }
+  Tensor src = kiln::from_vector<int64_t>(ids, {batch, c.seq});
+  decode(model, src, 4, true);  // warm-up
+  double with_cache = decode(model, src, tokens, true);
+  double without = decode(model, src, tokens, false);
+  double toks = static_cast<double>(tokens * batch);
+  std::printf(
+      "{\"config\": \"%s\", \"threads\": %d, \"batch\": %lld, \"tokens\": %lld, \"cached_tokens_per_s\": %.1f, "
+      "\"uncached_tokens_per_s\": %.1f, \"speedup\": %.2f}\n",
+      c.name.c_str(), kiln::get_num_threads(), static_cast<long long>(batch), static_cast<long long>(tokens),
+      toks / with_cache, toks / without, without / with_cache);
+  return 0;
+}

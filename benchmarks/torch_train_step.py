@@ -1,0 +1,116 @@
+#!/usr/bin/python3
+# PyTorch's side of bench_train_step: the same Seq2Seq Transformer (nn.Transformer,
+# post-norm, ReLU, dropout 0.1, padding and causal masks, CrossEntropy ignoring pad,
+# Adam), the same shapes and the same token ids (train_config.h's formula), timed the
+# same way. Run with Debian's python3 (python3-torch 1.13):
+#
+#   OPENBLAS_CORETYPE=<core> /usr/bin/python3 benchmarks/torch_train_step.py --config tiny --threads 2
+#
+# Prints one JSON line like bench_train_step.
+import argparse
+import json
+import math
+import resource
+import time
+
+import torch
+import torch.nn as nn
+
+CONFIGS = {
+    "seed": (5000, 512, 8, 6, 2048, 64, 100),
+    "small": (1000, 128, 4, 2, 512, 32, 32),
+    "tiny": (16, 64, 4, 2, 128, 2, 6),
+}
+M64 = (1 << 64) - 1
+
+
+def token_at(i, j, seq, vocab, salt):
+    if j >= seq - (i % 4):
+        return 0
+    h = (i * 1000003 + j * 7919 + salt * 104729) & M64
+    h ^= h >> 13
+    h = (h * 0x9E3779B97F4A7C15) & M64
+    h ^= h >> 29
+    return 1 + h % (vocab - 1)
+
+
+def ids(batch, seq, vocab, salt):
+    return torch.tensor([[token_at(i, j, seq, vocab, salt) for j in range(seq)] for i in range(batch)])
+
+
+class Seq2Seq(nn.Module):
+    def __init__(self, vocab, d, heads, layers, d_ff, max_len):
+        super().__init__()
+        self.d = d
+        self.src_embedding = nn.Embedding(vocab, d, padding_idx=0)
+        self.tgt_embedding = nn.Embedding(vocab, d, padding_idx=0)
+        pos = torch.arange(max_len).unsqueeze(1)
+        div = torch.exp(torch.arange(0, d, 2) * (-math.log(10000.0) / d))
+        pe = torch.zeros(max_len, d)
+        pe[:, 0::2] = torch.sin(pos * div)
+        pe[:, 1::2] = torch.cos(pos * div)
+        self.register_buffer("pe", pe)
+        self.dropout = nn.Dropout(0.1)
+        self.transformer = nn.Transformer(d, heads, layers, layers, d_ff, 0.1, batch_first=True)
+        self.generator = nn.Linear(d, vocab)
+
+    def embed(self, table, x):
+        return self.dropout(table(x) * math.sqrt(self.d) + self.pe[: x.size(1)])
+
+    def forward(self, src, tgt):
+        src_pad, tgt_pad = src.eq(0), tgt.eq(0)
+        causal = torch.triu(torch.ones(tgt.size(1), tgt.size(1), dtype=torch.bool), 1)
+        y = self.transformer(self.embed(self.src_embedding, src), self.embed(self.tgt_embedding, tgt),
+                             tgt_mask=causal, src_key_padding_mask=src_pad, tgt_key_padding_mask=tgt_pad,
+                             memory_key_padding_mask=src_pad)
+        return self.generator(y)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", default="tiny", choices=CONFIGS)
+    ap.add_argument("--steps", type=int, default=0)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=0)
+    a = ap.parse_args()
+    vocab, d, heads, layers, d_ff, batch, seq = CONFIGS[a.config]
+    steps = a.steps or {"seed": 3, "small": 20, "tiny": 200}[a.config]
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    model = Seq2Seq(vocab, d, heads, layers, d_ff, max(seq + 1, 128))
+    model.train()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    loss_fn = nn.CrossEntropyLoss(ignore_index=0)
+    src, tgt_in, labels = ids(batch, seq, vocab, 1), ids(batch, seq, vocab, 2), ids(batch, seq, vocab, 3)
+
+    def step():
+        logits = model(src, tgt_in)
+        loss = loss_fn(logits.reshape(-1, vocab), labels.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    for _ in range(a.warmup):
+        step()
+    ms = []
+    loss = 0.0
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        loss = step()
+        ms.append((time.perf_counter() - t0) * 1000)
+    ms.sort()
+    median = ms[len(ms) // 2]
+    tokens = batch * seq
+    params = sum(p.numel() for p in model.parameters())
+    print(json.dumps({
+        "framework": "torch", "config": a.config, "threads": torch.get_num_threads(), "steps": steps,
+        "ms_per_step": round(median, 3), "tokens_per_s": round(tokens / (median / 1000), 1),
+        "gflops": round(6 * params * tokens / (median / 1000) / 1e9, 2),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "parameters": params, "loss": round(loss, 4), "torch": torch.__version__}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+// Fused optimizer updates: one pass over a parameter and its state instead of the ten
+// or so elementwise ops (and temporaries) the composed form needs.
+#include <cmath>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/multiversion.h"
+#include "backend/cpu/parallel.h"
+
+namespace kiln::cpu {
+namespace {
+
+// The scalars of an update, in the tensors' type, as torch.optim.Adam uses them.
+template <class T>
+struct AdamScalars {
+  T beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay, decay_factor, neg_step_size, bc2_sqrt;
+};
+
+// p, g, m, v (and vmax when amsgrad): (n) each, updated in place over [i0, i1).
+template <class T>
+KILN_MULTIVERSION void adam_range(T* p, const T* g, T* m, T* v, T* vmax, int64_t i0, int64_t i1, AdamScalars<T> s,
+                                  bool l2, bool decoupled, bool maximize) {
+  for (int64_t i = i0; i < i1; ++i) {
+    T grad = maximize ? -g[i] : g[i];
+    if (l2) grad = grad + s.weight_decay * p[i];
+    T param = decoupled ? p[i] * s.decay_factor : p[i];
+    T mi = m[i] * s.beta1 + s.one_minus_beta1 * grad;
+    T vi = v[i] * s.beta2 + s.one_minus_beta2 * grad * grad;
+    m[i] = mi;
+    v[i] = vi;
+    if (vmax) {
+      vi = vmax[i] > vi ? vmax[i] : vi;
+      vmax[i] = vi;
+    }
+    T denom = std::sqrt(vi) / s.bc2_sqrt + s.eps;
+    p[i] = param + s.neg_step_size * (mi / denom);
+  }
+}
+
+template <class T>
+void adam_typed(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const Tensor& vmax,
+                const AdamStepParams& hp) {
+  const double bc1 = 1.0 - std::pow(hp.beta1, static_cast<double>(hp.step));
+  const double bc2 = 1.0 - std::pow(hp.beta2, static_cast<double>(hp.step));
+  AdamScalars<T> s{static_cast<T>(hp.beta1),
+                   static_cast<T>(1.0 - hp.beta1),
+                   static_cast<T>(hp.beta2),
+                   static_cast<T>(1.0 - hp.beta2),
+                   static_cast<T>(hp.eps),
+                   static_cast<T>(hp.weight_decay),
+                   static_cast<T>(1.0 - hp.lr * hp.weight_decay),
+                   static_cast<T>(-(hp.lr / bc1)),
+                   static_cast<T>(std::sqrt(bc2))};
+  const bool l2 = !hp.decoupled && hp.weight_decay != 0.0;
+  const bool decoupled = hp.decoupled && hp.weight_decay != 0.0;
+  T* p = param.data<T>();
+  const T* g = grad.data<T>();
+  T* pm = m.data<T>();
+  T* pv = v.data<T>();
+  T* pvmax = hp.amsgrad ? vmax.data<T>() : nullptr;
+  parallel_for(param.numel(), kGrainElements / 4, [&](int64_t i0, int64_t i1) {
+    adam_range<T>(p, g, pm, pv, pvmax, i0, i1, s, l2, decoupled, hp.maximize);
+  });
+}
+
+}  // namespace
+
+void CpuBackend::adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
+                           const Tensor& vmax, const AdamStepParams& hp) {
+  if (param.dtype() == kFloat64) return adam_typed<double>(param, grad, m, v, vmax, hp);
+  adam_typed<float>(param, grad, m, v, vmax, hp);
+}
+
+}  // namespace kiln::cpu
