@@ -33,6 +33,7 @@ int64_t Tensor::stride(int64_t d) const {
 
 bool Tensor::is_contiguous() const {
   const TensorImpl& t = checked();
+  if (shape_numel(t.shape) == 0) return true;  // as PyTorch: no elements, nothing out of place
   int64_t expected = 1;
   for (size_t i = t.shape.size(); i-- > 0;) {
     if (t.shape[i] == 1) continue;

@@ -45,6 +45,8 @@ Tensor Linear::forward(const Tensor& x) {
   KILN_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == in_features, "Linear",
              "expected input with last dimension ", in_features, ", got shape ",
              x.defined() ? shape_str(x.shape()) : std::string("undefined"));
+  KILN_CHECK(x.dtype() == weight.dtype(), "Linear", "input has dtype ", dtype_name(x.dtype()), ", the weight has ",
+             dtype_name(weight.dtype()));
   Tensor y = matmul(x, weight.t());
   return bias.defined() ? add(y, bias) : y;
 }
@@ -81,7 +83,7 @@ std::string Dropout::extra_repr() const { return "p=" + repr_float(p) + ", inpla
 
 // ---------------------------------------------------------------- Embedding
 Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad)
-    : Module("Embedding"), num_embeddings(num), embedding_dim(dim) {
+    : UnaryModule("Embedding"), num_embeddings(num), embedding_dim(dim) {
   KILN_CHECK(num >= 0 && dim >= 0, "Embedding", "sizes must be non-negative, got ", num, " and ", dim);
   if (pad) {
     KILN_CHECK(*pad >= -num && *pad < num, "Embedding", "padding_idx ", *pad, " must be within num_embeddings (",

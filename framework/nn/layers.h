@@ -53,11 +53,11 @@ class Dropout : public UnaryModule {
 
 // weight (num_embeddings, embedding_dim) ~ N(0, 1); the padding_idx row starts at zero
 // and receives no gradient.
-class Embedding : public Module {
+// Unary (indices in, vectors out), so that it can open a Sequential.
+class Embedding : public UnaryModule {
  public:
   Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt);
-  Tensor forward(const Tensor& indices);
-  Tensor operator()(const Tensor& indices) { return forward(indices); }
+  Tensor forward(const Tensor& indices) override;
   std::string extra_repr() const override;
 
   int64_t num_embeddings, embedding_dim;

@@ -1,27 +1,20 @@
 #include "nn/loss.h"
 
 #include "nn/layers.h"
+#include "ops/op_helpers.h"
 
 namespace kiln::nn {
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index, Reduction reduction) {
   const char* op = "nll_loss";
-  KILN_CHECK(log_probs.defined() && is_floating(log_probs.dtype()), op,
-             "expected floating-point log-probabilities");
+  detail::check_floating(op, log_probs, "input");
   KILN_CHECK(targets.defined() && targets.dtype() == kInt64, op, "target must be an int64 tensor of class indices, got ",
              targets.defined() ? dtype_name(targets.dtype()) : "undefined");
-  KILN_CHECK(log_probs.dim() >= 1, op, "input must have at least 1 dimension");
-  // Class dim last, flattened: (M, C) with M rows; targets (M).
-  Tensor lp = log_probs.dim() == 1 ? log_probs.unsqueeze(0) : log_probs;
-  Shape expect = log_probs.dim() == 1 ? Shape{} : lp.shape();
-  if (log_probs.dim() > 1) expect.erase(expect.begin() + 1);
-  KILN_CHECK(targets.shape() == expect, op, "expected target of shape ", shape_str(expect), " for input of shape ",
-             shape_str(log_probs.shape()), ", got ", shape_str(targets.shape()));
-  const int64_t C = lp.size(1);
-  std::vector<int64_t> perm{0};
-  for (int64_t d = 2; d < lp.dim(); ++d) perm.push_back(d);
-  perm.push_back(1);
-  Tensor rows = lp.permute(perm).reshape({-1, C});
+  // Class dim last, flattened: rows (M, C); targets (M, 1).
+  detail::ClassRows cr = detail::class_rows(op, log_probs, targets);
+  const Tensor& rows = cr.rows;
+  const Shape& expect = cr.target_shape;
+  const int64_t C = rows.size(1);
   Tensor t = targets.reshape({-1, 1});
   for (int64_t v : targets.to_vector<int64_t>())
     KILN_CHECK(v == ignore_index || (v >= 0 && v < C), op, "target ", v, " out of range for ", C, " classes");
@@ -40,6 +33,8 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t ignore_i
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
   KILN_CHECK(input.defined() && target.defined(), "mse_loss", "undefined input or target");
+  detail::check_floating("mse_loss", input, "input");
+  detail::check_floating("mse_loss", target, "target");
   KILN_CHECK(input.shape() == target.shape(), "mse_loss", "input of shape ", shape_str(input.shape()),
              " and target of shape ", shape_str(target.shape()), " differ");
   Tensor d = sub(input, target);
@@ -59,12 +54,6 @@ CrossEntropyLoss::CrossEntropyLoss(int64_t ii, double ls, Reduction r)
 
 Tensor CrossEntropyLoss::forward(const Tensor& logits, const Tensor& targets) {
   return cross_entropy(logits, targets, ignore_index, label_smoothing, reduction);
-}
-
-std::string CrossEntropyLoss::extra_repr() const {
-  return ignore_index == -100 && label_smoothing == 0.0
-             ? ""
-             : "ignore_index=" + std::to_string(ignore_index) + ", label_smoothing=" + repr_float(label_smoothing);
 }
 
 NLLLoss::NLLLoss(int64_t ii, Reduction r) : Module("NLLLoss"), ignore_index(ii), reduction(r) {}

@@ -18,7 +18,6 @@ class CrossEntropyLoss : public Module {
                             Reduction reduction = Reduction::Mean);
   Tensor forward(const Tensor& logits, const Tensor& targets);
   Tensor operator()(const Tensor& logits, const Tensor& targets) { return forward(logits, targets); }
-  std::string extra_repr() const override;
 
   int64_t ignore_index;
   double label_smoothing;

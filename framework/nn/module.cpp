@@ -1,5 +1,6 @@
 #include "nn/module.h"
 
+#include <set>
 #include <sstream>
 
 #include "autograd/grad_mode.h"
@@ -55,25 +56,39 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
 }
 
 namespace {
-void collect(const Module& m, const std::string& prefix, bool recurse, bool params, NamedTensors& out,
-             const std::function<const NamedTensors&(const Module&)>& own) {
+// Own tensors first, then each child's under "<child>.": PyTorch's order. With `seen`,
+// a tensor reached a second time (shared between submodules) is skipped, as in
+// torch's named_parameters(); state_dict keeps every name.
+void collect(const Module& m, const std::string& prefix, bool recurse, NamedTensors& out,
+             const std::function<const NamedTensors&(const Module&)>& own, std::set<const TensorImpl*>* seen) {
   for (const auto& [n, t] : own(m))
-    if (t.defined()) out.emplace_back(prefix + n, t);
+    if (t.defined() && (!seen || seen->insert(t.impl()).second)) out.emplace_back(prefix + n, t);
   if (!recurse) return;
   for (const auto& [n, c] : m.named_children())
-    if (c) collect(*c, prefix + n + ".", recurse, params, out, own);
+    if (c) collect(*c, prefix + n + ".", recurse, out, own, seen);
 }
+const NamedTensors& params_of(const Module& m) { return m.own_parameters(); }
+const NamedTensors& buffers_of(const Module& m) { return m.own_buffers(); }
 }  // namespace
 
 NamedTensors Module::named_parameters(bool recurse) const {
   NamedTensors out;
-  collect(*this, "", recurse, true, out, [](const Module& m) -> const NamedTensors& { return m.params_; });
+  std::set<const TensorImpl*> seen;
+  collect(*this, "", recurse, out, params_of, &seen);
   return out;
 }
 
 NamedTensors Module::named_buffers(bool recurse) const {
   NamedTensors out;
-  collect(*this, "", recurse, false, out, [](const Module& m) -> const NamedTensors& { return m.buffers_; });
+  std::set<const TensorImpl*> seen;
+  collect(*this, "", recurse, out, buffers_of, &seen);
+  return out;
+}
+
+NamedTensors Module::state_tensors() const {
+  NamedTensors out;
+  collect(*this, "", true, out, params_of, nullptr);
+  collect(*this, "", true, out, buffers_of, nullptr);
   return out;
 }
 
@@ -93,11 +108,16 @@ std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_child
 
 std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
-  out.emplace_back("", shared_from_this());
+  // The root as it is held; a module not owned by a shared_ptr (on the stack, a member)
+  // gets a non-owning handle rather than std::bad_weak_ptr.
+  std::shared_ptr<Module> self = weak_from_this().lock();
+  if (!self) self = std::shared_ptr<Module>(std::shared_ptr<Module>(), this);
+  out.emplace_back("", std::move(self));
+  std::set<const Module*> seen{this};
   // Pre-order, children in registration order.
   std::function<void(const std::string&, Module&)> walk = [&](const std::string& prefix, Module& m) {
     for (auto& [n, c] : m.children_) {
-      if (!c) continue;
+      if (!c || !seen.insert(c.get()).second) continue;  // a shared submodule once, as torch
       std::string name = prefix.empty() ? n : prefix + "." + n;
       out.emplace_back(name, c);
       walk(name, *c);
@@ -147,16 +167,13 @@ void Module::to(Device device) {
 
 StateDict Module::state_dict() const {
   StateDict out;
-  for (auto& [n, t] : named_parameters()) out[n] = t.detach();
-  for (auto& [n, t] : named_buffers()) out[n] = t.detach();
+  for (auto& [n, t] : state_tensors()) out[n] = t.detach();
   return out;
 }
 
 Module::LoadResult Module::check_state_dict(const StateDict& state, bool strict) const {
   LoadResult r;
-  NamedTensors mine = named_parameters();
-  NamedTensors bufs = named_buffers();
-  mine.insert(mine.end(), bufs.begin(), bufs.end());
+  NamedTensors mine = state_tensors();
   std::map<std::string, Tensor> by_name(mine.begin(), mine.end());
   for (auto& [n, _] : mine)
     if (!state.count(n)) r.missing_keys.push_back(n);
@@ -194,10 +211,7 @@ Module::LoadResult Module::load_state_dict(const StateDict& state, bool strict) 
   // Every key, shape and dtype is checked before anything is copied: never half-load.
   LoadResult r = check_state_dict(state, strict);
   NoGradGuard no_grad;
-  NamedTensors mine = named_parameters();
-  NamedTensors bufs = named_buffers();
-  mine.insert(mine.end(), bufs.begin(), bufs.end());
-  for (auto& [n, dst] : mine) {
+  for (auto& [n, dst] : state_tensors()) {
     auto it = state.find(n);
     if (it == state.end()) continue;
     Tensor d = dst;

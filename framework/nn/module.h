@@ -27,12 +27,18 @@ class Module : public std::enable_shared_from_this<Module> {
   const std::string& type_name() const { return type_name_; }
 
   // ---- the tree
+  // A tensor shared by several submodules is listed once, under its first name (as torch).
   NamedTensors named_parameters(bool recurse = true) const;
   NamedTensors named_buffers(bool recurse = true) const;
   std::vector<Tensor> parameters(bool recurse = true) const;
   std::vector<Tensor> buffers(bool recurse = true) const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
-  // Every module below and including this one, with dotted names ("" for this one).
+  // This module's own parameters and buffers (registration order, undefined ones included).
+  const NamedTensors& own_parameters() const { return params_; }
+  const NamedTensors& own_buffers() const { return buffers_; }
+  // Every module below and including this one, with dotted names ("" for this one);
+  // a shared submodule once. The entries share ownership of the submodules; the root's
+  // entry owns nothing when this module is not held by a shared_ptr.
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules();
   int64_t num_parameters(bool only_trainable = false) const;
 
@@ -49,7 +55,8 @@ class Module : public std::enable_shared_from_this<Module> {
   void to(Device device);
 
   // ---- state
-  // Parameters and buffers by dotted name (tensors share storage with the module).
+  // Parameters and buffers by dotted name (tensors share storage with the module); a
+  // shared tensor appears under each of its names, as in torch.
   StateDict state_dict() const;
   struct LoadResult {
     std::vector<std::string> missing_keys;
@@ -78,6 +85,8 @@ class Module : public std::enable_shared_from_this<Module> {
 
  private:
   void check_new_name(const std::string& name) const;
+  // Every parameter and buffer under every name (no de-duplication): what state_dict holds.
+  NamedTensors state_tensors() const;
   void str_into(std::string& out, int indent) const;
 
   std::string type_name_;

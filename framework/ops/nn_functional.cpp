@@ -135,24 +135,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
              dtype_name(targets.dtype()));
   KILN_CHECK(label_smoothing >= 0 && label_smoothing <= 1, op, "label_smoothing must be in [0, 1], got ",
              label_smoothing);
-  KILN_CHECK(logits.dim() >= 1, op, "input must have at least 1 dimension");
   // Bring the class dim last and flatten: (N, C, d1, …) -> (N·d1·…, C).
-  Shape expect;  // the target shape that goes with these logits
-  Tensor x2;
-  if (logits.dim() == 1) {
-    x2 = logits.unsqueeze(0);
-  } else {
-    expect = logits.shape();
-    expect.erase(expect.begin() + 1);
-    std::vector<int64_t> perm{0};
-    for (int64_t d = 2; d < logits.dim(); ++d) perm.push_back(d);
-    perm.push_back(1);
-    x2 = logits.permute(perm).reshape({-1, logits.size(1)});
-  }
-  KILN_CHECK(targets.shape() == expect, op, "expected target of shape ", shape_str(expect),
-             " for input of shape ", shape_str(logits.shape()), ", got ", shape_str(targets.shape()));
-  const int64_t C = x2.size(1);
-  KILN_CHECK(C > 0, op, "input has no classes (shape ", shape_str(logits.shape()), ")");
+  detail::ClassRows cr = detail::class_rows(op, logits, targets);
+  const Tensor& x2 = cr.rows;
+  const Shape& expect = cr.target_shape;  // the target shape that goes with these logits
   Tensor xc = x2.contiguous().detach();
   Tensor t = targets.contiguous().detach().reshape({-1});
   const int64_t N = xc.size(0);

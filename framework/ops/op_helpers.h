@@ -43,4 +43,34 @@ Tensor make_view(const Tensor& x, const Shape& shape, const Strides& strides, in
 // In-place ops are for tensors outside the graph (or under NoGradGuard).
 void check_inplace(const char* op, const Tensor& self);
 
+// The layout of the class-index losses (cross_entropy, nll_loss): input (N, C, d1, …)
+// or (C), target (N, d1, …) or (). Checks the target's shape against the input and
+// brings the class dim last, flattened: rows (N·d1·…, C), a view when it can be.
+// target_shape is also the shape of a reduction='none' result.
+struct ClassRows {
+  Tensor rows;
+  Shape target_shape;
+};
+inline ClassRows class_rows(const char* op, const Tensor& input, const Tensor& target) {
+  KILN_CHECK(input.dim() >= 1, op, "input must have at least 1 dimension, got shape ", shape_str(input.shape()));
+  ClassRows r;
+  if (input.dim() == 1) {
+    r.rows = input.unsqueeze(0);
+  } else {
+    r.target_shape = input.shape();
+    r.target_shape.erase(r.target_shape.begin() + 1);
+  }
+  KILN_CHECK(target.shape() == r.target_shape, op, "expected target of shape ", shape_str(r.target_shape),
+             " for input of shape ", shape_str(input.shape()), ", got ", shape_str(target.shape()));
+  const int64_t C = input.dim() == 1 ? input.size(0) : input.size(1);
+  KILN_CHECK(C > 0, op, "input has no classes (shape ", shape_str(input.shape()), ")");
+  if (input.dim() > 1) {
+    std::vector<int64_t> perm{0};
+    for (int64_t d = 2; d < input.dim(); ++d) perm.push_back(d);
+    perm.push_back(1);
+    r.rows = input.permute(perm).reshape({-1, C});
+  }
+  return r;
+}
+
 }  // namespace kiln::detail

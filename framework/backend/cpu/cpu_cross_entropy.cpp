@@ -5,7 +5,9 @@
 #include <limits>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/multiversion.h"
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/row_reduce.h"
 
 namespace kiln::cpu {
 namespace {
@@ -19,13 +21,16 @@ void check_targets(const int64_t* t, int64_t N, int64_t C, int64_t ignore_index)
 
 // log of Σ exp(row) for one row of C logits.
 template <class T>
-double row_logsumexp(const T* row, int64_t C) {
-  T mx = -std::numeric_limits<T>::infinity();
-  for (int64_t c = 0; c < C; ++c) mx = std::max(mx, row[c]);
+KILN_MULTIVERSION double row_logsumexp(const T* row, int64_t C) {
+  T mx = rows::max(row, C);
   if (mx == -std::numeric_limits<T>::infinity()) return mx;
-  double s = 0;
-  for (int64_t c = 0; c < C; ++c) s += std::exp(static_cast<double>(row[c] - mx));
-  return mx + std::log(s);
+  return mx + std::log(rows::sum_exp<T>(row, mx, nullptr, C));
+}
+
+// out (C) = gn · (softmax(row) - off), with lse the row's log-sum-exp.
+template <class T>
+KILN_MULTIVERSION void row_grad(const T* row, T lse, T gn, T off, T* out, int64_t C) {
+  for (int64_t c = 0; c < C; ++c) out[c] = gn * (vec::exp(row[c] - lse) - off);
 }
 
 }  // namespace
@@ -51,8 +56,8 @@ void CpuBackend::cross_entropy(const Tensor& logits, const Tensor& targets, int6
         double lse = row_logsumexp(row, C);
         double l = -(1.0 - eps) * (row[t[n]] - lse);
         if (eps > 0) {
-          double sum_logp = 0;
-          for (int64_t c = 0; c < C; ++c) sum_logp += row[c] - lse;
+          // Σ_c (row[c] - lse)
+          double sum_logp = rows::sum(row, C) - static_cast<double>(C) * lse;
           l -= eps / static_cast<double>(C) * sum_logp;
         }
         loss[n] = static_cast<T>(l);
@@ -83,7 +88,7 @@ void CpuBackend::cross_entropy_backward(const Tensor& logits, const Tensor& targ
         const T* row = x + n * C;
         const T lse = static_cast<T>(row_logsumexp(row, C));
         const T gn = g[n];
-        for (int64_t c = 0; c < C; ++c) out[c] = gn * (std::exp(row[c] - lse) - off);
+        row_grad(row, lse, gn, off, out, C);
         out[t[n]] -= gn * static_cast<T>(1.0 - eps);
       }
     });

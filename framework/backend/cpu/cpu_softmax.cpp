@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/multiversion.h"
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/row_reduce.h"
 
 namespace kiln::cpu {
 namespace {
@@ -48,6 +50,31 @@ void softmax_backward_line(const T* y, const T* g, T* gx, int64_t n, int64_t str
   }
 }
 
+// The common case, contiguous rows (the softmax dim is last): y (n) from x (n).
+template <class T>
+KILN_MULTIVERSION void softmax_row(const T* x, T* y, int64_t n, bool log) {
+  T mx = rows::max(x, n);
+  if (mx == -std::numeric_limits<T>::infinity()) mx = 0;  // a fully masked row stays finite
+  if (log) {
+    const T lse = mx + static_cast<T>(std::log(rows::sum_exp<T>(x, mx, nullptr, n)));
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] - lse;
+    return;
+  }
+  const T inv = static_cast<T>(1.0 / rows::sum_exp(x, mx, y, n));
+  for (int64_t i = 0; i < n; ++i) y[i] *= inv;
+}
+
+template <class T>
+KILN_MULTIVERSION void softmax_backward_row(const T* y, const T* g, T* gx, int64_t n, bool log) {
+  if (log) {
+    const T s = static_cast<T>(rows::sum(g, n));
+    for (int64_t i = 0; i < n; ++i) gx[i] = g[i] - vec::exp(y[i]) * s;
+    return;
+  }
+  const T s = static_cast<T>(rows::dot(g, y, n));
+  for (int64_t i = 0; i < n; ++i) gx[i] = y[i] * (g[i] - s);
+}
+
 template <class F>
 void for_each_line(const DimSplit& d, F f) {
   int64_t lines = d.outer * d.inner;
@@ -68,7 +95,11 @@ void CpuBackend::softmax(const Tensor& x, int64_t dim, bool log, const Tensor& o
     using T = typename decltype(tag)::type;
     const T* px = x.data<T>();
     T* py = out.data<T>();
-    for_each_line(d, [&](int64_t base) { softmax_line(px + base, py + base, d.n, d.inner, log); });
+    if (d.inner == 1) {
+      for_each_line(d, [&](int64_t base) { softmax_row(px + base, py + base, d.n, log); });
+    } else {
+      for_each_line(d, [&](int64_t base) { softmax_line(px + base, py + base, d.n, d.inner, log); });
+    }
   });
 }
 
@@ -80,9 +111,13 @@ void CpuBackend::softmax_backward(const Tensor& y, const Tensor& g, int64_t dim,
     const T* py = y.data<T>();
     const T* pg = g.data<T>();
     T* pgx = grad_x.data<T>();
-    for_each_line(d, [&](int64_t base) {
-      softmax_backward_line(py + base, pg + base, pgx + base, d.n, d.inner, log);
-    });
+    if (d.inner == 1) {
+      for_each_line(d, [&](int64_t base) { softmax_backward_row(py + base, pg + base, pgx + base, d.n, log); });
+    } else {
+      for_each_line(d, [&](int64_t base) {
+        softmax_backward_line(py + base, pg + base, pgx + base, d.n, d.inner, log);
+      });
+    }
   });
 }
 
