@@ -3,9 +3,84 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/multiversion.h"
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/row_reduce.h"
 
 namespace kiln::cpu {
+namespace {
+
+// One row: x (n) -> y (n), its mean and 1/std. Two passes (mean, then centred squares):
+// no cancellation for large means.
+template <class T>
+KILN_MULTIVERSION void layer_norm_row(const T* xr, const T* pw, const T* pb, T* yr, int64_t n, double eps, T* mean,
+                                      T* rstd) {
+  const T mu = static_cast<T>(rows::sum(xr, n) / static_cast<double>(n));
+  T lane[rows::kLanes] = {};
+  int64_t i = 0;
+  for (; i + rows::kLanes <= n; i += rows::kLanes) {
+    for (int k = 0; k < rows::kLanes; ++k) lane[k] += (xr[i + k] - mu) * (xr[i + k] - mu);
+  }
+  double v = 0;
+  for (; i < n; ++i) v += static_cast<double>(xr[i] - mu) * (xr[i] - mu);
+  for (int k = 0; k < rows::kLanes; ++k) v += lane[k];
+  const T rs = static_cast<T>(1.0 / std::sqrt(v / static_cast<double>(n) + eps));
+  *mean = mu;
+  *rstd = rs;
+  if (pw && pb) {
+    for (int64_t j = 0; j < n; ++j) yr[j] = (xr[j] - mu) * rs * pw[j] + pb[j];
+  } else {
+    for (int64_t j = 0; j < n; ++j) {
+      T h = (xr[j] - mu) * rs;
+      if (pw) h *= pw[j];
+      if (pb) h += pb[j];
+      yr[j] = h;
+    }
+  }
+}
+
+// One row of the backward: accumulates dw (n) and db (n) when given, writes gx (n) when given.
+template <class T>
+KILN_MULTIVERSION void layer_norm_backward_row(const T* gr, const T* xr, const T* pw, T mu, T rs, int64_t n, T* dw,
+                                               T* db, T* gxr) {
+  T lane_gw[rows::kLanes] = {}, lane_gwx[rows::kLanes] = {};
+  int64_t i = 0;
+  for (; i + rows::kLanes <= n; i += rows::kLanes) {
+    for (int k = 0; k < rows::kLanes; ++k) {
+      T xh = (xr[i + k] - mu) * rs;
+      T gw = pw ? gr[i + k] * pw[i + k] : gr[i + k];
+      lane_gw[k] += gw;
+      lane_gwx[k] += gw * xh;
+    }
+  }
+  double s_gw = 0, s_gwx = 0;
+  for (; i < n; ++i) {
+    T xh = (xr[i] - mu) * rs;
+    T gw = pw ? gr[i] * pw[i] : gr[i];
+    s_gw += gw;
+    s_gwx += static_cast<double>(gw) * xh;
+  }
+  for (int k = 0; k < rows::kLanes; ++k) {
+    s_gw += lane_gw[k];
+    s_gwx += lane_gwx[k];
+  }
+  if (dw) {
+    for (int64_t j = 0; j < n; ++j) {
+      dw[j] += gr[j] * ((xr[j] - mu) * rs);
+      db[j] += gr[j];
+    }
+  }
+  if (!gxr) return;
+  const T m_gw = static_cast<T>(s_gw / static_cast<double>(n));
+  const T m_gwx = static_cast<T>(s_gwx / static_cast<double>(n));
+  for (int64_t j = 0; j < n; ++j) {
+    T xh = (xr[j] - mu) * rs;
+    T gw = pw ? gr[j] * pw[j] : gr[j];
+    gxr[j] = rs * (gw - m_gw - xh * m_gwx);
+  }
+}
+
+}  // namespace
 
 void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                             const Tensor& y, const Tensor& mean, const Tensor& rstd) {
@@ -22,26 +97,7 @@ void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor&
     parallel_for(rows, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(n * 4, 1)),
                  [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
-        const T* xr = px + r * n;
-        T* yr = py + r * n;
-        // Two passes (mean, then centred squares): no cancellation for large means.
-        double s = 0;
-        for (int64_t i = 0; i < n; ++i) s += xr[i];
-        const T mu = static_cast<T>(s / static_cast<double>(n));
-        double v = 0;
-        for (int64_t i = 0; i < n; ++i) {
-          double c = static_cast<double>(xr[i]) - mu;
-          v += c * c;
-        }
-        const T rs = static_cast<T>(1.0 / std::sqrt(v / static_cast<double>(n) + eps));
-        pm[r] = mu;
-        pr[r] = rs;
-        for (int64_t i = 0; i < n; ++i) {
-          T h = (xr[i] - mu) * rs;
-          if (pw) h *= pw[i];
-          if (pb) h += pb[i];
-          yr[i] = h;
-        }
+        layer_norm_row(px + r * n, pw, pb, py + r * n, n, eps, pm + r, pr + r);
       }
     });
   });
@@ -65,36 +121,15 @@ void CpuBackend::layer_norm_backward(const Tensor& g, const Tensor& x, const Ten
     T* pgx = grad_x.defined() ? grad_x.data<T>() : nullptr;
     const bool want_wb = grad_weight.defined() || grad_bias.defined();
     const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(rows, 4 * get_num_threads()));
-    std::vector<double> part_w(want_wb ? chunks * n : 0, 0.0), part_b(want_wb ? chunks * n : 0, 0.0);
+    // Per-chunk partial sums in T: each chunk adds at most rows/chunks terms per column.
+    std::vector<T> part_w(want_wb ? chunks * n : 0, T(0)), part_b(want_wb ? chunks * n : 0, T(0));
     parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
         int64_t r0 = rows * c / chunks, r1 = rows * (c + 1) / chunks;
-        double* dw = want_wb ? part_w.data() + c * n : nullptr;
-        double* db = want_wb ? part_b.data() + c * n : nullptr;
+        T* dw = want_wb ? part_w.data() + c * n : nullptr;
+        T* db = want_wb ? part_b.data() + c * n : nullptr;
         for (int64_t r = r0; r < r1; ++r) {
-          const T* gr = pg + r * n;
-          const T* xr = px + r * n;
-          const T mu = pm[r], rs = pr[r];
-          double s_gw = 0, s_gwx = 0;
-          for (int64_t i = 0; i < n; ++i) {
-            T xh = (xr[i] - mu) * rs;
-            T gw = pw ? gr[i] * pw[i] : gr[i];
-            s_gw += gw;
-            s_gwx += static_cast<double>(gw) * xh;
-            if (dw) {
-              dw[i] += static_cast<double>(gr[i]) * xh;
-              db[i] += gr[i];
-            }
-          }
-          if (!pgx) continue;
-          const T m_gw = static_cast<T>(s_gw / static_cast<double>(n));
-          const T m_gwx = static_cast<T>(s_gwx / static_cast<double>(n));
-          T* gxr = pgx + r * n;
-          for (int64_t i = 0; i < n; ++i) {
-            T xh = (xr[i] - mu) * rs;
-            T gw = pw ? gr[i] * pw[i] : gr[i];
-            gxr[i] = rs * (gw - m_gw - xh * m_gwx);
-          }
+          layer_norm_backward_row(pg + r * n, px + r * n, pw, pm[r], pr[r], n, dw, db, pgx ? pgx + r * n : nullptr);
         }
       }
     });
