@@ -27,7 +27,7 @@ using kiln::testing::error_of;
     INFO("message: " << msg_);                                                                  \
     CHECK_MESSAGE(!msg_.empty(), "no kiln::Error thrown");                                      \
     for (const char* part_ : {__VA_ARGS__})                                                     \
-      CHECK_MESSAGE(msg_.find(part_) != std::string::npos, "message lacks '" << part_ << "'");  \
+      CHECK_MESSAGE(msg_.find(part_) != std::string::npos, "message lacks '" << std::string(part_) << "'"); \
   } while (0)
 
 namespace {

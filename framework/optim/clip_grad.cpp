@@ -10,21 +10,22 @@ namespace kiln::optim {
 
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type) {
   KILN_CHECK(max_norm >= 0, "clip_grad_norm_", "max_norm must be non-negative, got ", max_norm);
-  KILN_CHECK(norm_type == 2.0 || std::isinf(norm_type), "clip_grad_norm_", "norm_type must be 2 or inf, got ",
-             norm_type);
+  const bool inf_norm = norm_type == std::numeric_limits<double>::infinity();
+  KILN_CHECK(norm_type == 2.0 || inf_norm, "clip_grad_norm_", "norm_type must be 2 or inf, got ", norm_type);
   NoGradGuard no_grad;
   double total = 0;
   for (const Tensor& p : params) {
     Tensor g = p.grad();
     if (!g.defined() || g.numel() == 0) continue;
-    if (std::isinf(norm_type)) {
-      total = std::max(total, amax(abs(g)).item());
+    if (inf_norm) {
+      double m = amax(abs(g)).item();
+      if (std::isnan(m) || m > total) total = m;  // a NaN gradient makes the norm NaN, as with L2
     } else {
       Tensor g64 = g.to(kFloat64);
       total += sum(mul(g64, g64)).item();
     }
   }
-  if (!std::isinf(norm_type)) total = std::sqrt(total);
+  if (!inf_norm) total = std::sqrt(total);
   double coef = max_norm / (total + 1e-6);
   if (coef < 1.0) {
     for (const Tensor& p : params) {

@@ -5,8 +5,15 @@
 
 namespace kiln::optim {
 
+// As torch.optim's schedulers: a group's base lr is its "initial_lr", set from its lr by the
+// first schedule to drive it. So it survives in the optimizer's state dict, and a schedule
+// made after loading one starts from the original lr, not from the lr it had reached.
 LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {
-  for (const auto& g : optimizer_.param_groups()) base_lrs_.push_back(g.get("lr"));
+  for (auto& g : optimizer_.param_groups()) {
+    auto it = g.options.find("initial_lr");
+    if (it == g.options.end()) it = g.options.emplace("initial_lr", g.get("lr")).first;
+    base_lrs_.push_back(it->second);
+  }
 }
 
 void LRScheduler::apply() {

@@ -1,6 +1,8 @@
 #pragma once
 // Learning-rate schedules that drive any optimizer: call step() once per optimizer
-// step (after it); the learning rate of every group is set from the schedule.
+// step (after it); the learning rate of every group is set from the schedule. The base
+// lr of a group is its option "initial_lr", which the first schedule sets from the
+// group's lr (as in torch.optim); groups added to the optimizer later are not driven.
 #include <functional>
 #include <vector>
 

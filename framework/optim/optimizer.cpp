@@ -1,5 +1,6 @@
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <set>
 
 #include "autograd/grad_mode.h"
@@ -24,7 +25,9 @@ double ParamGroup::get(const std::string& key) const {
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups, std::map<std::string, double> defaults, std::string name)
     : name_(std::move(name)), defaults_(std::move(defaults)) {
-  KILN_CHECK(!groups.empty(), name_.c_str(), "optimizer got an empty parameter list");
+  size_t count = 0;
+  for (const auto& g : groups) count += g.params.size();
+  KILN_CHECK(count > 0, name_.c_str(), "optimizer got an empty parameter list");
   for (auto& g : groups) add_param_group(std::move(g));
 }
 
@@ -32,14 +35,19 @@ void Optimizer::add_param_group(ParamGroup group) {
   std::set<const TensorImpl*> seen;
   for (const auto& g : groups_)
     for (const auto& p : g.params) seen.insert(p.impl());
-  for (const auto& p : group.params) {
-    KILN_CHECK(p.defined(), name_.c_str(), "parameter group holds an undefined tensor");
-    KILN_CHECK(p.is_leaf() && is_floating(p.dtype()), name_.c_str(), "can't optimize a non-leaf or non-float tensor");
+  const size_t g = groups_.size();
+  for (size_t i = 0; i < group.params.size(); ++i) {
+    const Tensor& p = group.params[i];
+    KILN_CHECK(p.defined(), name_.c_str(), "parameter ", i, " of group ", g, " is an undefined tensor");
+    KILN_CHECK(p.is_leaf(), name_.c_str(), "can't optimize a non-leaf tensor (parameter ", i, " of group ", g, ")");
+    KILN_CHECK(is_floating(p.dtype()), name_.c_str(), "can't optimize a tensor of dtype ", dtype_name(p.dtype()),
+               " (parameter ", i, " of group ", g, ")");
     KILN_CHECK(seen.insert(p.impl()).second, name_.c_str(), "some parameters appear in more than one parameter group");
   }
   for (const auto& [k, v] : group.options)
     KILN_CHECK(defaults_.count(k), name_.c_str(), "unknown option '", k, "'");
   for (const auto& [k, v] : defaults_) group.options.emplace(k, v);
+  check_options(group);
   groups_.push_back(std::move(group));
 }
 
@@ -70,14 +78,22 @@ void Optimizer::check_state_dict(const OptimizerState& state) const {
   std::vector<const Tensor*> params;
   for (const auto& g : groups_)
     for (const auto& p : g.params) params.push_back(&p);
+  // The groups' options as they would be after loading, and each parameter's state names.
+  std::vector<ParamGroup> loaded(groups_.size());
+  for (size_t g = 0; g < groups_.size(); ++g) loaded[g].options = groups_[g].options;
+  std::vector<std::set<std::string>> names(params.size());
   for (const auto& [key, t] : state) {
     if (key.rfind("param_groups.", 0) == 0) {
       size_t dot = key.find('.', 13);
       KILN_CHECK(dot != std::string::npos, "load_state_dict", "malformed optimizer key '", key, "'");
       size_t g = parse_index(key, 13, dot);
       KILN_CHECK(g < groups_.size(), "load_state_dict", "state has parameter group ", g, " but the optimizer has ",
-                 groups_.size());
-      KILN_CHECK(t.numel() == 1, "load_state_dict", "option '", key, "' must hold one value");
+                 groups_.size(), " groups");
+      std::string option = key.substr(dot + 1);
+      KILN_CHECK(defaults_.count(option) || option == "initial_lr", "load_state_dict", "unknown option '", key,
+                 "' for ", name_);
+      KILN_CHECK(t.defined() && t.numel() == 1, "load_state_dict", "option '", key, "' must hold one value");
+      loaded[g].options[option] = t.item();
     } else if (key.rfind("state.", 0) == 0) {
       size_t dot = key.find('.', 6);
       KILN_CHECK(dot != std::string::npos, "load_state_dict", "malformed optimizer key '", key, "'");
@@ -85,12 +101,32 @@ void Optimizer::check_state_dict(const OptimizerState& state) const {
       KILN_CHECK(i < params.size(), "load_state_dict", "state for parameter ", i, " but the optimizer has ",
                  params.size(), " parameters");
       std::string name = key.substr(dot + 1);
-      if (name != "step")
+      KILN_CHECK(std::find(state_names_.begin(), state_names_.end(), name) != state_names_.end(), "load_state_dict",
+                 "unexpected state '", key, "' for ", name_);
+      KILN_CHECK(t.defined(), "load_state_dict", "state '", key, "' is an undefined tensor");
+      if (name == "step")
+        KILN_CHECK(t.numel() == 1, "load_state_dict", "state '", key, "' must hold one value, got shape ",
+                   shape_str(t.shape()));
+      else
         KILN_CHECK(t.shape() == params[i]->shape(), "load_state_dict", "state '", key, "' has shape ",
                    shape_str(t.shape()), " but parameter ", i, " has shape ", shape_str(params[i]->shape()));
+      names[i].insert(name);
     } else {
       KILN_FAIL("load_state_dict", "unexpected optimizer key '", key, "'");
     }
+  }
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (const auto& [option, v] : defaults_) {
+      std::string key = "param_groups." + std::to_string(g) + "." + option;
+      KILN_CHECK(state.count(key), "load_state_dict", "state lacks '", key, "' (the optimizer has ", groups_.size(),
+                 " parameter groups)");
+    }
+    check_options(loaded[g]);
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (names[i].empty()) continue;  // no step has updated this parameter yet
+    for (const auto& name : required_state_)
+      KILN_CHECK(names[i].count(name), "load_state_dict", "state lacks 'state.", i, ".", name, "'");
   }
 }
 
@@ -107,8 +143,10 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
     } else {
       size_t dot = key.find('.', 6);
       const Tensor& p = *params[parse_index(key, 6, dot)];
-      Tensor copy = t.to(t.dtype() == kInt64 ? kInt64 : p.dtype()).to(p.device()).clone().detach();
-      state_[p.impl()][key.substr(dot + 1)] = copy;
+      std::string name = key.substr(dot + 1);
+      // A step count stays float64 (exact to 2^53); other state takes the parameter's dtype.
+      Tensor copy = t.to(name == "step" ? kFloat64 : p.dtype()).to(p.device()).clone().detach();
+      state_[p.impl()][name] = copy;
     }
   }
 }

@@ -22,7 +22,8 @@ struct ParamGroup {
 
 // Optimizer state as named tensors, ready for a safetensors file:
 // "state.<i>.<name>" for parameter i (counted across groups in order) and
-// "param_groups.<g>.<option>" (0-d float64) for each group's options.
+// "param_groups.<g>.<option>" (0-d float64) for each group's options (and "initial_lr",
+// the base lr a schedule started from, once an LRScheduler has driven the group).
 using OptimizerState = std::map<std::string, Tensor>;
 
 class Optimizer {
@@ -38,12 +39,20 @@ class Optimizer {
   void add_param_group(ParamGroup group);
 
   OptimizerState state_dict() const;
-  // Checks that the state fits these parameters (counts and shapes) before changing anything.
+  // Checks that the state fits these parameters before changing anything: one entry per
+  // option of every group (no more groups, no fewer), options this optimizer accepts,
+  // per-parameter state with the names this optimizer keeps, all of them, in the
+  // parameter's shape. Loaded tensors are copied.
   void load_state_dict(const OptimizerState& state);
   // The checks of load_state_dict without changing anything.
   void check_state_dict(const OptimizerState& state) const;
 
  protected:
+  // Throws if a group's options are out of range. Called for every group added after
+  // construction and for the options of a state being loaded; the constructors of
+  // subclasses call it for the groups they were given (a base constructor cannot).
+  virtual void check_options(const ParamGroup&) const {}
+
   // The named state tensors of a parameter, created on first use.
   std::map<std::string, Tensor>& state_for(const Tensor& p);
 
@@ -51,6 +60,9 @@ class Optimizer {
   std::map<std::string, double> defaults_;
   std::vector<ParamGroup> groups_;
   std::map<const TensorImpl*, std::map<std::string, Tensor>> state_;
+  // The names a parameter's state may hold; if it holds any, it holds all the required
+  // ones. A "step" is one value, any other state has the parameter's shape.
+  std::vector<std::string> state_names_, required_state_;
 };
 
 }  // namespace kiln::optim

@@ -10,13 +10,17 @@ SGD::SGD(std::vector<ParamGroup> groups, SGDOptions o)
                 {{"lr", o.lr}, {"momentum", o.momentum}, {"dampening", o.dampening},
                  {"weight_decay", o.weight_decay}, {"nesterov", o.nesterov ? 1.0 : 0.0}},
                 "SGD") {
-  for (const auto& g : groups_) {
-    KILN_CHECK(g.get("lr") >= 0, "SGD", "invalid learning rate: ", g.get("lr"));
-    KILN_CHECK(g.get("momentum") >= 0, "SGD", "invalid momentum value: ", g.get("momentum"));
-    KILN_CHECK(g.get("weight_decay") >= 0, "SGD", "invalid weight_decay value: ", g.get("weight_decay"));
-    KILN_CHECK(!(g.get("nesterov") != 0 && (g.get("momentum") <= 0 || g.get("dampening") != 0)), "SGD",
-               "nesterov momentum requires a momentum and zero dampening");
-  }
+  state_names_ = required_state_ = {"momentum_buffer"};
+  for (const auto& g : groups_) check_options(g);
+}
+
+void SGD::check_options(const ParamGroup& g) const {
+  KILN_CHECK(g.get("lr") >= 0, "SGD", "invalid learning rate: ", g.get("lr"));
+  KILN_CHECK(g.get("momentum") >= 0, "SGD", "invalid momentum value: ", g.get("momentum"));
+  KILN_CHECK(g.get("weight_decay") >= 0, "SGD", "invalid weight_decay value: ", g.get("weight_decay"));
+  KILN_CHECK(!(g.get("nesterov") != 0 && (g.get("momentum") <= 0 || g.get("dampening") != 0)), "SGD",
+             "nesterov momentum requires a momentum and zero dampening, got momentum ", g.get("momentum"),
+             " and dampening ", g.get("dampening"));
 }
 
 void SGD::step() {

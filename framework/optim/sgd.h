@@ -18,6 +18,9 @@ class SGD : public Optimizer {
   SGD(std::vector<ParamGroup> groups, SGDOptions defaults);
   SGD(std::vector<Tensor> params, SGDOptions defaults) : SGD({ParamGroup(std::move(params))}, defaults) {}
   void step() override;
+
+ protected:
+  void check_options(const ParamGroup& g) const override;
 };
 
 }  // namespace kiln::optim
