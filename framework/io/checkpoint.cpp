@@ -1,22 +1,30 @@
 #include "io/checkpoint.h"
 
+#include <limits>
+
 namespace kiln::io {
 namespace {
 
 constexpr const char* kFormat = "kiln-checkpoint-1";
 
-uint64_t parse_u64(const Metadata& m, const std::string& key, const std::string& path) {
+// A decimal number of at most `max`; anything else (signs, spaces, overflow) is an error
+// naming the key, raised before the checkpoint changes anything.
+uint64_t parse_u64(const Metadata& m, const std::string& key, const std::string& path,
+                   uint64_t max = std::numeric_limits<uint64_t>::max()) {
   auto it = m.find(key);
   KILN_CHECK(it != m.end(), "load_checkpoint", path, ": metadata '", key, "' is missing");
-  try {
-    size_t used = 0;
-    uint64_t v = std::stoull(it->second, &used);
-    KILN_CHECK(used == it->second.size(), "load_checkpoint", path, ": metadata '", key, "' is not a number: '",
-               it->second, "'");
-    return v;
-  } catch (const std::logic_error&) {
-    KILN_FAIL("load_checkpoint", path, ": metadata '", key, "' is not a number: '", it->second, "'");
+  const std::string& s = it->second;
+  uint64_t v = 0;
+  bool ok = !s.empty() && s.size() <= 20;
+  for (char c : s) {
+    if (c < '0' || c > '9') ok = false;
+    if (!ok) break;
+    uint64_t d = static_cast<uint64_t>(c - '0');
+    if (v > (max - d) / 10) ok = false;
+    else v = v * 10 + d;
   }
+  KILN_CHECK(ok, "load_checkpoint", path, ": metadata '", key, "' is not a number from 0 to ", max, ": '", s, "'");
+  return v;
 }
 
 }  // namespace
@@ -54,12 +62,18 @@ Metadata load_checkpoint(const std::string& path, const CheckpointParts& parts) 
     else KILN_FAIL("load_checkpoint", path, ": unexpected tensor '", k, "'");
   }
   // Parse every number first, so a bad file changes nothing.
-  uint64_t last_step = parts.scheduler ? parse_u64(c.metadata, "scheduler.last_step", path) : 0;
+  uint64_t last_step = parts.scheduler ? parse_u64(c.metadata, "scheduler.last_step", path,
+                                                   static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+                                       : 0;
   GeneratorState rng;
   if (parts.generator) rng = {parse_u64(c.metadata, "rng.seed", path), parse_u64(c.metadata, "rng.offset", path)};
   KILN_CHECK(!parts.optimizer || !opt_state.empty(), "load_checkpoint", path, ": the checkpoint holds no optimizer state");
-  parts.model->check_state_dict(model_state, /*strict=*/true);
-  if (parts.optimizer) parts.optimizer->check_state_dict(opt_state);
+  try {
+    parts.model->check_state_dict(model_state, /*strict=*/true);
+    if (parts.optimizer) parts.optimizer->check_state_dict(opt_state);
+  } catch (const Error& e) {  // say which file did not fit
+    KILN_FAIL("load_checkpoint", path, ": ", e.what());
+  }
   parts.model->load_state_dict(model_state, /*strict=*/true);
   if (parts.optimizer) parts.optimizer->load_state_dict(opt_state);
   if (parts.scheduler) parts.scheduler->set_last_step(static_cast<int64_t>(last_step));
@@ -79,6 +93,14 @@ void save_state_dict(const std::string& path, const nn::Module& model, const Met
 nn::Module::LoadResult load_state_dict(const std::string& path, nn::Module& model, bool strict) {
   SafetensorsContents c = load_safetensors(path);
   nn::StateDict state(c.tensors.begin(), c.tensors.end());
+  try {
+    model.check_state_dict(state, strict);
+  } catch (const Error& e) {  // say which file did not fit: "[load_state_dict] <path>: …"
+    std::string what = e.what();
+    const std::string op = "[load_state_dict] ";
+    if (what.rfind(op, 0) == 0) what = what.substr(op.size());
+    KILN_FAIL("load_state_dict", path, ": ", what);
+  }
   return model.load_state_dict(state, strict);
 }
 

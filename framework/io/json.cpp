@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <set>
+#include <string_view>
 
 #include "core/error.h"
 
@@ -19,7 +20,7 @@ namespace {
 
 class Parser {
  public:
-  Parser(const std::string& s, const char* op) : s_(s), op_(op) {}
+  Parser(const std::string& s, const char* op, const std::string& context) : s_(s), op_(op), context_(context) {}
 
   JsonValue parse_document() {
     JsonValue v = value(0);
@@ -30,7 +31,7 @@ class Parser {
 
  private:
   [[noreturn]] void fail(const std::string& what) {
-    KILN_FAIL(op_, "corrupt header: ", what, " at byte ", pos_, " of the JSON header");
+    KILN_FAIL(op_, context_, "corrupt header: ", what, " at byte ", pos_, " of the JSON header");
   }
   void skip_ws() {
     while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\r' || s_[pos_] == '\t')) ++pos_;
@@ -123,21 +124,17 @@ class Parser {
         case 'r': out += '\r'; break;
         case 't': out += '\t'; break;
         case 'u': {
-          if (pos_ + 4 > s_.size()) fail("short \\u escape");
-          unsigned cp = 0;
-          for (int i = 0; i < 4; ++i) {
-            char h = s_[pos_++];
-            cp <<= 4;
-            if (h >= '0' && h <= '9') cp |= h - '0';
-            else if (h >= 'a' && h <= 'f') cp |= h - 'a' + 10;
-            else if (h >= 'A' && h <= 'F') cp |= h - 'A' + 10;
-            else fail("bad \\u escape");
+          unsigned cp = hex4();
+          if (cp >= 0xD800 && cp <= 0xDBFF) {  // a high surrogate must be followed by a low one
+            if (pos_ + 2 > s_.size() || s_[pos_] != '\\' || s_[pos_ + 1] != 'u') fail("unpaired surrogate in \\u escape");
+            pos_ += 2;
+            unsigned lo = hex4();
+            if (lo < 0xDC00 || lo > 0xDFFF) fail("unpaired surrogate in \\u escape");
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+          } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+            fail("unpaired surrogate in \\u escape");
           }
-          // UTF-8 encode (surrogate pairs are kept as two code units).
-          if (cp < 0x80) out += static_cast<char>(cp);
-          else if (cp < 0x800) out += static_cast<char>(0xC0 | (cp >> 6)), out += static_cast<char>(0x80 | (cp & 0x3F));
-          else out += static_cast<char>(0xE0 | (cp >> 12)), out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F)),
-              out += static_cast<char>(0x80 | (cp & 0x3F));
+          append_utf8(out, cp);
           break;
         }
         default: fail("bad escape");
@@ -145,24 +142,73 @@ class Parser {
     }
   }
 
+  unsigned hex4() {
+    if (pos_ + 4 > s_.size()) fail("short \\u escape");
+    unsigned cp = 0;
+    for (int i = 0; i < 4; ++i) {
+      char h = s_[pos_++];
+      cp <<= 4;
+      if (h >= '0' && h <= '9') cp |= h - '0';
+      else if (h >= 'a' && h <= 'f') cp |= h - 'a' + 10;
+      else if (h >= 'A' && h <= 'F') cp |= h - 'A' + 10;
+      else fail("bad \\u escape");
+    }
+    return cp;
+  }
+
+  static void append_utf8(std::string& out, unsigned cp) {
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      out += static_cast<char>(0xC0 | (cp >> 6));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      out += static_cast<char>(0xE0 | (cp >> 12));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      out += static_cast<char>(0xF0 | (cp >> 18));
+      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+
+  // RFC 8259: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
   JsonValue number() {
     size_t start = pos_;
+    auto digits = [&] {
+      size_t from = pos_;
+      while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') ++pos_;
+      return pos_ - from;
+    };
+    auto bad = [&] {
+      while (pos_ < s_.size() && std::string_view("0123456789+-.eE").find(s_[pos_]) != std::string_view::npos) ++pos_;
+      fail("bad number '" + s_.substr(start, pos_ - start) + "'");
+    };
     if (s_[pos_] == '-') ++pos_;
+    size_t int_start = pos_;
+    size_t n = digits();
+    if (n == 0 || (n > 1 && s_[int_start] == '0')) bad();
     bool integer = true;
-    while (pos_ < s_.size() && ((s_[pos_] >= '0' && s_[pos_] <= '9') || s_[pos_] == '.' || s_[pos_] == 'e' ||
-                                s_[pos_] == 'E' || s_[pos_] == '+' || s_[pos_] == '-')) {
-      if (s_[pos_] == '.' || s_[pos_] == 'e' || s_[pos_] == 'E') integer = false;
+    if (pos_ < s_.size() && s_[pos_] == '.') {
       ++pos_;
+      integer = false;
+      if (digits() == 0) bad();
+    }
+    if (pos_ < s_.size() && (s_[pos_] == 'e' || s_[pos_] == 'E')) {
+      ++pos_;
+      integer = false;
+      if (pos_ < s_.size() && (s_[pos_] == '+' || s_[pos_] == '-')) ++pos_;
+      if (digits() == 0) bad();
     }
     std::string tok = s_.substr(start, pos_ - start);
-    char* end = nullptr;
     JsonValue v;
     v.kind = JsonValue::Kind::Number;
-    v.number = std::strtod(tok.c_str(), &end);
-    if (end != tok.c_str() + tok.size() || tok == "-") fail("bad number '" + tok + "'");
+    v.number = std::strtod(tok.c_str(), nullptr);
     if (integer) {
       errno = 0;
-      long long i = std::strtoll(tok.c_str(), &end, 10);
+      long long i = std::strtoll(tok.c_str(), nullptr, 10);
       if (errno != 0) fail("integer out of range '" + tok + "'");
       v.is_integer = true;
       v.integer = i;
@@ -189,12 +235,15 @@ class Parser {
 
   const std::string& s_;
   const char* op_;
+  const std::string& context_;
   size_t pos_ = 0;
 };
 
 }  // namespace
 
-JsonValue parse_json(const std::string& text, const char* op) { return Parser(text, op).parse_document(); }
+JsonValue parse_json(const std::string& text, const char* op, const std::string& context) {
+  return Parser(text, op, context).parse_document();
+}
 
 std::string json_quote(const std::string& s) {
   std::string out = "\"";
@@ -205,6 +254,8 @@ std::string json_quote(const std::string& s) {
       case '\n': out += "\\n"; break;
       case '\r': out += "\\r"; break;
       case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];

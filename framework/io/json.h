@@ -21,9 +21,10 @@ struct JsonValue {
   const JsonValue* find(const std::string& key) const;
 };
 
-// Throws kiln::Error "[op] corrupt header: …" with the byte position on bad input,
-// including duplicate object keys.
-JsonValue parse_json(const std::string& text, const char* op);
+// Throws kiln::Error "[op] <context>corrupt header: …" with the byte position on bad
+// input, including duplicate object keys, unpaired surrogates and numbers outside
+// RFC 8259's grammar (leading zeros, "1.", ".5"). Nesting deeper than 64 is refused.
+JsonValue parse_json(const std::string& text, const char* op, const std::string& context = "");
 
 // A JSON string literal for s (quotes and escapes).
 std::string json_quote(const std::string& s);

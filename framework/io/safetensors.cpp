@@ -1,9 +1,13 @@
 #include "io/safetensors.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <unistd.h>
 
@@ -122,11 +126,29 @@ std::string serialize_safetensors(const TensorMap& tensors, const Metadata& meta
     header << '}';
     first = false;
   }
-  std::vector<Tensor> data;
-  uint64_t offset = 0;
+  // The reference implementation's order: by dtype (I64, F64, F32, …, BOOL) then by name,
+  // so that every tensor's data is aligned to its element size (zero-copy readers that
+  // map the file need that) and Kiln writes the same bytes as Python's safetensors.
+  std::vector<std::pair<std::string, Tensor>> ordered;
   for (const auto& [name, t] : tensors) {
     KILN_CHECK(name != "__metadata__", "safetensors", "'__metadata__' is reserved and cannot name a tensor");
     KILN_CHECK(t.defined(), "safetensors", "tensor '", name, "' is undefined");
+    ordered.emplace_back(name, t);
+  }
+  auto rank = [](DType t) {
+    switch (t) {
+      case DType::Int64: return 0;
+      case DType::Float64: return 1;
+      case DType::Float32: return 2;
+      case DType::Bool: return 3;
+    }
+    return 4;
+  };
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [&](const auto& a, const auto& b) { return rank(a.second.dtype()) < rank(b.second.dtype()); });
+  std::vector<Tensor> data;
+  uint64_t offset = 0;
+  for (const auto& [name, t] : ordered) {
     Tensor c = t.detach().to(kCPU).contiguous();
     uint64_t bytes = static_cast<uint64_t>(c.numel()) * c.element_size();
     header << (first ? "" : ",") << json_quote(name) << ":{\"dtype\":\"" << file_dtype_name(c.dtype())
@@ -160,7 +182,7 @@ SafetensorsContents parse_safetensors(const std::string& bytes, const std::strin
              bytes.size(), " bytes)");
   KILN_CHECK(n >= 2, op.c_str(), fail_prefix, "header size ", n, " is too small for a JSON object");
   std::string header_text = bytes.substr(8, n);
-  JsonValue root = parse_json(header_text, op.c_str());
+  JsonValue root = parse_json(header_text, op.c_str(), fail_prefix);
   KILN_CHECK(root.kind == JsonValue::Kind::Object, op.c_str(), fail_prefix, "header is not a JSON object");
   const uint64_t data_size = bytes.size() - 8 - n;
   SafetensorsContents out;
@@ -186,15 +208,21 @@ SafetensorsContents parse_safetensors(const std::string& bytes, const std::strin
       if (dt->string == fd.name) e.dtype = &fd;
     KILN_CHECK(e.dtype, op.c_str(), fail_prefix, "tensor '", name, "' has unknown dtype '", dt->string, "'");
     KILN_CHECK(sh->kind == JsonValue::Kind::Array, op.c_str(), fail_prefix, "shape of '", name, "' is not an array");
-    uint64_t numel = 1;
+    // The product of the dims, counting 0 as 1, stays within 2^62, so that neither the
+    // element count nor the strides of even an empty tensor can overflow.
+    uint64_t extent = 1;
+    bool empty = false;
     for (const auto& d : sh->array) {
       KILN_CHECK(d.kind == JsonValue::Kind::Number && d.is_integer && d.integer >= 0, op.c_str(), fail_prefix,
                  "shape of '", name, "' has an invalid dimension");
       e.shape.push_back(d.integer);
-      KILN_CHECK(d.integer == 0 || numel <= (uint64_t(1) << 62) / static_cast<uint64_t>(d.integer), op.c_str(),
-                 fail_prefix, "shape of '", name, "' is too large");
-      numel *= static_cast<uint64_t>(d.integer);
+      const uint64_t dim = std::max<uint64_t>(static_cast<uint64_t>(d.integer), 1);
+      KILN_CHECK(extent <= (uint64_t(1) << 62) / dim, op.c_str(), fail_prefix, "shape of '", name, "' ",
+                 shape_str(e.shape), "… is too large");
+      extent *= dim;
+      empty = empty || d.integer == 0;
     }
+    const uint64_t numel = empty ? 0 : extent;
     KILN_CHECK(off->kind == JsonValue::Kind::Array && off->array.size() == 2 && off->array[0].is_integer &&
                    off->array[1].is_integer && off->array[0].integer >= 0 && off->array[1].integer >= 0,
                op.c_str(), fail_prefix, "data_offsets of '", name, "' must be two non-negative integers");
@@ -204,8 +232,11 @@ SafetensorsContents parse_safetensors(const std::string& bytes, const std::strin
                ", ", e.end, "]");
     KILN_CHECK(e.end <= data_size, op.c_str(), fail_prefix, "data_offsets of '", name, "' [", e.begin, ", ", e.end,
                "] run past the end of the data (", data_size, " bytes): the file is truncated or corrupt");
-    KILN_CHECK(e.end - e.begin == numel * e.dtype->bytes, op.c_str(), fail_prefix, "tensor '", name, "' of shape ",
-               shape_str(e.shape), " and dtype ", e.dtype->name, " needs ", numel * e.dtype->bytes,
+    // numel <= 2^62, so numel * 8 may wrap: a wrapped product must not pass for a match.
+    const bool overflow = numel > std::numeric_limits<uint64_t>::max() / e.dtype->bytes;
+    KILN_CHECK(!overflow && e.end - e.begin == numel * e.dtype->bytes, op.c_str(), fail_prefix, "tensor '", name,
+               "' of shape ", shape_str(e.shape), " and dtype ", e.dtype->name, " needs ",
+               overflow ? std::string("more than 2^64") : std::to_string(numel * e.dtype->bytes),
                " bytes but its data_offsets span ", e.end - e.begin);
     entries.push_back(std::move(e));
   }
@@ -238,17 +269,21 @@ SafetensorsContents parse_safetensors(const std::string& bytes, const std::strin
 }
 
 void write_file_atomic(const std::string& path, const std::string& bytes) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  // Unique per process and per call, so concurrent saves never share a temporary file.
+  static std::atomic<uint64_t> counter{0};
+  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
   {
     std::FILE* f = std::fopen(tmp.c_str(), "wb");
-    KILN_CHECK(f != nullptr, "save", "cannot open '", tmp, "' for writing: ", std::strerror(errno));
+    KILN_CHECK(f != nullptr, "save", "cannot write '", path, "': opening the temporary file '", tmp,
+               "' failed: ", std::strerror(errno));
     bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
     ok = std::fflush(f) == 0 && ok;
     ok = ::fsync(::fileno(f)) == 0 && ok;
     ok = std::fclose(f) == 0 && ok;
     if (!ok) {
+      int err = errno;
       std::remove(tmp.c_str());
-      KILN_FAIL("save", "writing '", tmp, "' failed: ", std::strerror(errno));
+      KILN_FAIL("save", "writing '", tmp, "' failed: ", std::strerror(err));
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -263,9 +298,12 @@ void save_safetensors(const std::string& path, const TensorMap& tensors, const M
 }
 
 SafetensorsContents load_safetensors(const std::string& path) {
+  std::error_code ec;
+  KILN_CHECK(!std::filesystem::is_directory(path, ec), "safetensors", path, ": is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
-  KILN_CHECK(in.good(), "safetensors", "cannot open '", path, "'");
+  KILN_CHECK(in.good(), "safetensors", path, ": cannot open: ", std::strerror(errno));
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  KILN_CHECK(!in.bad(), "safetensors", path, ": reading failed after ", bytes.size(), " bytes");
   return parse_safetensors(bytes, path);
 }
 

@@ -15,7 +15,10 @@ using TensorMap = std::map<std::string, Tensor>;
 using Metadata = std::map<std::string, std::string>;
 
 // Writes atomically: a temporary file beside `path`, flushed, then renamed over it, so a
-// crash mid-write never leaves a broken file where a good one was.
+// crash mid-write never leaves a broken file where a good one was. Tensors are laid out
+// as the reference implementation does (by dtype, I64/F64 then F32 then BOOL, then by
+// name), so every tensor's data is aligned to its element size and, for the same tensors
+// and metadata, the bytes are those Python's safetensors writes.
 void save_safetensors(const std::string& path, const TensorMap& tensors, const Metadata& metadata = {});
 
 struct SafetensorsContents {
