@@ -456,6 +456,8 @@ TEST_CASE("gradcheck: shape ops") {
       {"select", [](V x) { return select(x[0], 1, 2); }, {R({2, 3, 2})}},
       {"select negative", [](V x) { return x[0].select(0, -1); }, {R({3, 2})}},
       {"select stepped", [](V x) { return select(x[0], 1, 0); }, {S({3, 2})}},
+      {"index_select dim 1, repeats and negatives, transposed",
+       [](V x) { return index_select(x[0], 1, index_of({2, 0, -1, 2}, {4})); }, {T({2, 3, 4})}},
       {"cat dim 0", [](V x) { return cat({x[0], x[1]}, 0); }, {R({2, 3}), R({1, 3})}},
       {"cat dim 1 three", [](V x) { return cat({x[0], x[1], x[2]}, 1); }, {R({2, 1}), R({2, 3}), R({2, 2})}},
       {"cat dim -1 non-contiguous", [](V x) { return cat({x[0], x[1]}, -1); }, {T({2, 3}), S({2, 2})}},

@@ -177,8 +177,15 @@ Image random_image(int w, int h, uint32_t seed) {
   return img;
 }
 
+// Appends rather than `"literal" + std::string`, which draws a false -Wrestrict from GCC 12.
+std::string cat(std::initializer_list<std::string> parts) {
+  std::string s;
+  for (const auto& p : parts) s += p;
+  return s;
+}
+
 std::string str(Rgb c) {
-  return "(" + std::to_string(c.r) + "," + std::to_string(c.g) + "," + std::to_string(c.b) + ")";
+  return cat({"(", std::to_string(c.r), ",", std::to_string(c.g), ",", std::to_string(c.b), ")"});
 }
 
 // Every pixel of the rectangle has colour c (returns the first that does not, for messages).
@@ -341,7 +348,7 @@ TEST_CASE("colormap: ends, clamping, rising luminance, a distinct non-finite col
 }
 
 TEST_CASE("font: every printable character is drawn and all differ") {
-  std::set<std::vector<uint8_t>> seen;
+  std::set<uint64_t> seen;  // each glyph's 5x8 bitmap as 40 bits
   for (int c = 33; c <= 126; ++c) {
     std::string s(1, char(c));
     CAPTURE(s);
@@ -351,7 +358,10 @@ TEST_CASE("font: every printable character is drawn and all differ") {
     CHECK(ink > 0);
     // All ink inside the 5x8 glyph box.
     CHECK(count_color(img, Rgb{0, 0, 0}, 1, 1, 6, 9) == ink);
-    CHECK(seen.insert(img.rgb).second);
+    uint64_t bits = 0;
+    for (int y = 1; y < 9; ++y)
+      for (int x = 1; x < 6; ++x) bits = bits << 1 | (img.at(x, y) == Rgb{0, 0, 0});
+    CHECK(seen.insert(bits).second);
   }
   CHECK(seen.size() == 94);
   Image space(8, 10);
@@ -364,7 +374,8 @@ TEST_CASE("text: width, bounding box, scale, rotation, non-ASCII") {
   CHECK(viz::text_width("a") == 5);
   CHECK(viz::text_width("abc") == 17);
   CHECK(viz::text_width("abc", 2) == 34);
-  CHECK(viz::text_width("f\xC3\xBCr") == viz::text_width("f?r"));  // "für": one glyph for ü
+  CHECK(viz::text_width("f\xC3\xBCr") == 17);      // "für": ü is two bytes, one glyph
+  CHECK(viz::text_width("\xE2\x82\xAC 5") == 17);  // "€ 5": € is three bytes, one glyph
 
   const std::string s = "Wq(9),_";
   const int tw = viz::text_width(s);
@@ -390,12 +401,44 @@ TEST_CASE("text: width, bounding box, scale, rotation, non-ASCII") {
   for (int u = 0; u < tw; ++u)
     for (int vv = 0; vv < viz::kCharHeight; ++vv) CHECK(v.at(vx + vv, vy - u) == h.at(3 + u, 4 + vv));
 
-  // A UTF-8 sequence draws as one '?'.
+  // A character without a glyph (here the euro sign) draws as one '?'.
   Image a(20, 10), b(20, 10);
-  viz::draw_text(a, 0, 0, "\xC3\xBC", Rgb{0, 0, 0});
+  viz::draw_text(a, 0, 0, "\xE2\x82\xAC", Rgb{0, 0, 0});
   viz::draw_text(b, 0, 0, "?", Rgb{0, 0, 0});
   CHECK(a.rgb == b.rgb);
   CHECK(count_color(a, Rgb{0, 0, 0}) > 0);
+}
+
+TEST_CASE("text: Latin-1 letters are their base letter with the accent on top") {
+  auto bitmap = [](const std::string& s) {
+    Image img(6, 8);
+    viz::draw_text(img, 0, 0, s, Rgb{0, 0, 0});
+    std::vector<int> rows(8);
+    for (int y = 0; y < 8; ++y)
+      for (int x = 0; x < 5; ++x) rows[size_t(y)] = rows[size_t(y)] << 1 | (img.at(x, y) == Rgb{0, 0, 0});
+    return rows;
+  };
+  // ü é à ñ ö ä: rows 2..7 are the plain letter's, rows 0..1 carry the accent.
+  for (auto [accented, plain] : {std::pair{"\xC3\xBC", "u"}, {"\xC3\xA9", "e"}, {"\xC3\xA0", "a"},
+                                 {"\xC3\xB1", "n"}, {"\xC3\xB6", "o"}, {"\xC3\xA4", "a"}}) {
+    CAPTURE(plain);
+    std::vector<int> g = bitmap(accented), base = bitmap(plain);
+    CHECK(std::vector<int>(g.begin() + 2, g.end()) == std::vector<int>(base.begin() + 2, base.end()));
+    CHECK(g[0] + g[1] > 0);
+    CHECK(base[0] + base[1] == 0);
+  }
+  CHECK(bitmap("\xC3\xA9") != bitmap("\xC3\xA8"));  // é and è differ
+  // ç: c with a cedilla in the descender row.
+  std::vector<int> c = bitmap("\xC3\xA7"), plain_c = bitmap("c");
+  CHECK(std::vector<int>(c.begin(), c.begin() + 7) == std::vector<int>(plain_c.begin(), plain_c.begin() + 7));
+  CHECK(c[7] != 0);
+  // ß, Ä, Ö, Ü have glyphs of their own, unlike any ASCII one and not '?'.
+  for (const char* s : {"\xC3\x9F", "\xC3\x84", "\xC3\x96", "\xC3\x9C"}) {
+    std::vector<int> g = bitmap(s);
+    CHECK(g != bitmap("?"));
+    for (int ch = 33; ch <= 126; ++ch) CHECK(g != bitmap(std::string(1, char(ch))));
+  }
+  CHECK(bitmap("\xC3\x89") == bitmap("E"));  // É: capitals have no room, the accent goes
 }
 
 TEST_CASE("format_number is compact") {
@@ -428,6 +471,7 @@ TEST_CASE("heatmap: each cell a square of its colour, min -> colormap(0), max ->
     viz::HeatmapOptions o;
     o.cell = 5;
     o.colorbar = decorated;
+    o.index_ticks = decorated;
     if (decorated) {
       o.title = "values";
       o.row_labels = {"r0", "r1"};
@@ -542,6 +586,15 @@ TEST_CASE("heatmap: given range clamps, constant matrices, int dtypes") {
   CHECK(cell_is(img, area, 2, 2, 0, viz::colormap(0.4)) == "");
 }
 
+TEST_CASE("heatmap: a range wider than the largest double still spans the ramp") {
+  viz::HeatmapOptions o{.cell = 2, .colorbar = true};
+  Rect area;
+  Image img = viz::heatmap(from_vector(std::vector<double>{-1e308, 0, 1e308}, {1, 3}), o, &area);
+  CHECK(cell_is(img, area, 2, 0, 0, viz::colormap(0.0)) == "");
+  CHECK(cell_is(img, area, 2, 0, 1, viz::colormap(0.5)) == "");
+  CHECK(cell_is(img, area, 2, 0, 2, viz::colormap(1.0)) == "");
+}
+
 TEST_CASE("heatmap: bool masks render exactly two colours") {
   // A subsequence (causal) mask: true on and below the diagonal.
   Tensor mask = tensor({{1, 0, 0, 0}, {1, 1, 0, 0}, {1, 1, 1, 0}, {1, 1, 1, 1}}, kBool);
@@ -560,8 +613,8 @@ TEST_CASE("heatmap: bool masks render exactly two colours") {
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 4; ++j)
       CHECK(cell_is(img, area, 4, i, j, j <= i ? viz::colormap(1.0) : viz::colormap(0.0)) == "");
-  // The legend says which is which.
-  CHECK(count_color(img, kInk, area.x + area.width, 0) > 0);
+  // The legend says which is which, right of the matrix.
+  CHECK(count_color(img, kInk, area.x + area.width + 8, 0) > 0);
 
   // An all-false padding mask is still colormap(0), not the middle of the ramp.
   Rect a2;
@@ -595,19 +648,44 @@ TEST_CASE("heatmap: auto cell size and sparse labels for many rows") {
   viz::HeatmapOptions o;
   o.cell = 3;
   o.colorbar = false;
-  for (int i = 0; i < 30; ++i) o.row_labels.push_back("r" + std::to_string(i));
+  o.index_ticks = false;
+  for (int i = 0; i < 30; ++i) o.row_labels.push_back(cat({"r", std::to_string(i)}));
   img = viz::heatmap(zeros({30, 2}), o, &area);
   // Cells of 3 px and lines of 9: every 3rd label is drawn (r0, r3, ..., r27), so the
   // ink left of the matrix is exactly theirs, with no overlaps.
   int expected_ink = 0;
   for (int i = 0; i < 30; i += 3) {
     Image one(40, 10);
-    viz::draw_text(one, 0, 0, "r" + std::to_string(i), kInk);
+    viz::draw_text(one, 0, 0, cat({"r", std::to_string(i)}), kInk);
     expected_ink += count_color(one, kInk);
   }
   CHECK(count_color(img, kInk, 0, 0, area.x, img.height) == expected_ink);
   for (int i = 0; i < 30; i += 3)  // each drawn label crosses its row's band
     CHECK(count_color(img, kInk, 0, area.y + i * 3, area.x, area.y + i * 3 + 3) > 0);
+}
+
+TEST_CASE("heatmap: without labels, rows and columns are numbered at round steps") {
+  viz::HeatmapOptions o;
+  o.cell = 4;
+  o.colorbar = false;
+  Rect area;
+  Image img = viz::heatmap(zeros({30, 40}), o, &area);
+  // Rows: lines of 10 px need a step of 5 cells of 4 px: 0, 5, ..., 25.
+  auto ink_left = [&](int y0, int y1) { return count_color(img, kInk, 0, y0, area.x, y1); };
+  for (int i = 0; i < 30; i += 5) CHECK(ink_left(area.y + i * 4, area.y + i * 4 + 4) > 0);
+  CHECK(ink_left(area.y + 2 * 4, area.y + 4 * 4) == 0);  // rows 2..3: between "0" and "5"
+  // Columns: "39" and a gap need 17 px, a step of 5 columns: 0, 5, ..., 35.
+  auto ink_below = [&](int x0, int x1) { return count_color(img, kInk, x0, area.y + area.height, x1, img.height); };
+  for (int j = 0; j < 40; j += 5) CHECK(ink_below(area.x + j * 4, area.x + j * 4 + 4) > 0);
+  CHECK(ink_below(area.x + 2 * 4, area.x + 4 * 4) == 0);
+  // The numbers themselves: the row label of row 25 is "25".
+  Image ref(20, 10);
+  viz::draw_text(ref, 0, 0, "25", kInk);
+  CHECK(ink_left(area.y + 25 * 4 - 2, area.y + 25 * 4 + 7) == count_color(ref, kInk));
+
+  o.index_ticks = false;
+  img = viz::heatmap(zeros({30, 40}), o, &area);
+  CHECK(count_color(img, kInk) == 0);
 }
 
 TEST_CASE("heatmap_grid: panels in a grid with one shared colour range") {
@@ -840,7 +918,23 @@ TEST_CASE("line_plot: several series with xs, a legend and gaps at NaN") {
   CHECK(cols[col_at(3.5)].n > 0);
 }
 
+TEST_CASE("line_plot: a single point, and values near the largest double") {
+  Rect a;
+  Image img = viz::line_plot(std::vector<double>{5.0}, {}, &a);
+  const Rgb blue{0, 114, 178};
+  CHECK(img.at(a.x + (a.width - 1) / 2, a.y + (a.height - 1) / 2) == blue);  // centred marker
+  CHECK(count_color(img, blue) > 0);
+  CHECK(count_color(img, blue) < 50);
+
+  img = viz::line_plot(std::vector<double>{1e307, -1e307, 1e307}, {}, &a);
+  CHECK(count_color(img, blue) > 100);
+}
+
 TEST_CASE("line_plot errors name the function and what was given") {
+  CHECK(error_of([] { viz::line_plot({-1e308, 1e308}); }) ==
+        "[line_plot] y values span [-1e+308, 1e+308], too wide to plot");
+  CHECK(error_of([] { viz::line_plot({{"", {1, 2}, {-1e308, 1e308}}}); }) ==
+        "[line_plot] x values span [-1e+308, 1e+308], too wide to plot");
   CHECK(error_of([] { viz::line_plot(std::vector<viz::Series>{}); }) == "[line_plot] no series to plot");
   CHECK(error_of([] { viz::line_plot(std::vector<double>{}); }) ==
         "[line_plot] nothing to plot: no series has a finite y value");

@@ -150,9 +150,61 @@ constexpr std::array<Glyph, kLast - kFirst + 1> parse_all() {
 
 constexpr std::array<Glyph, kLast - kFirst + 1> kGlyphs = detail::parse_all();
 
-// The glyph of a byte; bytes outside printable ASCII get '?'.
-constexpr const Glyph& glyph(unsigned char c) {
-  return kGlyphs[(c >= kFirst && c <= kLast) ? c - kFirst : '?' - kFirst];
+// ---- Latin-1 letters (U+00C0..U+00FF), for labels such as German or French tokens.
+// Each is a base character and a mark, two characters per code point:
+//   ` grave ' acute ^ circumflex ~ tilde : diaeresis o ring (rows 0-1, lowercase only:
+//   capitals fill rows 0-6, so they keep their base letter, except the umlauts Ä Ö Ü,
+//   drawn whole below), , cedilla (row 7), ' ' none; "ss" is ß; '?' has no glyph.
+constexpr const char* kLatin1 =
+    "A`A'A^A~A:Ao? C,E`E'E^E:I`I'I^I:D N~O`O'O^O~O:x 0 U`U'U^U:Y'? ss"
+    "a`a'a^a~a:ao? c,e`e'e^e:i`i'i^i:? n~o`o'o^o~o:? o u`u'u^u:y'? y:";
+
+constexpr const char* kUpperA = ".#.#. .###. #...# #...# ##### #...# #...#";  // Ä
+constexpr const char* kUpperO = ".#.#. .###. #...# #...# #...# #...# .###.";  // Ö
+constexpr const char* kUpperU = ".#.#. #...# #...# #...# #...# #...# .###.";  // Ü
+constexpr const char* kSharpS = ".##.. #..#. #..#. #.##. #...# #...# #.##.";  // ß
+
+namespace detail {
+constexpr Glyph ascii(char c) { return kGlyphs[size_t(c - kFirst)]; }
+
+constexpr Glyph latin1(size_t i) {
+  char base = kLatin1[2 * i], mark = kLatin1[2 * i + 1];
+  if (base == 's') return parse(kSharpS);
+  if (mark == ':' && base == 'A') return parse(kUpperA);
+  if (mark == ':' && base == 'O') return parse(kUpperO);
+  if (mark == ':' && base == 'U') return parse(kUpperU);
+  Glyph g = ascii(base);
+  const char* top = mark == '`' ? ".#... ..#.."
+                  : mark == '\'' ? "...#. ..#.."
+                  : mark == '^' ? "..#.. .#.#."
+                  : mark == '~' ? ".##.# #.##."
+                  : mark == ':' ? ".#.#. ....."
+                  : mark == 'o' ? ".##.. .##.."
+                  : nullptr;
+  if (top && base >= 'a' && base <= 'z') {
+    Glyph t = parse(top);
+    g[0] = t[0];
+    g[1] = t[1];
+  }
+  if (mark == ',') g[7] = parse("..... ..... ..... ..... ..... ..... ..... ..##.")[7];
+  return g;
+}
+
+constexpr std::array<Glyph, 64> latin1_all() {
+  std::array<Glyph, 64> all{};
+  for (size_t i = 0; i < all.size(); ++i) all[i] = latin1(i);
+  return all;
+}
+}  // namespace detail
+
+constexpr std::array<Glyph, 64> kLatin1Glyphs = detail::latin1_all();
+
+// The glyph of a Unicode code point: printable ASCII, the Latin-1 letters above, and
+// '?' for anything else.
+constexpr const Glyph& glyph(uint32_t cp) {
+  if (cp >= kFirst && cp <= kLast) return kGlyphs[cp - kFirst];
+  if (cp >= 0xC0 && cp <= 0xFF) return kLatin1Glyphs[cp - 0xC0];
+  return kGlyphs['?' - kFirst];
 }
 
 }  // namespace kiln::viz::font

@@ -21,32 +21,41 @@ constexpr int kMargin = 10;
 
 bool is_continuation(unsigned char c) { return c >= 0x80 && c < 0xC0; }
 
-// Calls f(byte to draw) once per character: ASCII as itself, a UTF-8 sequence as '?'.
+// The character starting at byte i: its code point and its length in bytes. Two-byte
+// UTF-8 is decoded (it covers Latin-1); anything longer or malformed is one character
+// per lead byte and its continuation bytes, drawn as '?'.
+std::pair<uint32_t, size_t> next_char(std::string_view s, size_t i) {
+  auto c = static_cast<unsigned char>(s[i]);
+  if (c < 0x80) return {c, 1};
+  size_t len = 1;
+  while (i + len < s.size() && is_continuation(static_cast<unsigned char>(s[i + len]))) ++len;
+  if (len == 2 && (c & 0xE0) == 0xC0)
+    return {uint32_t(c & 0x1F) << 6 | (static_cast<unsigned char>(s[i + 1]) & 0x3Fu), 2};
+  return {0xFFFD, len};
+}
+
+// Calls f(glyph) once per character.
 template <class F>
-void for_each_char(std::string_view s, F&& f) {
-  for (unsigned char c : s) {
-    if (is_continuation(c)) continue;
-    f(c < 0x80 ? c : static_cast<unsigned char>('?'));
+void for_each_glyph(std::string_view s, F&& f) {
+  for (size_t i = 0; i < s.size();) {
+    auto [cp, len] = next_char(s, i);
+    f(font::glyph(cp));
+    i += len;
   }
 }
 
 int char_count(std::string_view s) {
   int n = 0;
-  for_each_char(s, [&](unsigned char) { ++n; });
+  for (size_t i = 0; i < s.size(); i += next_char(s, i).second) ++n;
   return n;
 }
 
 // At most max_chars characters; a longer text keeps max_chars - 1 and ends in '~'.
 std::string truncate(std::string_view s, int max_chars) {
   if (char_count(s) <= max_chars) return std::string(s);
-  std::string out;
-  int kept = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    auto c = static_cast<unsigned char>(s[i]);
-    if (!is_continuation(c) && kept++ == max_chars - 1) break;
-    out.push_back(s[i]);
-  }
-  return out + "~";
+  size_t end = 0;
+  for (int kept = 0; kept < max_chars - 1; ++kept) end += next_char(s, end).second;
+  return std::string(s.substr(0, end)) + "~";
 }
 
 // "1.5e+03" -> "1.5e3", "1e-05" -> "1e-5".
@@ -87,16 +96,26 @@ std::vector<double> multiples_in(double lo, double hi, double step) {
   return out;
 }
 
-// A tick label precise enough to tell neighbours `step` apart.
-std::string format_tick(double v, double step) {
-  if (v == 0) return "0";
-  double av = std::abs(v);
-  int step_exp = int(std::floor(std::log10(step) + 1e-9));
-  if (av >= 1e-4 && av < 1e6 && step_exp >= -6) {
-    return printf_str("%.*f", std::max(0, -step_exp), v);
+// Labels for ticks `step` apart, precise enough to tell neighbours apart, in one style
+// for the whole axis: fixed-point (0.25, 1500) unless the largest is under 1e-3 or
+// 1e6 and over, then with an exponent (2e-4, 1.5e6).
+std::vector<std::string> tick_labels(const std::vector<double>& values, double step) {
+  double big = 0;
+  for (double v : values) big = std::max(big, std::abs(v));
+  const bool sci = big > 0 && (big < 1e-3 || big >= 1e6);
+  const int step_exp = int(std::floor(std::log10(step) + 1e-9));
+  std::vector<std::string> out;
+  for (double v : values) {
+    if (v == 0) {
+      out.push_back("0");
+    } else if (!sci) {
+      out.push_back(printf_str("%.*f", std::clamp(-step_exp, 0, 15), v));
+    } else {
+      int digits = int(std::floor(std::log10(std::abs(v)) + 1e-9)) - step_exp + 1;
+      out.push_back(tidy_exponent(printf_str("%.*e", std::clamp(digits - 1, 0, 14), v)));
+    }
   }
-  int digits = int(std::floor(std::log10(av) + 1e-9)) - step_exp + 1;
-  return tidy_exponent(printf_str("%.*g", std::clamp(digits, 1, 15), v));
+  return out;
 }
 
 struct Axis {
@@ -114,10 +133,9 @@ void log_ticks(Axis& a, int target) {
     double vlo = std::pow(10.0, a.lo), vhi = std::pow(10.0, a.hi);
     double step = nice_step(vhi - vlo, target);
     for (double v : multiples_in(vlo, vhi, step))
-      if (v > 0) {
-        a.ticks.push_back(std::log10(v));
-        a.labels.push_back(format_tick(v, step));
-      }
+      if (v > 0) values.push_back(v);
+    for (double v : values) a.ticks.push_back(std::log10(v));
+    a.labels = tick_labels(values, step);
     return;
   }
   if (decades <= 3) {
@@ -138,11 +156,14 @@ void log_ticks(Axis& a, int target) {
 }
 
 void linear_ticks(Axis& a, int target, double min_step = 0) {
-  double step = std::max(nice_step(a.hi - a.lo, target), min_step);
-  for (double v : multiples_in(a.lo, a.hi, step)) {
-    a.ticks.push_back(v);
-    a.labels.push_back(format_tick(v, step));
+  if (!(a.hi > a.lo) || !std::isfinite(a.hi - a.lo)) {  // degenerate or past DBL_MAX: the ends
+    a.ticks = {a.lo, a.hi};
+    a.labels = {format_number(a.lo), format_number(a.hi)};
+    return;
   }
+  double step = std::max(nice_step(a.hi - a.lo, target), min_step);
+  a.ticks = multiples_in(a.lo, a.hi, step);
+  a.labels = tick_labels(a.ticks, step);
 }
 
 // ---------------------------------------------------------------- lines
@@ -199,6 +220,7 @@ void raster_line(Image& img, int x0, int y0, int x1, int y1, Rgb c, int width, c
 
 void draw_segment(Image& img, double ax, double ay, double bx, double by, Rgb c, int width,
                   const Rect& clip) {
+  if (!std::isfinite(ax) || !std::isfinite(ay) || !std::isfinite(bx) || !std::isfinite(by)) return;
   if (!clip_segment(ax, ay, bx, by, clip.x, clip.y, clip.x + clip.width - 1,
                     clip.y + clip.height - 1))
     return;
@@ -238,8 +260,7 @@ int text_width(std::string_view text, int scale) {
 }
 
 void draw_text(Image& img, int x, int y, std::string_view text, Rgb color, int scale) {
-  for_each_char(text, [&](unsigned char c) {
-    const font::Glyph& g = font::glyph(c);
+  for_each_glyph(text, [&](const font::Glyph& g) {
     for (int r = 0; r < font::kGlyphHeight; ++r)
       for (int col = 0; col < font::kGlyphWidth; ++col)
         if (g[size_t(r)] & (1u << (font::kGlyphWidth - 1 - col)))
@@ -251,8 +272,7 @@ void draw_text(Image& img, int x, int y, std::string_view text, Rgb color, int s
 void draw_text_vertical(Image& img, int x, int y, std::string_view text, Rgb color, int scale) {
   // Text pixel (u along the text, v down the glyph) goes to (x + v, y - u).
   int u0 = 0;
-  for_each_char(text, [&](unsigned char c) {
-    const font::Glyph& g = font::glyph(c);
+  for_each_glyph(text, [&](const font::Glyph& g) {
     for (int r = 0; r < font::kGlyphHeight; ++r)
       for (int col = 0; col < font::kGlyphWidth; ++col)
         if (g[size_t(r)] & (1u << (font::kGlyphWidth - 1 - col)))
@@ -365,7 +385,8 @@ Image heatmap_impl(const char* op, const std::vector<Tensor>& tensors,
   KILN_CHECK(vmin <= vmax, op, "vmin ", vmin, " is greater than vmax ", vmax);
   auto color_of = [&](double v) {
     if (!std::isfinite(v)) return kNonFiniteColor;
-    if (vmax > vmin) return colormap((v - vmin) / (vmax - vmin));
+    // Halved first so that a range wider than the largest double does not overflow.
+    if (vmax > vmin) return colormap((0.5 * v - 0.5 * vmin) / (0.5 * vmax - 0.5 * vmin));
     return colormap(v < vmin ? 0.0 : v > vmax ? 1.0 : 0.5);
   };
 
@@ -384,6 +405,22 @@ Image heatmap_impl(const char* op, const std::vector<Tensor>& tensors,
   }
   if (row_labels) rlab_w += 4;
   if (col_labels) clab_h += 4;
+
+  // Without labels, rows and columns are numbered every round step (1, 2, 5, 10, ...)
+  // that leaves a line of text (rows) or the widest number (columns) room, beside a
+  // 3-pixel tick mark.
+  const bool row_index = !row_labels && opts.index_ticks;
+  const bool col_index = !col_labels && opts.index_ticks;
+  auto round_step = [](double at_least) {
+    for (int64_t mag = 1;; mag *= 10)
+      for (int64_t f : {1, 2, 5})
+        if (double(f * mag) >= at_least) return f * mag;
+  };
+  const int64_t row_step = round_step(10.0 / double(cell));
+  const int64_t col_step =
+      round_step(double(text_width(std::to_string(C - 1)) + 6) / double(cell));
+  if (row_index) rlab_w = text_width(std::to_string((R - 1) / row_step * row_step)) + 6;
+  if (col_index) clab_h = kCharHeight + 5;
 
   const int title_scale = 2;
   const int title_h = opts.title.empty() ? 0 : kCharHeight * title_scale + 8;
@@ -446,12 +483,25 @@ Image heatmap_impl(const char* op, const std::vector<Tensor>& tensors,
 
     // Glyph rows 0..6 carry capitals and digits: centre those on the cell.
     const int text_off = int((cell - 7) / 2);
+    const int64_t half = cell / 2;
+    if (row_index && gc == 0)
+      for (int64_t i = 0; i < R; i += row_step) {
+        std::string s = std::to_string(i);
+        img.fill_rect(mx - 3, int(my + i * cell + half), 3, 1, kAxis);
+        draw_text(img, mx - 5 - text_width(s), int(my + i * cell + text_off), s, kInk);
+      }
     if (row_labels && gc == 0)
       for (int64_t i = 0; i < R; i += label_every) {
         const std::string& s = rlab[size_t(i)];
         draw_text(img, mx - 4 - text_width(s), int(my + i * cell + text_off), s, kInk);
       }
     const bool last_in_column = k + gcols >= n;
+    if (col_index && last_in_column)
+      for (int64_t j = 0; j < C; j += col_step) {
+        img.fill_rect(int(mx + j * cell + half), int(my + mat_h), 1, 3, kAxis);
+        draw_text_centered(img, int(mx + j * cell + half), int(my + mat_h + 5), std::to_string(j),
+                           kInk);
+      }
     if (col_labels && last_in_column)
       for (int64_t j = 0; j < C; j += label_every) {
         const std::string& s = clab[size_t(j)];
@@ -480,7 +530,7 @@ Image heatmap_impl(const char* op, const std::vector<Tensor>& tensors,
       for (int y = 0; y < bh; ++y)
         img.fill_rect(bx, by + y, int(cb_w), 1, colormap(1.0 - double(y) / std::max(bh - 1, 1)));
       for (size_t t = 0; t < cb_axis.ticks.size(); ++t) {
-        double f = vmax > vmin ? (cb_axis.ticks[t] - vmin) / (vmax - vmin) : 0.5;
+        double f = vmax > vmin ? (0.5 * cb_axis.ticks[t] - 0.5 * vmin) / (0.5 * vmax - 0.5 * vmin) : 0.5;
         int y = by + int(std::lround((1.0 - f) * (bh - 1)));
         img.fill_rect(bx + int(cb_w), y, 3, 1, kAxis);
         draw_text(img, bx + int(cb_w) + 6, y - 3, cb_axis.labels[t], kInk);
@@ -586,7 +636,13 @@ Image line_plot(const std::vector<Series>& series, const LinePlotOptions& opts, 
              (opts.log_y ? ", positive" : ""), " y value");
 
   // ---- value ranges
-  if (xlo == xhi) xlo -= 1, xhi += 1;
+  KILN_CHECK(std::isfinite(xhi - xlo), op, "x values span [", xlo, ", ", xhi, "], too wide to plot");
+  KILN_CHECK(std::isfinite(yhi - ylo), op, "y values span [", ylo, ", ", yhi, "], too wide to plot");
+  if (xlo == xhi) {
+    double d = std::max(1.0, 0.05 * std::abs(xlo));
+    xlo -= d;
+    xhi += d;
+  }
   {
     double pad = yhi > ylo ? 0.05 * (yhi - ylo) : (ylo != 0 ? 0.1 * std::abs(ylo) : 1.0);
     if (opts.log_y && !(yhi > ylo)) pad = 0.5;  // half a decade either side
@@ -596,6 +652,7 @@ Image line_plot(const std::vector<Series>& series, const LinePlotOptions& opts, 
   auto to_axis = [&](double v) { return opts.log_y ? std::log10(v) : v; };
   if (opts.y_min) ylo = to_axis(*opts.y_min);
   if (opts.y_max) yhi = to_axis(*opts.y_max);
+  KILN_CHECK(std::isfinite(yhi - ylo), op, "y range [", ylo, ", ", yhi, "] is too wide to plot");
   KILN_CHECK(ylo < yhi, op, "y range [", opts.log_y ? std::pow(10.0, ylo) : ylo, ", ",
              opts.log_y ? std::pow(10.0, yhi) : yhi, "] is empty (y_min is above the data?)");
 

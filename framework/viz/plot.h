@@ -28,9 +28,10 @@ Rgb colormap(double t);
 constexpr Rgb kNonFiniteColor{255, 0, 255};
 
 // ---------------------------------------------------------------- text
-// Each character is 6 pixels wide (5 and a space) and 8 high (with a descender row)
-// times `scale`; bytes outside printable ASCII are drawn as '?', a UTF-8 sequence
-// as one '?'. (x, y) is the top-left corner of the text.
+// Text is UTF-8. Each character is 6 pixels wide (5 and a space) and 8 high (with a
+// descender row) times `scale`. Printable ASCII and the Latin-1 letters (à é ñ ç ü ß,
+// and the capitals Ä Ö Ü; other accented capitals lose their accent) have glyphs;
+// any other character is drawn as '?'. (x, y) is the top-left corner of the text.
 constexpr int kCharAdvance = 6;
 constexpr int kCharHeight = 8;
 int text_width(std::string_view text, int scale = 1);  // pixels, no trailing space
@@ -65,6 +66,7 @@ struct HeatmapOptions {
   int cell = 0;                          // pixels per cell side, 1..256; 0: auto
   bool colorbar = true;
   int max_label_chars = 16;              // longer labels are cut and end in '~'
+  bool index_ticks = true;               // number unlabelled rows/columns (0, 5, 10, ...)
 };
 
 // A 2-D tensor of any dtype as a grid of coloured cells: element (i, j) fills the
@@ -72,7 +74,8 @@ struct HeatmapOptions {
 // matrix corner. Values map linearly from [vmin, vmax] to colormap([0, 1]), clamped;
 // when vmin == vmax every finite cell gets colormap(0.5). A bool tensor gets
 // colormap(0) for false and colormap(1) for true, with a two-swatch legend. Labels
-// are drawn every k-th row/column when the cells are too small for all of them.
+// are drawn every k-th row/column when the cells are too small for all of them;
+// without labels, rows and columns are numbered at round steps (index_ticks).
 // Throws "[heatmap] ..." for a tensor that is not 2-D or is empty, label counts that do
 // not match, cell out of range, vmin > vmax or not finite, or an image that would be
 // too large (check_image_size). `area`, if given, receives the matrix's rectangle.
@@ -116,11 +119,14 @@ struct LinePlotOptions {
 };
 
 // Lines through each series' points in order, with axes, ticks and grid lines at round
-// numbers, a title and a legend. Non-finite points (and, with log_y, non-positive
-// ones) are skipped and break the line; a series of 40 points or fewer also gets a
-// marker on each point. Throws "[line_plot] ..." when there is no series, a series has
-// no plottable point or xs of the wrong length or not finite, the size or line width is
-// out of range, or y_min >= y_max. `area` receives the axes box.
+// numbers (whole x steps when every x is whole), a title and a legend of the labelled
+// series (top right). The x range is the data's; the y range the data's padded by 5%
+// unless y_min / y_max are given (points outside are clipped). Non-finite points (and,
+// with log_y, non-positive ones) are skipped and break the line, so a diverged run
+// still plots; a series of 40 points or fewer also gets a marker on each point.
+// Throws "[line_plot] ..." when there is no series or no plottable point in any, xs of
+// the wrong length or not finite, the size or line width out of range, or y_min >= y_max.
+// `area` receives the axes box.
 Image line_plot(const std::vector<Series>& series, const LinePlotOptions& opts = {},
                 Rect* area = nullptr);
 Image line_plot(const std::vector<double>& ys, const LinePlotOptions& opts = {},

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace kiln::transformer {
 namespace {
@@ -35,7 +36,8 @@ Tensor ids_tensor(const std::vector<std::vector<int64_t>>& rows, Device device) 
 // The logits of the last position for each row of `prefixes` (all of one length):
 // with the cache only the newest token is fed; without it the whole prefix.
 Tensor next_logits(Seq2SeqTransformer& model, const std::vector<std::vector<int64_t>>& prefixes,
-                   const Tensor& memory, const Tensor& src, std::vector<DecoderLayerCache>& cache, bool use_cache) {
+                   const Tensor& memory, const Tensor& src, std::vector<DecoderLayerCache>& cache, bool use_cache,
+                   int64_t eos_id) {
   const Device dev = src.device();
   Tensor logits;
   if (use_cache) {
@@ -45,7 +47,17 @@ Tensor next_logits(Seq2SeqTransformer& model, const std::vector<std::vector<int6
   } else {
     logits = model.decode(ids_tensor(prefixes, dev), memory, src);
   }
-  return logits.select(1, logits.size(1) - 1);  // (N, V)
+  logits = logits.select(1, logits.size(1) - 1);  // (N, V)
+  // Padding is never a word to generate: a pad id inside a prefix would be a masked key
+  // when the whole prefix is decoded but a visible one in the cache, so the two ways of
+  // decoding would disagree (and the word would vanish from the output).
+  const int64_t pad = model.options.pad_id;
+  if (pad != eos_id) {
+    Tensor is_pad = eq(arange(static_cast<double>(logits.size(1)), TensorOptions(kInt64).device(dev)),
+                       static_cast<double>(pad));
+    logits = masked_fill(logits, is_pad, -std::numeric_limits<double>::infinity());
+  }
+  return logits;
 }
 
 double length_normalised(double log_prob, size_t length, double alpha) {
@@ -67,8 +79,8 @@ std::vector<std::vector<int64_t>> greedy_decode(Seq2SeqTransformer& model, const
   std::vector<DecoderLayerCache> cache;
   size_t remaining = n;
   for (int64_t step = 0; step < opts.max_len && remaining > 0; ++step) {
-    std::vector<int64_t> best = argmax(next_logits(model, prefixes, memory, src, cache, opts.use_cache), -1)
-                                    .to_vector<int64_t>();
+    Tensor logits = next_logits(model, prefixes, memory, src, cache, opts.use_cache, opts.eos_id);
+    std::vector<int64_t> best = argmax(logits, -1).to_vector<int64_t>();
     for (size_t i = 0; i < n; ++i) {
       // A finished row keeps being fed (rows are independent); its tokens are ignored.
       prefixes[i].push_back(done[i] ? model.options.pad_id : best[i]);
@@ -103,7 +115,8 @@ std::vector<Hypothesis> beam_search(Seq2SeqTransformer& model, const Tensor& src
     const int64_t n_live = static_cast<int64_t>(live.size());
     Tensor src_k = src.expand({n_live, src.size(1)});
     Tensor mem_k = memory.expand({n_live, memory.size(1), memory.size(2)});
-    Tensor logp = log_softmax(next_logits(model, prefixes, mem_k, src_k, cache, opts.use_cache).to(kFloat64), -1);
+    Tensor logits = next_logits(model, prefixes, mem_k, src_k, cache, opts.use_cache, opts.eos_id);
+    Tensor logp = log_softmax(logits.to(kFloat64), -1);
     const int64_t V = logp.size(1);
     std::vector<double> lp = logp.to_vector<double>();
     // Every (beam, token) extension, best first; 2K of them are enough to refill K beams.
@@ -118,6 +131,7 @@ std::vector<Hypothesis> beam_search(Seq2SeqTransformer& model, const Tensor& src
     std::vector<int64_t> origin;
     for (size_t r = 0; r < take && next.size() < K; ++r) {
       int64_t c = order[r], beam = c / V, token = c % V;
+      if (!std::isfinite(total(c))) break;  // only forbidden tokens (padding) are left
       Hypothesis h = live[static_cast<size_t>(beam)];
       h.log_prob = total(c);
       if (token == opts.eos_id) {

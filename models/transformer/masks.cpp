@@ -56,8 +56,15 @@ Tensor combine_masks(const Tensor& a, const Tensor& b) {
   const double inf = std::numeric_limits<double>::infinity();
   bool ab = a.dtype() == kBool, bb = b.dtype() == kBool;
   if (ab && bb) return logical_or(a, b);
-  if (ab) return masked_fill(b, a, -inf);
-  if (bb) return masked_fill(a, b, -inf);
+  // -inf where the bool mask is true, in the broadcast shape of the two: a (L, S) causal
+  // mask with an (N, 1, 1, S) padding mask gives (N, 1, L, S). (masked_fill keeps the
+  // float mask's shape and cannot do this.)
+  auto fill = [&](const Tensor& bool_mask, const Tensor& float_mask) {
+    return where(bool_mask, full({}, -inf, TensorOptions(float_mask.dtype()).device(float_mask.device())),
+                 float_mask);
+  };
+  if (ab) return fill(a, b);
+  if (bb) return fill(b, a);
   return add(a, b);
 }
 

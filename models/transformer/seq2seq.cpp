@@ -38,7 +38,11 @@ void Seq2SeqTransformer::check_ids(const char* what, const Tensor& ids, int64_t 
              " must be (batch, length) int64 ids, got ",
              ids.defined() ? dtype_name(ids.dtype()) + std::string(" ") + shape_str(ids.shape()) : "undefined");
   KILN_CHECK(ids.size(1) > 0, "Seq2SeqTransformer", what, " is empty: shape ", shape_str(ids.shape()));
-  (void)vocab;  // the embedding checks the range and names the bad id
+  // Checked here too (the embedding would only say "embedding"): which input, which id.
+  if (ids.numel() == 0) return;
+  const int64_t lo = static_cast<int64_t>(ids.amin().item()), hi = static_cast<int64_t>(ids.amax().item());
+  KILN_CHECK(lo >= 0 && hi < vocab, "Seq2SeqTransformer", what, " has token id ", lo < 0 ? lo : hi,
+             ", outside the vocabulary of ", vocab, " ids (0..", vocab - 1, ")");
 }
 
 Tensor Seq2SeqTransformer::embed(nn::Embedding& table, const Tensor& ids, int64_t offset) {

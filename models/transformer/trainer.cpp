@@ -1,5 +1,6 @@
 #include "transformer/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -17,7 +18,8 @@ std::string fmt(const char* f, double v) {
 
 std::string join_losses(const std::vector<double>& v) {
   std::string s;
-  for (double x : v) s += (s.empty() ? "" : ",") + fmt("%.9g", x);
+  // 17 digits: the losses read back are the same doubles, bit for bit.
+  for (double x : v) s += (s.empty() ? "" : ",") + fmt("%.17g", x);
   return s;
 }
 
@@ -28,10 +30,14 @@ std::vector<double> split_losses(const std::string& s) {
   return v;
 }
 
-int64_t metadata_int(const io::Metadata& m, const std::string& key, const std::string& path) {
+const std::string& metadata_entry(const io::Metadata& m, const std::string& key, const std::string& path) {
   auto it = m.find(key);
   KILN_CHECK(it != m.end(), "Trainer::load", "checkpoint '", path, "' has no '", key, "' entry: not a trainer checkpoint");
-  return std::stoll(it->second);
+  return it->second;
+}
+
+int64_t metadata_int(const io::Metadata& m, const std::string& key, const std::string& path) {
+  return std::stoll(metadata_entry(m, key, path));
 }
 
 }  // namespace
@@ -113,12 +119,13 @@ void Trainer::save(const std::string& path) const {
 }
 
 void Trainer::load(const std::string& path) {
+  // load_checkpoint returns the user metadata without its "user." prefix.
   io::Metadata meta = io::load_checkpoint(path, io::CheckpointParts{&model_, optimizer_.get(), scheduler_.get()});
-  epoch_ = metadata_int(meta, "user.trainer.epoch", path);
-  next_batch_ = metadata_int(meta, "user.trainer.next_batch", path);
-  global_step_ = metadata_int(meta, "user.trainer.global_step", path);
-  best_loss_ = std::stod(meta.at("user.trainer.best_loss"));
-  step_losses_ = split_losses(meta["user.trainer.step_losses"]);
+  epoch_ = metadata_int(meta, "trainer.epoch", path);
+  next_batch_ = metadata_int(meta, "trainer.next_batch", path);
+  global_step_ = metadata_int(meta, "trainer.global_step", path);
+  best_loss_ = std::stod(metadata_entry(meta, "trainer.best_loss", path));
+  step_losses_ = split_losses(metadata_entry(meta, "trainer.step_losses", path));
 }
 
 void Trainer::maybe_checkpoint(bool epoch_end, double val_loss) {
@@ -139,8 +146,10 @@ std::vector<EpochSummary> Trainer::fit() {
   while (epoch_ < opts_.epochs) {
     auto epoch_start = clock::now();
     std::vector<std::vector<size_t>> batches = train_.batch_indices(epoch_);
-    double loss_sum = 0;
-    int64_t tokens = 0, steps = 0;
+    // The epoch's losses start this many entries back (a run resumed mid-epoch has the
+    // losses of the batches before the checkpoint already).
+    const size_t epoch_first = step_losses_.size() - std::min(step_losses_.size(), static_cast<size_t>(next_batch_));
+    int64_t tokens = 0;
     for (; next_batch_ < static_cast<int64_t>(batches.size());) {
       data::PairBatch batch = train_.make_batch(batches[static_cast<size_t>(next_batch_)]);
       int64_t batch_tokens = static_cast<int64_t>(
@@ -151,9 +160,7 @@ std::vector<EpochSummary> Trainer::fit() {
       double lr = optimizer_->param_groups().front().get("lr");
       double loss = train_step(batch);
       ++next_batch_;
-      loss_sum += loss;
       tokens += batch_tokens;
-      ++steps;
       double seconds = std::chrono::duration<double>(clock::now() - epoch_start).count();
       double tps = tokens / std::max(seconds, 1e-9);
       metrics_.write({static_cast<double>(global_step_), static_cast<double>(epoch_ + 1), lr, loss, last_grad_norm_, tps, NAN});
@@ -164,6 +171,9 @@ std::vector<EpochSummary> Trainer::fit() {
     }
     EpochSummary s;
     s.epoch = epoch_ + 1;
+    double loss_sum = 0;
+    for (size_t i = epoch_first; i < step_losses_.size(); ++i) loss_sum += step_losses_[i];
+    const size_t steps = step_losses_.size() - epoch_first;
     s.train_loss = steps ? loss_sum / static_cast<double>(steps) : NAN;
     s.seconds = std::chrono::duration<double>(clock::now() - epoch_start).count();
     s.tokens_per_second = tokens / std::max(s.seconds, 1e-9);
