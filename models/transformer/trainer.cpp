@@ -19,7 +19,10 @@ std::string fmt(const char* f, double v) {
 std::string join_losses(const std::vector<double>& v) {
   std::string s;
   // 17 digits: the losses read back are the same doubles, bit for bit.
-  for (double x : v) s += (s.empty() ? "" : ",") + fmt("%.17g", x);
+  for (double x : v) {
+    if (!s.empty()) s += ',';
+    s += fmt("%.17g", x);
+  }
   return s;
 }
 
