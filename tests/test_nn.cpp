@@ -89,9 +89,7 @@ std::vector<std::string> rx_lines(const std::string& name) {
 }
 
 // ---------------------------------------------------------------- comparisons
-struct Tol {
-  double rtol, atol;  // |got - ref| <= atol + rtol * |ref|
-};
+using kiln::testing::Tol;
 // Torch and Kiln compute the same formulas in the same precision with different BLAS
 // kernels, math libraries and summation orders. float64: 1e-12 relative is a few
 // thousand ulps. float32: 1e-5 relative is ~80 ulps, room for a Linear -> LayerNorm ->
@@ -104,34 +102,8 @@ constexpr Tol kTol64{1e-12, 1e-14};
 constexpr Tol kTol32{1e-5, 1e-6};
 Tol tol_for(DType t) { return t == kFloat64 ? kTol64 : kTol32; }
 
-std::string fmt(double v) {
-  std::ostringstream os;
-  os.precision(17);
-  os << v;
-  return os.str();
-}
-
 void check_matches(const std::string& what, const Tensor& got, const Tensor& ref) {
-  REQUIRE_MESSAGE(got.defined(), what << ": result is undefined");
-  REQUIRE_MESSAGE(ref.defined(), what << ": reference is undefined");
-  CHECK_MESSAGE(got.dtype() == ref.dtype(), what << ": dtype " << std::string(dtype_name(got.dtype())) << ", torch gives "
-                                                 << std::string(dtype_name(ref.dtype())));
-  if (got.shape() != ref.shape()) {
-    FAIL_CHECK(what << ": shape " << shape_str(got.shape()) << ", torch gives " << shape_str(ref.shape()));
-    return;
-  }
-  const Tol tol = tol_for(ref.dtype());
-  std::vector<double> g = got.to_vector<double>(), r = ref.to_vector<double>();
-  int64_t bad = 0;
-  std::string first;
-  for (size_t i = 0; i < g.size(); ++i) {
-    bool ok;
-    if (std::isnan(r[i])) ok = std::isnan(g[i]);
-    else if (!is_floating(ref.dtype())) ok = g[i] == r[i];
-    else ok = std::isfinite(g[i]) && std::abs(g[i] - r[i]) <= tol.atol + tol.rtol * std::abs(r[i]);
-    if (!ok && bad++ == 0) first = "element " + std::to_string(i) + ": " + fmt(g[i]) + " vs torch " + fmt(r[i]);
-  }
-  CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << g.size() << " elements differ; first " << first);
+  kiln::testing::check_matches(what, got, ref, tol_for(ref.dtype()));
 }
 
 void check_fx(const Tensor& got, const std::string& name) { check_matches(name, got, fx(name)); }

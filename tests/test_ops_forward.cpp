@@ -28,9 +28,7 @@ Tensor fx(const std::string& name) {
   return it->second;
 }
 
-struct Tol {
-  double rtol, atol;  // |got - ref| <= atol + rtol * |ref|
-};
+using kiln::testing::Tol;
 
 // Torch and Kiln evaluate the same formulas in the same precision, but with different
 // math libraries (SLEEF/vectorised vs. libm), BLAS kernels and summation orders, so
@@ -44,44 +42,15 @@ constexpr Tol kTol32{1e-6, 1e-7};
 
 Tol tol_for(DType t) { return t == kFloat64 ? kTol64 : kTol32; }
 
-std::string fmt(double v) {
-  std::ostringstream os;
-  os.precision(17);
-  os << v;
-  return os.str();
-}
-
-// got must equal ref in dtype and shape, and in value: exactly for int64/bool, within
-// `tol` for floats, where NaN must meet NaN and an infinity the same infinity.
-void check_matches(const std::string& what, const Tensor& got, const Tensor& ref, Tol tol) {
-  REQUIRE_MESSAGE(got.defined(), what << ": result is undefined");
-  CHECK_MESSAGE(got.dtype() == ref.dtype(), what << ": dtype " << std::string(dtype_name(got.dtype()))
-                                                 << ", torch gives " << std::string(dtype_name(ref.dtype())));
-  if (got.shape() != ref.shape()) {
-    FAIL_CHECK(what << ": shape " << shape_str(got.shape()) << ", torch gives " << shape_str(ref.shape()));
-    return;
-  }
-  std::vector<double> g = got.to_vector<double>(), r = ref.to_vector<double>();
-  const bool floating = is_floating(ref.dtype());
-  int64_t bad = 0;
-  std::string first;
-  for (size_t i = 0; i < g.size(); ++i) {
-    bool ok;
-    if (std::isnan(r[i])) ok = std::isnan(g[i]);
-    else if (std::isinf(r[i]) || !floating) ok = g[i] == r[i];
-    else ok = std::isfinite(g[i]) && std::abs(g[i] - r[i]) <= tol.atol + tol.rtol * std::abs(r[i]);
-    if (!ok && bad++ == 0) first = "element " + std::to_string(i) + ": " + fmt(g[i]) + " vs torch " + fmt(r[i]);
-  }
-  CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << g.size() << " elements differ; first " << first);
-}
-
 void check_matches(const std::string& what, const Tensor& got, const Tensor& ref) {
-  check_matches(what, got, ref, tol_for(ref.dtype()));
+  kiln::testing::check_matches(what, got, ref, tol_for(ref.dtype()));
 }
 
 // Compares got with the fixture of that name.
 void check_fx(const Tensor& got, const std::string& name) { check_matches(name, got, fx(name)); }
-void check_fx(const Tensor& got, const std::string& name, Tol tol) { check_matches(name, got, fx(name), tol); }
+void check_fx(const Tensor& got, const std::string& name, Tol tol) {
+  kiln::testing::check_matches(name, got, fx(name), tol);
+}
 
 const std::vector<std::string> kTags = {"f64", "f32"};
 
@@ -466,7 +435,7 @@ TEST_CASE("factories: arange, eye, full") {
   Tensor r = arange(0, 1, 0.1, kFloat64);  // torch: 10 elements, i * 0.1
   std::vector<double> tenths;
   for (int i = 0; i < 10; ++i) tenths.push_back(i * 0.1);
-  check_matches("arange(0, 1, 0.1)", r, from_vector<double>(tenths, {10}), Tol{0, 0});
+  kiln::testing::check_matches("arange(0, 1, 0.1)", r, from_vector<double>(tenths, {10}), Tol{0, 0});
   check_matches("arange empty", arange(3, 3), from_vector<int64_t>({}, {0}));
   check_matches("eye(3)", eye(3), from_vector<float>({1, 0, 0, 0, 1, 0, 0, 0, 1}, {3, 3}));
   check_matches("eye(2, 3)", eye(2, 3, kFloat64), from_vector<double>({1, 0, 0, 0, 1, 0}, {2, 3}));

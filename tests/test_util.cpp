@@ -1,5 +1,9 @@
 #include "test_util.h"
 
+#include <doctest/doctest.h>
+
+#include <cmath>
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -47,6 +51,40 @@ Tensor noncontiguous_leaf64(const Shape& shape, uint64_t seed) {
   Generator g(seed);
   Tensor t = randn(swapped, TensorOptions(kFloat64), &g).transpose(-1, -2);
   return t.requires_grad_();
+}
+
+namespace {
+
+std::string repr17(double v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  return os.str();
+}
+
+}  // namespace
+
+void check_matches(const std::string& what, const Tensor& got, const Tensor& ref, Tol tol) {
+  REQUIRE_MESSAGE(got.defined(), what << ": result is undefined");
+  REQUIRE_MESSAGE(ref.defined(), what << ": reference is undefined");
+  CHECK_MESSAGE(got.dtype() == ref.dtype(), what << ": dtype " << std::string(dtype_name(got.dtype()))
+                                                 << ", torch gives " << std::string(dtype_name(ref.dtype())));
+  if (got.shape() != ref.shape()) {
+    FAIL_CHECK(what << ": shape " << shape_str(got.shape()) << ", torch gives " << shape_str(ref.shape()));
+    return;
+  }
+  std::vector<double> g = got.to_vector<double>(), r = ref.to_vector<double>();
+  const bool floating = is_floating(ref.dtype());
+  int64_t bad = 0;
+  std::string first;
+  for (size_t i = 0; i < g.size(); ++i) {
+    bool ok;
+    if (std::isnan(r[i])) ok = std::isnan(g[i]);
+    else if (std::isinf(r[i]) || !floating) ok = g[i] == r[i];
+    else ok = std::isfinite(g[i]) && std::abs(g[i] - r[i]) <= tol.atol + tol.rtol * std::abs(r[i]);
+    if (!ok && bad++ == 0) first = "element " + std::to_string(i) + ": " + repr17(g[i]) + " vs torch " + repr17(r[i]);
+  }
+  CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << g.size() << " elements differ; first " << first);
 }
 
 }  // namespace kiln::testing

@@ -18,6 +18,16 @@ Tensor leaf64(const Shape& shape, uint64_t seed, double scale = 1.0);
 // (the transpose of a contiguous tensor, so shape must be 2-D or more).
 Tensor noncontiguous_leaf64(const Shape& shape, uint64_t seed);
 
+// |got - ref| <= atol + rtol * |ref|
+struct Tol {
+  double rtol, atol;
+};
+
+// got must equal ref (from PyTorch) in dtype, shape and value: exactly for int64/bool
+// and infinities, within `tol` for finite floats; a NaN must meet a NaN. One doctest
+// check, whose message names `what` and the first element that differs.
+void check_matches(const std::string& what, const Tensor& got, const Tensor& ref, Tol tol);
+
 // The message of the kiln::Error that f throws ("" if it throws none).
 template <class F>
 std::string error_of(F&& f) {
