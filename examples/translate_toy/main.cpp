@@ -141,9 +141,14 @@ tr::Seq2SeqOptions model_options(const Args& a, const Data& d) {
   return o;
 }
 
+// ids -> (1, len) int64 on the device: a batch of one sentence.
+Tensor one_sentence(const std::vector<int64_t>& ids, kiln::Device device) {
+  return kiln::from_vector<int64_t>(ids, {1, static_cast<int64_t>(ids.size())}).to(device);
+}
+
 std::vector<int64_t> translate(tr::Seq2SeqTransformer& model, const Data& d, const std::vector<int64_t>& src_ids,
                                const Args& a, kiln::Device device) {
-  Tensor src = kiln::from_vector<int64_t>(src_ids, {1, static_cast<int64_t>(src_ids.size())}).to(device);
+  Tensor src = one_sentence(src_ids, device);
   tr::DecodeOptions base;
   base.bos_id = d.tgt_vocab.bos_id();
   base.eos_id = d.tgt_vocab.eos_id();
@@ -233,14 +238,12 @@ void draw(const std::string& dir, tr::Seq2SeqTransformer& model, const Data& d, 
   auto& last = *model.transformer->decoder->layers->operator[](model.transformer->decoder->layers->size() - 1);
   {
     kiln::NoGradGuard no_grad;
-    bool was_training = model.is_training();
-    model.eval();
+    kiln::nn::TrainingModeGuard eval(model, false);
     last.keep_cross_attention = true;
-    Tensor src = kiln::from_vector<int64_t>(src_ids, {1, static_cast<int64_t>(src_ids.size())}).to(device);
-    Tensor tgt = kiln::from_vector<int64_t>(dec_in, {1, static_cast<int64_t>(dec_in.size())}).to(device);
+    Tensor src = one_sentence(src_ids, device);
+    Tensor tgt = one_sentence(dec_in, device);
     model.decode(tgt, model.encode(src), src);
     last.keep_cross_attention = false;
-    model.train(was_training);
   }
   Tensor weights = last.last_cross_attention.select(0, 0).to(kiln::Device());  // (H, T, S)
   std::vector<Tensor> heads;

@@ -47,8 +47,7 @@ Tensor Linear::forward(const Tensor& x) {
              x.defined() ? shape_str(x.shape()) : std::string("undefined"));
   KILN_CHECK(x.dtype() == weight.dtype(), "Linear", "input has dtype ", dtype_name(x.dtype()), ", the weight has ",
              dtype_name(weight.dtype()));
-  Tensor y = matmul(x, weight.t());
-  return bias.defined() ? add(y, bias) : y;
+  return linear(x, weight, bias);
 }
 
 std::string Linear::extra_repr() const {

@@ -98,6 +98,20 @@ class Module : public std::enable_shared_from_this<Module> {
 
 std::ostream& operator<<(std::ostream& os, const Module& m);
 
+// Puts a module in training or eval mode for a scope and restores its mode after:
+//   { nn::TrainingModeGuard eval(model, false); … }
+class TrainingModeGuard {
+ public:
+  TrainingModeGuard(Module& m, bool training) : m_(m), was_training_(m.is_training()) { m_.train(training); }
+  ~TrainingModeGuard() { m_.train(was_training_); }
+  TrainingModeGuard(const TrainingModeGuard&) = delete;
+  TrainingModeGuard& operator=(const TrainingModeGuard&) = delete;
+
+ private:
+  Module& m_;
+  bool was_training_;
+};
+
 // Replaces the contents of `dst`'s TensorImpl with `src`'s data (shape, dtype, device),
 // keeping dst's identity and autograd flags: what `param.data = src` does in PyTorch.
 void set_data(const Tensor& dst, const Tensor& src);

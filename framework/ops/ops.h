@@ -135,6 +135,8 @@ Tensor sum_to(const Tensor& g, const Shape& shape);
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor mm(const Tensor& a, const Tensor& b);   // 2-D only
 Tensor bmm(const Tensor& a, const Tensor& b);  // 3-D only, equal batch
+// F.linear: x (…, in) @ weight (out, in)^T + bias (out) -> (…, out); bias may be undefined.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
 // ---------------------------------------------------------------- shape
 Tensor view(const Tensor& x, const Shape& shape);  // one dim may be -1

@@ -27,11 +27,6 @@ Tensor pad_mask(const Tensor& mask, int64_t n) {
 
 }  // namespace
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  Tensor y = matmul(x, weight.t());
-  return bias.defined() ? add(y, bias) : y;
-}
-
 AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const Tensor& mask, double dropout_p, bool training,
                                              Generator* gen) {
@@ -112,8 +107,6 @@ void MultiheadAttention::reset_parameters() {
     nn::init::xavier_normal_(bias_v);
   }
 }
-
-std::string MultiheadAttention::extra_repr() const { return ""; }
 
 Tensor MultiheadAttention::project(const Tensor& x, int which) const {
   const Tensor& w = qkv_same_embed_dim ? in_proj_weight.narrow(0, which * embed_dim, embed_dim)

@@ -62,7 +62,6 @@ class MultiheadAttention : public nn::Module {
                                  bool average_attn_weights = true);
 
   void reset_parameters();
-  std::string extra_repr() const override;
 
   int64_t embed_dim, num_heads, head_dim, kdim, vdim;
   double dropout;
@@ -79,8 +78,5 @@ class MultiheadAttention : public nn::Module {
   // q (N, L, E), k and v (N, S, E) already projected; mask broadcastable to (N, H, L, S).
   AttentionOutput attend(Tensor q, Tensor k, Tensor v, Tensor mask, bool need_weights, bool average);
 };
-
-// y = x W^T + b for x (…, in), W (out, in), b (out) or undefined.
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
 }  // namespace kiln::transformer

@@ -5,11 +5,7 @@
 namespace kiln::transformer {
 
 TransformerDecoderLayer::TransformerDecoderLayer(int64_t d_model, int64_t nhead, TransformerLayerOptions opts)
-    : TransformerDecoderLayer([&] {
-        opts.d_model = d_model;
-        opts.nhead = nhead;
-        return opts;
-      }()) {}
+    : TransformerDecoderLayer(with_sizes(std::move(opts), d_model, nhead)) {}
 
 TransformerDecoderLayer::TransformerDecoderLayer(TransformerLayerOptions o)
     : Module("TransformerDecoderLayer"), options(std::move(o)) {
@@ -32,13 +28,25 @@ TransformerDecoderLayer::TransformerDecoderLayer(TransformerLayerOptions o)
 }
 
 Tensor TransformerDecoderLayer::feed_forward_block(const Tensor& x) {
-  Tensor h = dropout->forward(activation_fn(options.activation, linear1->forward(x)));
-  return dropout3->forward(linear2->forward(h));
+  return dropout3->forward(feed_forward(x, *linear1, *dropout, *linear2, options.activation));
 }
 
 Tensor TransformerDecoderLayer::keep(const AttentionOutput& a) {
   if (keep_cross_attention) last_cross_attention = a.weights.detach();
   return a.output;
+}
+
+template <class SelfAttention, class CrossAttention>
+Tensor TransformerDecoderLayer::sublayers(const Tensor& tgt, SelfAttention sa, CrossAttention ca) {
+  Tensor x = tgt;
+  if (options.norm_first) {
+    x = add(x, sa(norm1->forward(x)));
+    x = add(x, ca(norm2->forward(x)));
+    return add(x, feed_forward_block(norm3->forward(x)));
+  }
+  x = norm1->forward(add(x, sa(x)));
+  x = norm2->forward(add(x, ca(x)));
+  return norm3->forward(add(x, feed_forward_block(x)));
 }
 
 Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
@@ -52,15 +60,7 @@ Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory,
                                                 /*average_attn_weights=*/false);
     return dropout2->forward(keep(a));
   };
-  Tensor x = tgt;
-  if (options.norm_first) {
-    x = add(x, sa(norm1->forward(x)));
-    x = add(x, ca(norm2->forward(x)));
-    return add(x, feed_forward_block(norm3->forward(x)));
-  }
-  x = norm1->forward(add(x, sa(x)));
-  x = norm2->forward(add(x, ca(x)));
-  return norm3->forward(add(x, feed_forward_block(x)));
+  return sublayers(tgt, sa, ca);
 }
 
 Tensor TransformerDecoderLayer::forward_step(const Tensor& tgt, const Tensor& memory, DecoderLayerCache& cache,
@@ -73,15 +73,7 @@ Tensor TransformerDecoderLayer::forward_step(const Tensor& tgt, const Tensor& me
                                                        keep_cross_attention, false);
     return dropout2->forward(keep(a));
   };
-  Tensor x = tgt;
-  if (options.norm_first) {
-    x = add(x, sa(norm1->forward(x)));
-    x = add(x, ca(norm2->forward(x)));
-    return add(x, feed_forward_block(norm3->forward(x)));
-  }
-  x = norm1->forward(add(x, sa(x)));
-  x = norm2->forward(add(x, ca(x)));
-  return norm3->forward(add(x, feed_forward_block(x)));
+  return sublayers(tgt, sa, ca);
 }
 
 TransformerDecoder::TransformerDecoder(TransformerLayerOptions layer, int64_t num_layers, bool final_norm)

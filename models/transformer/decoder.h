@@ -45,6 +45,10 @@ class TransformerDecoderLayer : public nn::Module {
  private:
   Tensor feed_forward_block(const Tensor& x);
   Tensor keep(const AttentionOutput& a);
+  // The three residual sub-layers, pre- or post-norm, around self-attention `sa` and
+  // cross-attention `ca` (full or cached): what forward and forward_step share.
+  template <class SelfAttention, class CrossAttention>
+  Tensor sublayers(const Tensor& tgt, SelfAttention sa, CrossAttention ca);
 };
 
 class TransformerDecoder : public nn::Module {

@@ -7,19 +7,6 @@
 namespace kiln::transformer {
 namespace {
 
-// Restores the module's training flag when the decoding call ends.
-class EvalModeGuard {
- public:
-  explicit EvalModeGuard(nn::Module& m) : m_(m), was_training_(m.is_training()) { m_.eval(); }
-  ~EvalModeGuard() { m_.train(was_training_); }
-  EvalModeGuard(const EvalModeGuard&) = delete;
-  EvalModeGuard& operator=(const EvalModeGuard&) = delete;
-
- private:
-  nn::Module& m_;
-  bool was_training_;
-};
-
 void check_decode_options(const char* op, const DecodeOptions& o, int64_t vocab) {
   KILN_CHECK(o.max_len >= 1, op, "max_len must be at least 1, got ", o.max_len);
   KILN_CHECK(o.bos_id >= 0 && o.bos_id < vocab && o.eos_id >= 0 && o.eos_id < vocab, op, "bos_id ", o.bos_id,
@@ -37,7 +24,7 @@ Tensor ids_tensor(const std::vector<std::vector<int64_t>>& rows, Device device) 
 // with the cache only the newest token is fed; without it the whole prefix.
 Tensor next_logits(Seq2SeqTransformer& model, const std::vector<std::vector<int64_t>>& prefixes,
                    const Tensor& memory, const Tensor& src, std::vector<DecoderLayerCache>& cache, bool use_cache,
-                   int64_t eos_id) {
+                   const Tensor& forbidden) {
   const Device dev = src.device();
   Tensor logits;
   if (use_cache) {
@@ -48,16 +35,18 @@ Tensor next_logits(Seq2SeqTransformer& model, const std::vector<std::vector<int6
     logits = model.decode(ids_tensor(prefixes, dev), memory, src);
   }
   logits = logits.select(1, logits.size(1) - 1);  // (N, V)
-  // Padding is never a word to generate: a pad id inside a prefix would be a masked key
-  // when the whole prefix is decoded but a visible one in the cache, so the two ways of
-  // decoding would disagree (and the word would vanish from the output).
+  return forbidden.defined() ? masked_fill(logits, forbidden, -std::numeric_limits<double>::infinity()) : logits;
+}
+
+// (V) bool, true at the pad id, or undefined when pad is the end token. Padding is never
+// a word to generate: a pad id inside a prefix would be a masked key when the whole
+// prefix is decoded but a visible one in the cache, so the two ways of decoding would
+// disagree (and the word would vanish from the output). Built once per decoding call.
+Tensor forbidden_tokens(const Seq2SeqTransformer& model, int64_t eos_id, Device device) {
   const int64_t pad = model.options.pad_id;
-  if (pad != eos_id) {
-    Tensor is_pad = eq(arange(static_cast<double>(logits.size(1)), TensorOptions(kInt64).device(dev)),
-                       static_cast<double>(pad));
-    logits = masked_fill(logits, is_pad, -std::numeric_limits<double>::infinity());
-  }
-  return logits;
+  if (pad == eos_id) return Tensor();
+  return eq(arange(static_cast<double>(model.options.tgt_vocab_size), TensorOptions(kInt64).device(device)),
+            static_cast<double>(pad));
 }
 
 double length_normalised(double log_prob, size_t length, double alpha) {
@@ -69,7 +58,7 @@ double length_normalised(double log_prob, size_t length, double alpha) {
 std::vector<std::vector<int64_t>> greedy_decode(Seq2SeqTransformer& model, const Tensor& src,
                                                 const DecodeOptions& opts) {
   check_decode_options("greedy_decode", opts, model.options.tgt_vocab_size);
-  EvalModeGuard eval(model);
+  nn::TrainingModeGuard eval(model, false);
   NoGradGuard no_grad;
   Tensor memory = model.encode(src);
   const size_t n = static_cast<size_t>(src.size(0));
@@ -78,8 +67,9 @@ std::vector<std::vector<int64_t>> greedy_decode(Seq2SeqTransformer& model, const
   std::vector<bool> done(n, false);
   std::vector<DecoderLayerCache> cache;
   size_t remaining = n;
+  const Tensor forbidden = forbidden_tokens(model, opts.eos_id, src.device());
   for (int64_t step = 0; step < opts.max_len && remaining > 0; ++step) {
-    Tensor logits = next_logits(model, prefixes, memory, src, cache, opts.use_cache, opts.eos_id);
+    Tensor logits = next_logits(model, prefixes, memory, src, cache, opts.use_cache, forbidden);
     std::vector<int64_t> best = argmax(logits, -1).to_vector<int64_t>();
     for (size_t i = 0; i < n; ++i) {
       // A finished row keeps being fed (rows are independent); its tokens are ignored.
@@ -102,7 +92,7 @@ std::vector<Hypothesis> beam_search(Seq2SeqTransformer& model, const Tensor& src
   KILN_CHECK(opts.beam_width >= 1, op, "beam_width must be at least 1, got ", opts.beam_width);
   KILN_CHECK(src.defined() && src.dim() == 2 && src.size(0) == 1, op, "expects one sentence, src of shape (1, S); got ",
              src.defined() ? shape_str(src.shape()) : std::string("undefined"));
-  EvalModeGuard eval(model);
+  nn::TrainingModeGuard eval(model, false);
   NoGradGuard no_grad;
   const size_t K = static_cast<size_t>(opts.beam_width);
   Tensor memory = model.encode(src);  // (1, S, E)
@@ -110,12 +100,13 @@ std::vector<Hypothesis> beam_search(Seq2SeqTransformer& model, const Tensor& src
   std::vector<std::vector<int64_t>> prefixes{{opts.bos_id}};
   std::vector<Hypothesis> finished;
   std::vector<DecoderLayerCache> cache;
+  const Tensor forbidden = forbidden_tokens(model, opts.eos_id, src.device());
 
   for (int64_t step = 0; step < opts.max_len && finished.size() < K; ++step) {
     const int64_t n_live = static_cast<int64_t>(live.size());
     Tensor src_k = src.expand({n_live, src.size(1)});
     Tensor mem_k = memory.expand({n_live, memory.size(1), memory.size(2)});
-    Tensor logits = next_logits(model, prefixes, mem_k, src_k, cache, opts.use_cache, opts.eos_id);
+    Tensor logits = next_logits(model, prefixes, mem_k, src_k, cache, opts.use_cache, forbidden);
     Tensor logp = log_softmax(logits.to(kFloat64), -1);
     const int64_t V = logp.size(1);
     std::vector<double> lp = logp.to_vector<double>();

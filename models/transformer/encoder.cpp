@@ -5,11 +5,7 @@
 namespace kiln::transformer {
 
 TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t nhead, TransformerLayerOptions opts)
-    : TransformerEncoderLayer([&] {
-        opts.d_model = d_model;
-        opts.nhead = nhead;
-        return opts;
-      }()) {}
+    : TransformerEncoderLayer(with_sizes(std::move(opts), d_model, nhead)) {}
 
 TransformerEncoderLayer::TransformerEncoderLayer(TransformerLayerOptions o)
     : Module("TransformerEncoderLayer"), options(std::move(o)) {
@@ -33,8 +29,7 @@ Tensor TransformerEncoderLayer::self_attention_block(const Tensor& x, const Tens
 }
 
 Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x) {
-  Tensor h = dropout->forward(activation_fn(options.activation, linear1->forward(x)));
-  return dropout2->forward(linear2->forward(h));
+  return dropout2->forward(feed_forward(x, *linear1, *dropout, *linear2, options.activation));
 }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& kpm) {

@@ -23,8 +23,13 @@ PositionwiseFeedForward::PositionwiseFeedForward(int64_t d_model, int64_t d_ff, 
   linear2 = register_module("linear2", std::make_shared<nn::Linear>(d_ff, d_model));
 }
 
+Tensor feed_forward(const Tensor& x, nn::Linear& linear1, nn::Dropout& dropout, nn::Linear& linear2,
+                    const std::string& activation) {
+  return linear2.forward(dropout.forward(activation_fn(activation, linear1.forward(x))));
+}
+
 Tensor PositionwiseFeedForward::forward(const Tensor& x) {
-  return linear2->forward(dropout->forward(activation_fn(activation, linear1->forward(x))));
+  return feed_forward(x, *linear1, *dropout, *linear2, activation);
 }
 
 }  // namespace kiln::transformer

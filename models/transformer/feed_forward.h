@@ -11,6 +11,11 @@ namespace kiln::transformer {
 Tensor activation_fn(const std::string& name, const Tensor& x);
 void check_activation(const char* op, const std::string& name);
 
+// linear2(dropout(activation(linear1(x)))): x (…, d_model) -> (…, d_model). The
+// position-wise block of PositionwiseFeedForward and of the encoder and decoder layers.
+Tensor feed_forward(const Tensor& x, nn::Linear& linear1, nn::Dropout& dropout, nn::Linear& linear2,
+                    const std::string& activation);
+
 class PositionwiseFeedForward : public nn::UnaryModule {
  public:
   PositionwiseFeedForward(int64_t d_model, int64_t d_ff, double dropout = 0.1, std::string activation = "relu");

@@ -16,4 +16,11 @@ struct TransformerLayerOptions {
   bool norm_first = false;  // pre-norm (003) instead of the paper's post-norm
 };
 
+// opts with d_model and nhead replaced (the (d_model, nhead, opts) constructors).
+inline TransformerLayerOptions with_sizes(TransformerLayerOptions opts, int64_t d_model, int64_t nhead) {
+  opts.d_model = d_model;
+  opts.nhead = nhead;
+  return opts;
+}
+
 }  // namespace kiln::transformer

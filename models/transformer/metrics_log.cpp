@@ -8,16 +8,9 @@
 #include "kiln.h"
 
 namespace kiln::transformer {
-namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-}  // namespace
 
 MetricsLog::MetricsLog(const std::string& path, std::vector<std::string> columns, bool append)
-    : json_(ends_with(path, ".jsonl") || ends_with(path, ".json")), columns_(std::move(columns)) {
+    : json_(path.ends_with(".jsonl") || path.ends_with(".json")), columns_(std::move(columns)) {
   bool had_content = append && std::filesystem::exists(path) && std::filesystem::file_size(path) > 0;
   file_ = std::fopen(path.c_str(), append ? "a" : "w");
   KILN_CHECK(file_ != nullptr, "MetricsLog", "cannot open '", path, "' for writing: ", std::strerror(errno));

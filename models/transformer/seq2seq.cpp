@@ -51,18 +51,25 @@ Tensor Seq2SeqTransformer::embed(nn::Embedding& table, const Tensor& ids, int64_
   return static_cast<SinusoidalPositionalEncoding&>(*positional_encoding).forward(x, offset);
 }
 
+Tensor Seq2SeqTransformer::encode_ids(const Tensor& src, const Tensor& src_kpm) {
+  return transformer->encoder->forward(embed(*src_embedding, src, 0), Tensor(), src_kpm);
+}
+
+Tensor Seq2SeqTransformer::decode_ids(const Tensor& tgt_in, const Tensor& memory, const Tensor& memory_kpm) {
+  const int64_t T = tgt_in.size(1);
+  Tensor y = transformer->decoder->forward(embed(*tgt_embedding, tgt_in, 0), memory, causal_mask(T, tgt_in.device()),
+                                           Tensor(), key_padding_mask(tgt_in, options.pad_id), memory_kpm);
+  return generator->forward(y);
+}
+
 Tensor Seq2SeqTransformer::encode(const Tensor& src) {
   check_ids("src", src, options.src_vocab_size);
-  return transformer->encoder->forward(embed(*src_embedding, src, 0), Tensor(), key_padding_mask(src, options.pad_id));
+  return encode_ids(src, key_padding_mask(src, options.pad_id));
 }
 
 Tensor Seq2SeqTransformer::decode(const Tensor& tgt_in, const Tensor& memory, const Tensor& src) {
   check_ids("tgt", tgt_in, options.tgt_vocab_size);
-  const int64_t T = tgt_in.size(1);
-  Tensor y = transformer->decoder->forward(embed(*tgt_embedding, tgt_in, 0), memory, causal_mask(T, tgt_in.device()),
-                                           Tensor(), key_padding_mask(tgt_in, options.pad_id),
-                                           key_padding_mask(src, options.pad_id));
-  return generator->forward(y);
+  return decode_ids(tgt_in, memory, key_padding_mask(src, options.pad_id));
 }
 
 Tensor Seq2SeqTransformer::decode_step(const Tensor& tgt, const Tensor& memory, const Tensor& src,
@@ -79,7 +86,9 @@ Tensor Seq2SeqTransformer::forward(const Tensor& src, const Tensor& tgt_in) {
   check_ids("tgt", tgt_in, options.tgt_vocab_size);
   KILN_CHECK(src.size(0) == tgt_in.size(0), "Seq2SeqTransformer", "src and tgt batch sizes differ: ",
              shape_str(src.shape()), " and ", shape_str(tgt_in.shape()));
-  return decode(tgt_in, encode(src), src);
+  // Validated once here; the masks of src serve the encoder and the cross-attention.
+  Tensor src_kpm = key_padding_mask(src, options.pad_id);
+  return decode_ids(tgt_in, encode_ids(src, src_kpm), src_kpm);
 }
 
 }  // namespace kiln::transformer

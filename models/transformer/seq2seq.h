@@ -51,6 +51,9 @@ class Seq2SeqTransformer : public nn::Module {
 
  private:
   Tensor embed(nn::Embedding& table, const Tensor& ids, int64_t offset);
+  // encode and decode after the ids were checked, with the source padding mask given.
+  Tensor encode_ids(const Tensor& src, const Tensor& src_kpm);
+  Tensor decode_ids(const Tensor& tgt_in, const Tensor& memory, const Tensor& memory_kpm);
   void check_ids(const char* what, const Tensor& ids, int64_t vocab) const;
 };
 

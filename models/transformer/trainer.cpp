@@ -76,12 +76,18 @@ Trainer::Trainer(Seq2SeqTransformer& model, const data::PairDataLoader& train,
   if (!opts_.checkpoint_dir.empty()) std::filesystem::create_directories(opts_.checkpoint_dir);
 }
 
-double Trainer::train_step(const data::PairBatch& batch) {
-  model_.train();
+Tensor Trainer::batch_loss(const data::PairBatch& batch, Reduction reduction, int64_t* tokens) {
   auto [tgt_in, labels] = teacher_forcing_pair(batch.target);
   Tensor logits = model_.forward(batch.source, tgt_in);  // (N, T, V)
-  Tensor loss = cross_entropy(logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}), model_.options.pad_id,
-                              opts_.label_smoothing);
+  const double pad = static_cast<double>(model_.options.pad_id);
+  *tokens = static_cast<int64_t>(ne(labels, pad).to(kInt64).sum().item());
+  return cross_entropy(logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}), model_.options.pad_id,
+                       opts_.label_smoothing, reduction);
+}
+
+double Trainer::train_step(const data::PairBatch& batch) {
+  model_.train();
+  Tensor loss = batch_loss(batch, Reduction::Mean, &last_step_tokens_);
   optimizer_->zero_grad();
   loss.backward();
   last_grad_norm_ = opts_.clip_grad_norm > 0 ? optim::clip_grad_norm_(model_.parameters(), opts_.clip_grad_norm) : NAN;
@@ -94,20 +100,15 @@ double Trainer::train_step(const data::PairBatch& batch) {
 }
 
 double Trainer::evaluate(const data::PairDataLoader& loader) {
-  bool was_training = model_.is_training();
-  model_.eval();
+  nn::TrainingModeGuard eval(model_, false);
   NoGradGuard no_grad;
   double total = 0;
   int64_t tokens = 0;
   for (const data::PairBatch& batch : loader.epoch(0)) {
-    auto [tgt_in, labels] = teacher_forcing_pair(batch.target);
-    Tensor logits = model_.forward(batch.source, tgt_in);
-    Tensor loss = cross_entropy(logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}), model_.options.pad_id,
-                                opts_.label_smoothing, Reduction::Sum);
-    total += loss.item();
-    tokens += static_cast<int64_t>(ne(labels, static_cast<double>(model_.options.pad_id)).to(kInt64).sum().item());
+    int64_t batch_tokens = 0;
+    total += batch_loss(batch, Reduction::Sum, &batch_tokens).item();
+    tokens += batch_tokens;
   }
-  model_.train(was_training);
   return tokens > 0 ? total / static_cast<double>(tokens) : NAN;
 }
 
@@ -155,15 +156,10 @@ std::vector<EpochSummary> Trainer::fit() {
     int64_t tokens = 0;
     for (; next_batch_ < static_cast<int64_t>(batches.size());) {
       data::PairBatch batch = train_.make_batch(batches[static_cast<size_t>(next_batch_)]);
-      int64_t batch_tokens = static_cast<int64_t>(
-          ne(batch.target.narrow(1, 1, batch.target.size(1) - 1), static_cast<double>(model_.options.pad_id))
-              .to(kInt64)
-              .sum()
-              .item());
       double lr = optimizer_->param_groups().front().get("lr");
       double loss = train_step(batch);
       ++next_batch_;
-      tokens += batch_tokens;
+      tokens += last_step_tokens_;
       double seconds = std::chrono::duration<double>(clock::now() - epoch_start).count();
       double tps = tokens / std::max(seconds, 1e-9);
       metrics_.write({static_cast<double>(global_step_), static_cast<double>(epoch_ + 1), lr, loss, last_grad_norm_, tps, NAN});

@@ -69,6 +69,8 @@ class Trainer {
   const TrainerOptions& options() const { return opts_; }
 
  private:
+  // The teacher-forced loss of a batch; *tokens gets the number of non-pad labels.
+  Tensor batch_loss(const data::PairBatch& batch, Reduction reduction, int64_t* tokens);
   void maybe_checkpoint(bool epoch_end, double val_loss);
 
   Seq2SeqTransformer& model_;
@@ -83,6 +85,7 @@ class Trainer {
   int64_t next_batch_ = 0;  // its next batch
   double best_loss_ = INFINITY;
   double last_grad_norm_ = NAN;
+  int64_t last_step_tokens_ = 0;  // non-pad labels of the last train_step's batch
   std::vector<double> step_losses_;
 };
 

@@ -16,14 +16,7 @@ template <class T>
 KILN_MULTIVERSION void layer_norm_row(const T* xr, const T* pw, const T* pb, T* yr, int64_t n, double eps, T* mean,
                                       T* rstd) {
   const T mu = static_cast<T>(rows::sum(xr, n) / static_cast<double>(n));
-  T lane[rows::kLanes] = {};
-  int64_t i = 0;
-  for (; i + rows::kLanes <= n; i += rows::kLanes) {
-    for (int k = 0; k < rows::kLanes; ++k) lane[k] += (xr[i + k] - mu) * (xr[i + k] - mu);
-  }
-  double v = 0;
-  for (; i < n; ++i) v += static_cast<double>(xr[i] - mu) * (xr[i] - mu);
-  for (int k = 0; k < rows::kLanes; ++k) v += lane[k];
+  const double v = rows::sum_sq_dev(xr, mu, n);
   const T rs = static_cast<T>(1.0 / std::sqrt(v / static_cast<double>(n) + eps));
   *mean = mu;
   *rstd = rs;

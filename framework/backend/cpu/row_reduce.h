@@ -63,6 +63,20 @@ inline double sum(const T* x, int64_t n) {
   return s;
 }
 
+// Σ (x - mu)^2 over x (n).
+template <class T>
+inline double sum_sq_dev(const T* x, T mu, int64_t n) {
+  T lane[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int k = 0; k < kLanes; ++k) lane[k] += (x[i + k] - mu) * (x[i + k] - mu);
+  }
+  double s = 0;
+  for (; i < n; ++i) s += static_cast<double>(x[i] - mu) * (x[i] - mu);
+  for (int k = 0; k < kLanes; ++k) s += lane[k];
+  return s;
+}
+
 template <class T>
 inline double dot(const T* a, const T* b, int64_t n) {
   T lane[kLanes] = {};
