@@ -2,6 +2,10 @@
 
 #include "backend/cpu/cpu_backend.h"
 
+#ifdef KILN_WITH_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
 namespace kiln {
 namespace {
 Backend* g_cuda_backend = nullptr;
@@ -14,6 +18,11 @@ bool is_comparison(BinaryOp op) {
 
 Backend& backend_for(Device device) {
   if (device.is_cpu()) return cpu::cpu_backend();
+#ifdef KILN_WITH_CUDA
+  // The built-in CUDA backend (checks that the device is usable), unless a plug-in
+  // registered another one.
+  if (g_cuda_backend == nullptr) return cuda::backend_for_device(device);
+#endif
   KILN_CHECK(g_cuda_backend != nullptr, "device",
              "CUDA is not available in this build of Kiln (asked for ", device.str(), ")");
   return *g_cuda_backend;

@@ -12,6 +12,10 @@
 
 #include "core/error.h"
 
+#ifdef KILN_WITH_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
 namespace kiln {
 namespace {
 
@@ -19,6 +23,7 @@ struct Counters {
   std::atomic<int64_t> allocated{0};
   std::atomic<int64_t> peak{0};
   std::atomic<int64_t> allocations{0};
+  std::atomic<int64_t> system_allocations{0};
 };
 
 Counters& counters(Device d) {
@@ -62,6 +67,7 @@ class CachingCpuAllocator final : public Allocator {
     if (!p) {
       // 64-byte alignment: a whole cache line and an AVX-512 vector.
       p = std::aligned_alloc(64, size);
+      detail::record_system_allocation(kCPU);
       if (!p) {
         empty_cache();
         p = std::aligned_alloc(64, size);
@@ -140,10 +146,19 @@ void detail::record_memory(Device device, int64_t delta) {
   }
 }
 
+void detail::record_system_allocation(Device device) { counters(device).system_allocations.fetch_add(1); }
+
 MemoryStats memory_stats(Device device) {
   Counters& c = counters(device);
-  int64_t cached = device.is_cpu() ? static_cast<int64_t>(caching_cpu_allocator().cached_bytes()) : 0;
-  return {c.allocated.load(), c.peak.load(), c.allocations.load(), cached};
+  int64_t cached = 0;
+  if (device.is_cpu()) {
+    cached = static_cast<int64_t>(caching_cpu_allocator().cached_bytes());
+  } else {
+#ifdef KILN_WITH_CUDA
+    cached = cuda::cached_bytes(device);
+#endif
+  }
+  return {c.allocated.load(), c.peak.load(), c.allocations.load(), cached, c.system_allocations.load()};
 }
 
 void reset_peak_memory(Device device) {
@@ -160,6 +175,11 @@ Allocator* g_cuda_allocator = nullptr;
 
 Allocator& allocator_for(Device device) {
   if (device.is_cpu()) return cpu_allocator();
+#ifdef KILN_WITH_CUDA
+  // The built-in CUDA backend, unless a plug-in registered its own; this call is where
+  // the CUDA runtime starts (and says why it cannot), never before.
+  if (g_cuda_allocator == nullptr) return cuda::allocator_for_device(device);
+#endif
   KILN_CHECK(g_cuda_allocator != nullptr, "device", "CUDA is not available in this build of Kiln",
              " (asked for ", device.str(), ")");
   return *g_cuda_allocator;

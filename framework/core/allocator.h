@@ -20,12 +20,16 @@ struct MemoryStats {
   int64_t peak_bytes = 0;       // most live bytes since the last reset
   int64_t allocations = 0;      // number of allocate() calls since start
   int64_t cached_bytes = 0;     // freed blocks kept for reuse (not counted as allocated)
+  // allocate() calls that the cache could not serve and that went to the system
+  // (aligned_alloc, cudaMalloc): a training step that repeats the last one's shapes adds none.
+  int64_t system_allocations = 0;
 };
 
 // CPU: 64-byte aligned blocks, counted in memory_stats(kCPU). Freed blocks are kept
 // for reuse (up to KILN_CPU_CACHE_MB, default a quarter of RAM; 0 turns it off).
 Allocator& cpu_allocator();
-// Returns the CPU allocator's kept blocks to the system (torch.cuda.empty_cache's idea).
+// Returns the CPU allocator's kept blocks to the system (torch.cuda.empty_cache's idea;
+// kiln::cuda::empty_cache() does it for the GPUs).
 void empty_cache();
 
 MemoryStats memory_stats(Device device = Device());
@@ -34,6 +38,8 @@ void reset_peak_memory(Device device = Device());
 namespace detail {
 // For allocators: account for an allocation (+n) or a release (-n) on a device.
 void record_memory(Device device, int64_t delta_bytes);
+// For allocators: count a request that went to the system allocator (a cache miss).
+void record_system_allocation(Device device);
 }  // namespace detail
 
 }  // namespace kiln

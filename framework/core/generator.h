@@ -6,6 +6,14 @@
 #include <cstdint>
 #include <mutex>
 
+// Functions the CUDA kernels share with the CPU (the random streams must be the same
+// numbers on both): __host__ __device__ when nvcc compiles, plain inline otherwise.
+#ifdef __CUDACC__
+#define KILN_HOST_DEVICE __host__ __device__
+#else
+#define KILN_HOST_DEVICE
+#endif
+
 namespace kiln {
 
 struct GeneratorState {
@@ -36,7 +44,7 @@ void manual_seed(uint64_t seed);
 
 // Philox-4x32 with 10 rounds: four 32-bit random words for (key, counter).
 // Inline so that fill loops can vectorize it.
-inline std::array<uint32_t, 4> philox4x32(uint64_t key, uint64_t counter) {
+KILN_HOST_DEVICE inline std::array<uint32_t, 4> philox4x32(uint64_t key, uint64_t counter) {
   // Constants of the Philox-4x32 round function (Salmon et al., SC'11).
   constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
   constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
@@ -58,8 +66,8 @@ inline std::array<uint32_t, 4> philox4x32(uint64_t key, uint64_t counter) {
 }
 
 // A uniform float in [0, 1) from a 32-bit word; a double in [0, 1) from two words.
-inline float uniform_float(uint32_t w) { return static_cast<float>(w >> 8) * (1.0f / 16777216.0f); }
-inline double uniform_double(uint32_t hi, uint32_t lo) {
+KILN_HOST_DEVICE inline float uniform_float(uint32_t w) { return static_cast<float>(w >> 8) * (1.0f / 16777216.0f); }
+KILN_HOST_DEVICE inline double uniform_double(uint32_t hi, uint32_t lo) {
   uint64_t bits = (static_cast<uint64_t>(hi) << 21) ^ (lo >> 11);  // 53 random bits
   return static_cast<double>(bits & ((1ULL << 53) - 1)) * (1.0 / 9007199254740992.0);
 }

@@ -1,0 +1,113 @@
+// Copies with casts: within a GPU (any strides, any dtypes), and between the CPU and a
+// GPU. The bytes cross the bus in the source's dtype and contiguous order; casting and
+// scattering into strides happen on the device side (or, for a strided CPU destination,
+// by the CPU backend after the transfer).
+//   src (…) -> dst (…), same shape.
+#include <type_traits>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_launch.cuh"
+
+namespace kiln::cuda {
+namespace {
+
+// dst (…) = cast(src (…)); to bool: nonzero.
+template <class S, class D>
+__global__ void copy_kernel(Strided<2> L, D* dst, const S* src, int64_t n) {
+  KILN_GRID_STRIDE_LOOP(i, n) {
+    int64_t off[2];
+    L.offsets(i, off);
+    if constexpr (std::is_same_v<D, bool>) {
+      dst[off[0]] = src[off[1]] != S(0);
+    } else {
+      dst[off[0]] = static_cast<D>(src[off[1]]);
+    }
+  }
+}
+
+size_t nbytes(const Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
+
+// Both on the same GPU, whose device is current.
+void device_copy(const Tensor& src, const Tensor& dst) {
+  const int64_t n = dst.numel();
+  if (n == 0) return;
+  cudaStream_t s = stream_of(dst);
+  if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous()) {
+    KILN_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), nbytes(dst), cudaMemcpyDeviceToDevice, s), "copy");
+    return;
+  }
+  Strided<2> L = make_strided<2>("copy", {&dst, &src});
+  visit_dtype(src.dtype(), [&](auto st) {
+    using S = typename decltype(st)::type;
+    visit_dtype(dst.dtype(), [&](auto dt) {
+      using D = typename decltype(dt)::type;
+      copy_kernel<S, D><<<grid_for(n), kThreads, 0, s>>>(L, static_cast<D*>(dst.data_ptr()),
+                                                         static_cast<const S*>(src.data_ptr()), n);
+    });
+  });
+  KILN_CUDA_LAUNCH_CHECK("copy");
+}
+
+// t itself when contiguous, else a contiguous CPU copy of it.
+Tensor contiguous_on_cpu(const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  Tensor c = Tensor::empty(t.shape(), TensorOptions(t.dtype()));
+  cpu::cpu_backend().copy(t, c);
+  return c;
+}
+
+// CPU -> GPU. From pageable memory cudaMemcpyAsync returns once the bytes are staged,
+// so the host buffer may be reused as soon as this returns.
+void host_to_device(const Tensor& src, const Tensor& dst) {
+  DeviceGuard guard(dst);
+  cudaStream_t s = stream_of(dst);
+  Tensor h = contiguous_on_cpu(src);
+  if (dst.is_contiguous() && dst.dtype() == h.dtype()) {
+    KILN_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), h.data_ptr(), nbytes(h), cudaMemcpyHostToDevice, s), "copy");
+    return;
+  }
+  // Through a contiguous device buffer in the source dtype; the cast runs on the GPU.
+  Tensor staged = Tensor::empty(src.shape(), TensorOptions(src.dtype()).device(dst.device()));
+  KILN_CUDA_CHECK(cudaMemcpyAsync(staged.data_ptr(), h.data_ptr(), nbytes(h), cudaMemcpyHostToDevice, s), "copy");
+  device_copy(staged, dst);
+}
+
+// GPU -> CPU; waits for the device, so the values are there when this returns.
+void device_to_host(const Tensor& src, const Tensor& dst) {
+  DeviceGuard guard(src);
+  cudaStream_t s = stream_of(src);
+  Tensor d = src;
+  if (!src.is_contiguous() || src.dtype() != dst.dtype()) {  // cast and gather on the GPU
+    d = Tensor::empty(src.shape(), TensorOptions(dst.dtype()).device(src.device()));
+    device_copy(src, d);
+  }
+  Tensor h = dst.is_contiguous() ? dst : Tensor::empty(dst.shape(), TensorOptions(dst.dtype()));
+  KILN_CUDA_CHECK(cudaMemcpyAsync(h.data_ptr(), d.data_ptr(), nbytes(d), cudaMemcpyDeviceToHost, s), "copy");
+  synchronize_stream(src.device().index, "copy");
+  if (!dst.is_contiguous()) cpu::cpu_backend().copy(h, dst);
+}
+
+}  // namespace
+
+void CudaBackend::copy(const Tensor& src, const Tensor& dst) {
+  if (dst.numel() == 0) return;
+  const bool from_gpu = src.device().is_cuda(), to_gpu = dst.device().is_cuda();
+  if (from_gpu && to_gpu) {
+    if (src.device() == dst.device()) {
+      DeviceGuard guard(dst);
+      device_copy(src, dst);
+      return;
+    }
+    // Between two GPUs: through the host (simple, and rare in Kiln's use).
+    Tensor h = Tensor::empty(src.shape(), TensorOptions(src.dtype()));
+    device_to_host(src, h);
+    host_to_device(h, dst);
+    return;
+  }
+  if (to_gpu) return host_to_device(src, dst);
+  if (from_gpu) return device_to_host(src, dst);
+  cpu::cpu_backend().copy(src, dst);
+}
+
+}  // namespace kiln::cuda

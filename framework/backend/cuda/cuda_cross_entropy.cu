@@ -1,0 +1,126 @@
+// Cross-entropy on logits with class-index targets and label smoothing ε, one block per
+// row, with the CPU's arithmetic (cpu_cross_entropy.cpp):
+//   loss_n = -(1-ε) logp[n, t_n] - ε/C Σ_c logp[n, c],  logp = log_softmax(logits).
+// logits (N, C), targets (N) -> losses (N), weights (N) (0 for ignored rows); backward
+// g_row (N) -> grad_logits (N, C). A target out of range is the CPU's error.
+#include <limits>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_block_reduce.cuh"
+#include "backend/cuda/cuda_index_check.h"
+#include "backend/cuda/cuda_launch.cuh"
+
+namespace kiln::cuda {
+namespace {
+
+// bad: min over positions n whose target is neither ignore_index nor in [0, C).
+__global__ void check_targets_kernel(const int64_t* t, int64_t N, int64_t C, int64_t ignore_index,
+                                     unsigned long long* bad) {
+  KILN_GRID_STRIDE_LOOP(n, N) {
+    if (t[n] != ignore_index && (t[n] < 0 || t[n] >= C)) atomicMin(bad, static_cast<unsigned long long>(n));
+  }
+}
+
+// log Σ exp(row (C)) in double over the block; -inf for a row of -inf.
+template <class T>
+__device__ inline double row_logsumexp(const T* row, int64_t C) {
+  const T inf = std::numeric_limits<T>::infinity();
+  T mx = -inf;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) mx = row[c] > mx ? row[c] : mx;
+  mx = block_max(mx, -inf);
+  double s = 0;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) s += static_cast<double>(exp(row[c] - mx));
+  s = block_sum(s);  // every thread calls, also for a -inf row
+  if (mx == -inf) return -std::numeric_limits<double>::infinity();
+  return static_cast<double>(mx) + log(s);
+}
+
+// x (N, C), t (N) -> loss (N), w (N)
+template <class T>
+__global__ void cross_entropy_kernel(const T* x, const int64_t* t, T* loss, T* w, int64_t N, int64_t C,
+                                     int64_t ignore_index, double eps) {
+  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
+    const int64_t target = t[n];
+    if (target == ignore_index || target < 0 || target >= C) {  // bad targets were rejected on the host
+      if (threadIdx.x == 0) loss[n] = 0, w[n] = 0;
+      continue;
+    }
+    const T* row = x + n * C;
+    const double lse = row_logsumexp(row, C);
+    double sum_row = 0;
+    if (eps > 0) {
+      for (int64_t c = threadIdx.x; c < C; c += blockDim.x) sum_row += static_cast<double>(row[c]);
+      sum_row = block_sum(sum_row);
+    }
+    if (threadIdx.x == 0) {
+      double l = -(1.0 - eps) * (static_cast<double>(row[target]) - lse);
+      if (eps > 0) l -= eps / static_cast<double>(C) * (sum_row - static_cast<double>(C) * lse);
+      loss[n] = static_cast<T>(l);
+      w[n] = 1;
+    }
+  }
+}
+
+// x (N, C), t (N), g (N) -> gx (N, C) = g_n · (softmax - smoothed one-hot)
+template <class T>
+__global__ void cross_entropy_backward_kernel(const T* x, const int64_t* t, const T* g, T* gx, int64_t N, int64_t C,
+                                              int64_t ignore_index, double eps) {
+  const T off = static_cast<T>(eps / static_cast<double>(C));
+  const T on = static_cast<T>(1.0 - eps);
+  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
+    T* out = gx + n * C;
+    const int64_t target = t[n];
+    if (target == ignore_index) {
+      for (int64_t c = threadIdx.x; c < C; c += blockDim.x) out[c] = 0;
+      continue;
+    }
+    const T* row = x + n * C;
+    const T lse = static_cast<T>(row_logsumexp(row, C));
+    const T gn = g[n];
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+      T v = gn * (exp(row[c] - lse) - off);
+      if (c == target) v -= gn * on;
+      out[c] = v;
+    }
+  }
+}
+
+}  // namespace
+
+void CudaBackend::cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double eps,
+                                const Tensor& losses, const Tensor& weights) {
+  const int64_t N = logits.size(0), C = logits.size(1);
+  if (N == 0) return;
+  DeviceGuard guard(losses);
+  const int64_t* t = targets.data<int64_t>();
+  {
+    IndexCheck check(targets.device());
+    check_targets_kernel<<<grid_for(N), kThreads, 0, stream_of(targets)>>>(t, N, C, ignore_index, check.flag());
+    KILN_CUDA_LAUNCH_CHECK("cross_entropy");
+    int64_t pos = 0, value = 0;
+    if (check.first_bad(t, "cross_entropy", pos, value)) {
+      KILN_FAIL("cross_entropy", "target ", value, " out of range for ", C, " classes (at position ", pos, ")");
+    }
+  }
+  visit_floating("cross_entropy", logits.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cross_entropy_kernel<T><<<grid_for_rows(N), kThreads, 0, stream_of(losses)>>>(
+        logits.data<T>(), t, losses.data<T>(), weights.data<T>(), N, C, ignore_index, eps);
+  });
+  KILN_CUDA_LAUNCH_CHECK("cross_entropy");
+}
+
+void CudaBackend::cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                                         double eps, const Tensor& g_row, const Tensor& grad_logits) {
+  const int64_t N = logits.size(0), C = logits.size(1);
+  if (N == 0) return;
+  DeviceGuard guard(grad_logits);
+  visit_floating("cross_entropy_backward", logits.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cross_entropy_backward_kernel<T><<<grid_for_rows(N), kThreads, 0, stream_of(grad_logits)>>>(
+        logits.data<T>(), targets.data<int64_t>(), g_row.data<T>(), grad_logits.data<T>(), N, C, ignore_index, eps);
+  });
+  KILN_CUDA_LAUNCH_CHECK("cross_entropy_backward");
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,150 @@
+// LayerNorm over rows: x (rows, n) -> y (rows, n), mean (rows), rstd (rows), and its
+// backward. The arithmetic is the CPU's (cpu_layer_norm.cpp): two passes (mean, then
+// centred squares) with double sums, one block per row; weight and bias gradients are
+// column sums over the rows.
+#include <cmath>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_block_reduce.cuh"
+#include "backend/cuda/cuda_launch.cuh"
+
+namespace kiln::cuda {
+namespace {
+
+// x (rows, n), w (n) or null, b (n) or null -> y (rows, n), mean (rows), rstd (rows)
+template <class T>
+__global__ void layer_norm_kernel(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t rows,
+                                  int64_t n, double eps) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * n;
+    T* yr = y + r * n;
+    double s = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += static_cast<double>(xr[j]);
+    const T mu = static_cast<T>(block_sum(s) / static_cast<double>(n));
+    double v = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const T d = xr[j] - mu;
+      v += static_cast<double>(d * d);
+    }
+    v = block_sum(v);
+    const T rs = static_cast<T>(1.0 / sqrt(v / static_cast<double>(n) + eps));
+    if (threadIdx.x == 0) {
+      mean[r] = mu;
+      rstd[r] = rs;
+    }
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      T h = (xr[j] - mu) * rs;
+      if (w) h *= w[j];
+      if (b) h += b[j];
+      yr[j] = h;
+    }
+  }
+}
+
+// dx (rows, n) = rstd · (gw - mean(gw) - x̂ · mean(gw · x̂)), gw = g·w, x̂ = (x - mean)·rstd
+template <class T>
+__global__ void layer_norm_grad_x_kernel(const T* g, const T* x, const T* w, const T* mean, const T* rstd, T* gx,
+                                         int64_t rows, int64_t n) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* gr = g + r * n;
+    const T* xr = x + r * n;
+    T* gxr = gx + r * n;
+    const T mu = mean[r], rs = rstd[r];
+    double s_gw = 0, s_gwx = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const T xh = (xr[j] - mu) * rs;
+      const T gw = w ? gr[j] * w[j] : gr[j];
+      s_gw += static_cast<double>(gw);
+      s_gwx += static_cast<double>(gw * xh);
+    }
+    const T m_gw = static_cast<T>(block_sum(s_gw) / static_cast<double>(n));
+    const T m_gwx = static_cast<T>(block_sum(s_gwx) / static_cast<double>(n));
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const T xh = (xr[j] - mu) * rs;
+      const T gw = w ? gr[j] * w[j] : gr[j];
+      gxr[j] = rs * (gw - m_gw - xh * m_gwx);
+    }
+  }
+}
+
+// dw (n) = Σ_rows g · x̂, db (n) = Σ_rows g; either may be null. A block of (32, 8)
+// threads takes 32 neighbouring columns, its 8 rows of threads split the rows.
+constexpr int kColX = 32, kColY = 8;
+
+template <class T>
+__global__ void layer_norm_grad_wb_kernel(const T* g, const T* x, const T* mean, const T* rstd, T* dw, T* db,
+                                          int64_t rows, int64_t n) {
+  __shared__ double part_w[kColY][kColX], part_b[kColY][kColX];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  for (int64_t c0 = static_cast<int64_t>(blockIdx.x) * kColX; c0 < n; c0 += static_cast<int64_t>(gridDim.x) * kColX) {
+    const int64_t j = c0 + tx;
+    double sw = 0, sb = 0;
+    if (j < n) {
+      for (int64_t r = ty; r < rows; r += kColY) {
+        const T gv = g[r * n + j];
+        sw += static_cast<double>(gv * ((x[r * n + j] - mean[r]) * rstd[r]));
+        sb += static_cast<double>(gv);
+      }
+    }
+    __syncthreads();  // the previous columns' sums have been read
+    part_w[ty][tx] = sw;
+    part_b[ty][tx] = sb;
+    __syncthreads();
+    if (ty == 0 && j < n) {
+      double tw = 0, tb = 0;
+      for (int k = 0; k < kColY; ++k) {
+        tw += part_w[k][tx];
+        tb += part_b[k][tx];
+      }
+      if (dw) dw[j] = static_cast<T>(tw);
+      if (db) db[j] = static_cast<T>(tb);
+    }
+  }
+}
+
+}  // namespace
+
+void CudaBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
+                             const Tensor& mean, const Tensor& rstd) {
+  const int64_t rows = mean.numel();
+  const int64_t n = rows ? x.numel() / rows : 0;
+  if (rows == 0 || n == 0) return;
+  DeviceGuard guard(y);
+  visit_floating("layer_norm", x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    layer_norm_kernel<T><<<grid_for_rows(rows), kThreads, 0, stream_of(y)>>>(
+        x.data<T>(), weight.defined() ? weight.data<T>() : nullptr, bias.defined() ? bias.data<T>() : nullptr,
+        y.data<T>(), mean.data<T>(), rstd.data<T>(), rows, n, eps);
+  });
+  KILN_CUDA_LAUNCH_CHECK("layer_norm");
+}
+
+void CudaBackend::layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                      const Tensor& rstd, const Tensor& grad_x, const Tensor& grad_weight,
+                                      const Tensor& grad_bias) {
+  const int64_t rows = mean.numel();
+  const int64_t n = rows ? x.numel() / rows : 0;
+  if (rows == 0 || n == 0) return;
+  DeviceGuard guard(x);
+  cudaStream_t s = stream_of(x);
+  visit_floating("layer_norm_backward", x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
+    if (grad_x.defined()) {
+      layer_norm_grad_x_kernel<T><<<grid_for_rows(rows), kThreads, 0, s>>>(g.data<T>(), x.data<T>(), pw,
+                                                                          mean.data<T>(), rstd.data<T>(),
+                                                                          grad_x.data<T>(), rows, n);
+      KILN_CUDA_LAUNCH_CHECK("layer_norm_backward");
+    }
+    if (grad_weight.defined() || grad_bias.defined()) {
+      const int64_t blocks = (n + kColX - 1) / kColX;
+      layer_norm_grad_wb_kernel<T><<<grid_for_rows(blocks), dim3(kColX, kColY), 0, s>>>(
+          g.data<T>(), x.data<T>(), mean.data<T>(), rstd.data<T>(),
+          grad_weight.defined() ? grad_weight.data<T>() : nullptr, grad_bias.defined() ? grad_bias.data<T>() : nullptr,
+          rows, n);
+      KILN_CUDA_LAUNCH_CHECK("layer_norm_backward");
+    }
+  });
+}
+
+}  // namespace kiln::cuda

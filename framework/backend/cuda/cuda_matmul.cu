@@ -1,0 +1,127 @@
+// Batched matmul through cuBLAS: a (…, M, K) @ b (…, K, N) -> out (…, M, N).
+//
+// cuBLAS is column-major; a row-major product C = A·B is the column-major product
+// Cᵀ = Bᵀ·Aᵀ, and a row-major matrix handed over as-is *is* its transpose to cuBLAS.
+// So the call is gemm(m = N, n = M, k = K, first = b, second = a, ldc = N), with each
+// operand's transpose flag saying whether it was itself stored transposed. One
+// cublas<t>gemmStridedBatched covers all batches when every operand's batch offsets
+// are i·stride (a stride of 0 broadcasts); an operand whose matrices cuBLAS cannot
+// address (arbitrary strides, stride-0 rows) or whose batch dims do not collapse to
+// one stride is first copied to a contiguous buffer.
+#include <algorithm>
+#include <climits>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_device.h"
+
+namespace kiln::cuda {
+namespace {
+
+struct MatLayout {
+  bool trans = false;  // stored column-major (element (i, j) at i + j·ld)
+  int64_t ld = 0;
+};
+
+// How cuBLAS can read the last two dims of t (rows, cols), if it can: the CPU
+// backend's rule (cpu_matmul.cpp), as BLAS and cuBLAS take the same layouts.
+bool gemm_layout(const Tensor& t, MatLayout& out) {
+  const int64_t nd = t.dim();
+  const int64_t rows = t.size(nd - 2), cols = t.size(nd - 1);
+  int64_t rs = t.stride(nd - 2), cs = t.stride(nd - 1);
+  if (cols == 1) cs = 1;  // a size-1 dim's stride is arbitrary
+  if (rows == 1) rs = std::max<int64_t>(cols, 1);
+  if (cs == 1 && rs >= std::max<int64_t>(cols, 1)) {
+    out = {false, rs};
+    return true;
+  }
+  if (rows == 1) rs = 1;
+  if (cols == 1) cs = std::max<int64_t>(rows, 1);
+  if (rs == 1 && cs >= std::max<int64_t>(rows, 1)) {
+    out = {true, cs};
+    return true;
+  }
+  return false;
+}
+
+// The single stride s with batch i at element offset i·s, if t's batch dims (all but
+// the last two, flattened row-major) have one: each dim of size > 1 must step by s
+// times the number of batches the dims inside it span.
+bool uniform_batch_stride(const Tensor& t, int64_t& stride) {
+  stride = 0;
+  int64_t span = 0;  // batches spanned by the dims inside d; 0 before the first of size > 1
+  for (int64_t d = t.dim() - 3; d >= 0; --d) {
+    const int64_t size = t.size(d);
+    if (size == 1) continue;
+    if (span == 0) {
+      stride = t.stride(d);
+      span = size;
+      continue;
+    }
+    if (t.stride(d) != stride * span) return false;
+    span *= size;
+  }
+  return true;
+}
+
+// t when cuBLAS can take it as is, else a contiguous copy on the same device.
+Tensor gemm_ready(CudaBackend& be, const Tensor& t, MatLayout& layout, int64_t& batch_stride) {
+  if (gemm_layout(t, layout) && uniform_batch_stride(t, batch_stride)) return t;
+  Tensor c = Tensor::empty(t.shape(), TensorOptions(t.dtype()).device(t.device()));
+  be.copy(t, c);
+  gemm_layout(c, layout);
+  uniform_batch_stride(c, batch_stride);
+  return c;
+}
+
+int as_int(int64_t v, const Tensor& out) {
+  KILN_CHECK(v <= INT_MAX, "matmul", "a dimension of ", v, " is beyond cuBLAS's 32-bit sizes (output shape ",
+             shape_str(out.shape()), ")");
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+void CudaBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
+  const int64_t nd = out.dim();
+  const int64_t M = out.size(nd - 2), N = out.size(nd - 1), K = a_in.size(nd - 1);
+  if (out.numel() == 0) return;
+  if (K == 0) {  // an empty sum
+    fill(out, 0.0);
+    return;
+  }
+  DeviceGuard guard(out);
+  MatLayout la, lb;
+  int64_t sa = 0, sb = 0;
+  Tensor a = gemm_ready(*this, a_in, la, sa);
+  Tensor b = gemm_ready(*this, b_in, lb, sb);
+  const int64_t batches = out.numel() / (M * N);
+  const int m = as_int(N, out), n = as_int(M, out), k = as_int(K, out);
+  const int lda = as_int(lb.ld, out), ldb = as_int(la.ld, out), ldc = m;
+  const cublasOperation_t op_first = lb.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = la.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const long long stride_first = sb, stride_second = sa, stride_c = M * N;
+  cublasHandle_t h = blas_handle(out.device().index);
+  // Slices of at most 65535 batches: the grid's z limit, which some cuBLAS kernels map
+  // the batch to.
+  constexpr int64_t kMaxBatch = 65535;
+  for (int64_t b0 = 0; b0 < batches; b0 += kMaxBatch) {
+    const int count = static_cast<int>(std::min(kMaxBatch, batches - b0));
+    if (out.dtype() == kFloat64) {
+      const double one = 1, zero = 0;
+      KILN_CUBLAS_CHECK(cublasDgemmStridedBatched(h, op_first, op_second, m, n, k, &one,
+                                                  b.data<double>() + b0 * sb, lda, stride_first,
+                                                  a.data<double>() + b0 * sa, ldb, stride_second, &zero,
+                                                  out.data<double>() + b0 * stride_c, ldc, stride_c, count),
+                        "matmul");
+    } else {
+      const float one = 1, zero = 0;
+      KILN_CUBLAS_CHECK(cublasSgemmStridedBatched(h, op_first, op_second, m, n, k, &one,
+                                                  b.data<float>() + b0 * sb, lda, stride_first,
+                                                  a.data<float>() + b0 * sa, ldb, stride_second, &zero,
+                                                  out.data<float>() + b0 * stride_c, ldc, stride_c, count),
+                        "matmul");
+    }
+  }
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,180 @@
+// Reductions, as the CPU backend does them: x (contiguous) viewed as (A, R, B) with R
+// the reduced block of dims, out (A, B) = reduce_r x[a, r, b]; reduced dims that are
+// not one block are done one block at a time (last first). Max/min can also write the
+// index of the extremum: the first one on ties, and the first NaN if there is one.
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_block_reduce.cuh"
+#include "backend/cuda/cuda_launch.cuh"
+
+namespace kiln::cuda {
+namespace {
+
+// Sums accumulate in double for floats (as on the CPU), in int64 for bools.
+template <class T> struct Acc { using type = T; };
+template <> struct Acc<float> { using type = double; };
+template <> struct Acc<bool> { using type = int64_t; };
+
+// Whether candidate (v, i) beats (w, j): NaN beats a number, a better value wins, and
+// equal values (or two NaNs) go to the lower index. A left-to-right scan that keeps
+// the winner gives the CPU's answer; so does any tree of these comparisons.
+template <class T>
+__device__ inline bool beats(ReduceOp op, T v, int64_t i, T w, int64_t j) {
+  if constexpr (std::is_floating_point_v<T>) {
+    const bool vn = v != v, wn = w != w;
+    if (vn || wn) return vn && wn ? i < j : vn;
+  }
+  if (v == w) return i < j;
+  return op == ReduceOp::Max ? v > w : v < w;
+}
+
+// x (A, R) -> out (A) [, idx (A)]: one block per row, threads striding over r.
+template <class T>
+__global__ void reduce_rows_kernel(ReduceOp op, const T* x, int64_t A, int64_t R, T* out, int64_t* idx) {
+  using AccT = typename Acc<T>::type;
+  __shared__ T best_v[kThreads];
+  __shared__ int64_t best_i[kThreads];
+  __shared__ bool has[kThreads];
+  const int t = threadIdx.x;
+  for (int64_t a = blockIdx.x; a < A; a += gridDim.x) {
+    const T* row = x + a * R;
+    if (op == ReduceOp::Sum) {
+      AccT s = 0;
+      for (int64_t r = t; r < R; r += blockDim.x) s += static_cast<AccT>(row[r]);
+      s = block_sum(s);
+      if (t == 0) out[a] = static_cast<T>(s);
+      continue;
+    }
+    T bv{};
+    int64_t bi = -1;
+    for (int64_t r = t; r < R; r += blockDim.x) {
+      if (bi < 0 || beats(op, row[r], r, bv, bi)) bv = row[r], bi = r;
+    }
+    __syncthreads();  // the previous row's thread 0 has read slot 0
+    best_v[t] = bv;
+    best_i[t] = bi;
+    has[t] = bi >= 0;
+    __syncthreads();
+    for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
+      if (t < stride && has[t + stride] &&
+          (!has[t] || beats(op, best_v[t + stride], best_i[t + stride], best_v[t], best_i[t]))) {
+        best_v[t] = best_v[t + stride];
+        best_i[t] = best_i[t + stride];
+        has[t] = true;
+      }
+      __syncthreads();
+    }
+    if (t == 0) {
+      out[a] = best_v[0];
+      if (idx) idx[a] = best_i[0];
+    }
+  }
+}
+
+// Columns of a reduction with B > 1: a block of (32, 8) threads takes 32 neighbouring b
+// of one a (coalesced reads along b); its 8 rows of threads split r, then combine.
+constexpr int kColX = 32, kColY = 8;
+
+// x (A, R, B) -> out (A, B) [, idx (A, B)]
+template <class T>
+__global__ void reduce_cols_kernel(ReduceOp op, const T* x, int64_t A, int64_t R, int64_t B, T* out, int64_t* idx) {
+  using AccT = typename Acc<T>::type;
+  __shared__ AccT sum_s[kColY][kColX];
+  __shared__ T best_v[kColY][kColX];
+  __shared__ int64_t best_i[kColY][kColX];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t chunks = (B + kColX - 1) / kColX;
+  for (int64_t task = blockIdx.x; task < A * chunks; task += gridDim.x) {
+    const int64_t a = task / chunks, b = (task % chunks) * kColX + tx;
+    const bool live = b < B;
+    const T* col = x + a * R * B + b;
+    __syncthreads();  // the previous task's combining threads are done with the slots
+    if (op == ReduceOp::Sum) {
+      AccT s = 0;
+      if (live)
+        for (int64_t r = ty; r < R; r += kColY) s += static_cast<AccT>(col[r * B]);
+      sum_s[ty][tx] = s;
+      __syncthreads();
+      if (ty == 0 && live) {
+        AccT total = 0;
+        for (int k = 0; k < kColY; ++k) total += sum_s[k][tx];
+        out[a * B + b] = static_cast<T>(total);
+      }
+      continue;
+    }
+    T bv{};
+    int64_t bi = -1;
+    if (live)
+      for (int64_t r = ty; r < R; r += kColY)
+        if (bi < 0 || beats(op, col[r * B], r, bv, bi)) bv = col[r * B], bi = r;
+    best_v[ty][tx] = bv;
+    best_i[ty][tx] = bi;
+    __syncthreads();
+    if (ty == 0 && live) {
+      for (int k = 1; k < kColY; ++k) {
+        const int64_t j = best_i[k][tx];
+        if (j >= 0 && (bi < 0 || beats(op, best_v[k][tx], j, bv, bi))) bv = best_v[k][tx], bi = j;
+      }
+      out[a * B + b] = bv;
+      if (idx) idx[a * B + b] = bi;
+    }
+  }
+}
+
+template <class T>
+void reduce_block(ReduceOp op, const T* x, int64_t A, int64_t R, int64_t B, T* out, int64_t* idx, cudaStream_t s) {
+  if (A == 0 || B == 0) return;
+  if (B == 1) {
+    reduce_rows_kernel<T><<<grid_for_rows(A), kThreads, 0, s>>>(op, x, A, R, out, idx);
+  } else {
+    const int64_t tasks = A * ((B + kColX - 1) / kColX);
+    reduce_cols_kernel<T><<<grid_for_rows(tasks), dim3(kColX, kColY), 0, s>>>(op, x, A, R, B, out, idx);
+  }
+  KILN_CUDA_LAUNCH_CHECK("reduce");
+}
+
+}  // namespace
+
+void CudaBackend::reduce(ReduceOp op, const Tensor& x_in, const std::vector<int64_t>& dims, const Tensor& out,
+                         const Tensor* indices) {
+  DeviceGuard guard(out);
+  Tensor x = x_in;
+  if (!x_in.is_contiguous()) {
+    x = Tensor::empty(x_in.shape(), TensorOptions(x_in.dtype()).device(x_in.device()));
+    copy(x_in, x);
+  }
+  // Split the reduced dims into maximal runs of neighbours; reduce the last run first.
+  std::vector<std::pair<int64_t, int64_t>> runs;  // [first, last]
+  for (int64_t d : dims) {
+    if (!runs.empty() && runs.back().second + 1 == d) runs.back().second = d;
+    else runs.push_back({d, d});
+  }
+  KILN_CHECK(!indices || runs.size() == 1, "reduce", "indices need a single block of dims");
+  cudaStream_t s = stream_of(out);
+  Tensor cur = x;
+  Shape cur_shape = x.shape();
+  for (size_t i = runs.size(); i-- > 0;) {
+    auto [first, last] = runs[i];
+    int64_t A = 1, R = 1, B = 1;
+    for (int64_t d = 0; d < static_cast<int64_t>(cur_shape.size()); ++d) {
+      if (d < first) A *= cur_shape[d];
+      else if (d <= last) R *= cur_shape[d];
+      else B *= cur_shape[d];
+    }
+    Shape next_shape = cur_shape;
+    for (int64_t d = first; d <= last; ++d) next_shape[d] = 1;
+    Tensor dst = i == 0 ? out : Tensor::empty(next_shape, TensorOptions(cur.dtype()).device(out.device()));
+    visit_dtype(cur.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      reduce_block<T>(op, static_cast<const T*>(cur.data_ptr()), A, R, B, static_cast<T*>(dst.data_ptr()),
+                      indices ? indices->data<int64_t>() : nullptr, s);
+    });
+    cur = dst;
+    cur_shape = next_shape;
+  }
+}
+
+}  // namespace kiln::cuda
