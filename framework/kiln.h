@@ -6,6 +6,7 @@
 #include "backend/cpu/parallel.h"
 #include "core/allocator.h"
 #include "core/config.h"
+#include "core/cuda.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"

@@ -51,7 +51,7 @@ GradcheckResult gradcheck_result(const GradcheckFn& f, const std::vector<Tensor>
     for (int64_t o = 0; o < n_out; ++o) {
       for (const Tensor& in : inputs)
         if (in.defined()) in.zero_grad();
-      Tensor seed = zeros(out.shape(), TensorOptions(kFloat64));
+      Tensor seed = zeros(out.shape(), TensorOptions(kFloat64).device(out.device()));
       seed.set(unravel(o, out.shape()), 1.0);
       out.backward(seed, /*retain_graph=*/true);
       for (size_t i = 0; i < inputs.size(); ++i) {

@@ -7,6 +7,10 @@
 #include "backend/cpu/blas.h"
 #include "backend/cpu/parallel.h"
 
+#ifdef KILN_WITH_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
 #ifndef KILN_VERSION
 #define KILN_VERSION "dev"
 #endif
@@ -24,7 +28,11 @@ std::string config() {
      << "  - BLAS threads: " << blas.threads << " (matmuls are partitioned by the thread pool)\n"
      << "  - Thread pool: oneTBB " << TBB_VERSION_MAJOR << "." << TBB_VERSION_MINOR << ", "
      << get_num_threads() << " threads\n"
+#ifdef KILN_WITH_CUDA
+     << "  - CUDA: " << cuda::describe() << "\n";
+#else
      << "  - CUDA: " << "not built" << "\n";
+#endif
   return os.str();
 }
 

@@ -86,8 +86,19 @@ double Tensor::at(const std::vector<int64_t>& index) const {
 }
 
 void Tensor::set(const std::vector<int64_t>& index, double v) {
-  KILN_CHECK(device().is_cpu(), "set", "element writes need a CPU tensor, got ", device().str());
   int64_t off = element_offset(*this, index, "set");
+  if (!device().is_cpu()) {
+    // One element copied in from the host: a 0-d view of it on the device.
+    auto elem = std::make_shared<TensorImpl>();
+    elem->storage = checked().storage;
+    elem->offset = offset() + off;
+    elem->dtype = dtype();
+    Tensor host = Tensor::empty({}, TensorOptions(dtype()));
+    host.set({}, v);
+    backend_for(device()).copy(host, Tensor(std::move(elem)));
+    bump_version();
+    return;
+  }
   visit_dtype(dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     static_cast<T*>(data_ptr())[off] = static_cast<T>(v);

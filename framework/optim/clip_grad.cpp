@@ -1,5 +1,6 @@
 #include "optim/clip_grad.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -14,9 +15,20 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   KILN_CHECK(norm_type == 2.0 || inf_norm, "clip_grad_norm_", "norm_type must be 2 or inf, got ", norm_type);
   NoGradGuard no_grad;
   double total = 0;
+  // Gradients on a GPU are summed (or maxed) there and read back once per device, not
+  // once per parameter: each read waits for the device.
+  std::vector<std::pair<Device, Tensor>> on_device;
   for (const Tensor& p : params) {
     Tensor g = p.grad();
     if (!g.defined() || g.numel() == 0) continue;
+    if (!g.device().is_cpu()) {
+      Tensor g64 = g.to(kFloat64);
+      Tensor part = inf_norm ? amax(abs(g64)) : sum(mul(g64, g64));
+      auto it = std::find_if(on_device.begin(), on_device.end(), [&](const auto& e) { return e.first == g.device(); });
+      if (it == on_device.end()) on_device.emplace_back(g.device(), part);
+      else it->second = inf_norm ? maximum(it->second, part) : add(it->second, part);  // maximum keeps a NaN
+      continue;
+    }
     if (inf_norm) {
       double m = amax(abs(g)).item();
       if (std::isnan(m) || m > total) total = m;  // a NaN gradient makes the norm NaN, as with L2
@@ -24,6 +36,11 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
       Tensor g64 = g.to(kFloat64);
       total += sum(mul(g64, g64)).item();
     }
+  }
+  for (const auto& entry : on_device) {
+    double m = entry.second.item();
+    if (!inf_norm) total += m;
+    else if (std::isnan(m) || m > total) total = m;
   }
   if (!inf_norm) total = std::sqrt(total);
   double coef = max_norm / (total + 1e-6);

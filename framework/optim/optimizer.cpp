@@ -144,8 +144,10 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
       size_t dot = key.find('.', 6);
       const Tensor& p = *params[parse_index(key, 6, dot)];
       std::string name = key.substr(dot + 1);
-      // A step count stays float64 (exact to 2^53); other state takes the parameter's dtype.
-      Tensor copy = t.to(name == "step" ? kFloat64 : p.dtype()).to(p.device()).clone().detach();
+      // A step count stays a float64 on the CPU (exact to 2^53; the optimizer reads it on
+      // the host); other state takes the parameter's dtype and device.
+      const bool step = name == "step";
+      Tensor copy = t.to(step ? kFloat64 : p.dtype()).to(step ? kCPU : p.device()).clone().detach();
       state_[p.impl()][name] = copy;
     }
   }

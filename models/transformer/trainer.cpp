@@ -77,13 +77,17 @@ Trainer::Trainer(Seq2SeqTransformer& model, const data::PairDataLoader& train,
 }
 
 Tensor Trainer::batch_loss(const data::PairBatch& batch, Reduction reduction, int64_t* tokens) {
-  auto [tgt_in, labels] = teacher_forcing_pair(batch.target);
-  Tensor logits = model_.forward(batch.source, tgt_in);  // (N, T, V)
+  // Batches are made on the CPU; the step runs where the model is.
+  const Device device = model_device();
+  auto [tgt_in, labels] = teacher_forcing_pair(batch.target.to(device));
+  Tensor logits = model_.forward(batch.source.to(device), tgt_in);  // (N, T, V)
   const double pad = static_cast<double>(model_.options.pad_id);
   *tokens = static_cast<int64_t>(ne(labels, pad).to(kInt64).sum().item());
   return cross_entropy(logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}), model_.options.pad_id,
                        opts_.label_smoothing, reduction);
 }
+
+Device Trainer::model_device() const { return model_.src_embedding->weight.device(); }
 
 double Trainer::train_step(const data::PairBatch& batch) {
   model_.train();

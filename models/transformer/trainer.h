@@ -3,7 +3,9 @@
 // labels "w1 … wn E"), CrossEntropy ignoring padding with label smoothing, Adam(0.9,
 // 0.98, 1e-9) driven by the paper's warm-up schedule, gradient clipping, a validation
 // loss per epoch, a live progress bar, metrics to CSV or JSON lines, periodic and best
-// checkpoints, and resuming exactly where a checkpoint left off.
+// checkpoints, and resuming exactly where a checkpoint left off. It trains where the
+// model's parameters are: model.to(Device("cuda")) first, and every step (batches,
+// optimizer state) runs on the GPU.
 #include <cmath>
 #include <functional>
 #include <map>
@@ -69,8 +71,11 @@ class Trainer {
   const TrainerOptions& options() const { return opts_; }
 
  private:
-  // The teacher-forced loss of a batch; *tokens gets the number of non-pad labels.
+  // The teacher-forced loss of a batch (moved to the model's device); *tokens gets the
+  // number of non-pad labels.
   Tensor batch_loss(const data::PairBatch& batch, Reduction reduction, int64_t* tokens);
+  // Where the model's parameters are.
+  Device model_device() const;
   void maybe_checkpoint(bool epoch_end, double val_loss);
 
   Seq2SeqTransformer& model_;

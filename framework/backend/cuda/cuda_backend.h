@@ -66,5 +66,7 @@ const std::string& runtime_error();  // "" when at least one GPU is usable
 int usable_device_count();
 void synchronize_devices();
 void release_cached_blocks();
+// For kiln::config(): the CUDA and cuBLAS versions and the GPUs (or why none is usable).
+std::string describe();
 
 }  // namespace kiln::cuda

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <sstream>
 #include <string>
 
 #include "backend/cuda/cuda_backend.h"
@@ -122,6 +123,28 @@ Backend& backend_for_device(Device device) {
 const std::string& runtime_error() { return runtime().error; }
 
 int usable_device_count() { return runtime().count; }
+
+std::string describe() {
+  std::ostringstream os;
+  int major = 0, minor = 0, patch = 0;
+  cublasGetProperty(MAJOR_VERSION, &major);
+  cublasGetProperty(MINOR_VERSION, &minor);
+  cublasGetProperty(PATCH_LEVEL, &patch);
+  os << "built for CUDA " << CUDART_VERSION / 1000 << "." << CUDART_VERSION % 1000 / 10 << " (cuBLAS " << major << "."
+     << minor << "." << patch << ")";
+  const Runtime& r = runtime();
+  if (!r.error.empty()) {
+    os << "; no GPU usable: " << r.error;
+    return os.str();
+  }
+  for (int i = 0; i < r.count; ++i) {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+    os << "; cuda:" << i << " " << p.name << " (sm_" << p.major << p.minor << ", "
+       << (p.totalGlobalMem + (size_t{1} << 29)) / (size_t{1} << 30) << " GiB)";
+  }
+  return os.str();
+}
 
 void synchronize_devices() {
   const Runtime& r = runtime();
