@@ -36,6 +36,9 @@ double peak_rss_mb() {
   return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
 }
 
+// The most bytes tensors held at once (the allocator's count, without its cache).
+double peak_tensor_mb() { return static_cast<double>(kiln::memory_stats(kiln::kCPU).peak_bytes) / (1024.0 * 1024.0); }
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -98,8 +101,9 @@ int main(int argc, char** argv) {
   double params = static_cast<double>(model.num_parameters());
   std::printf(
       "{\"framework\": \"kiln\", \"config\": \"%s\", \"threads\": %d, \"steps\": %d, \"ms_per_step\": %.3f, "
-      "\"tokens_per_s\": %.1f, \"gflops\": %.2f, \"peak_rss_mb\": %.1f, \"parameters\": %.0f, \"loss\": %.4f}\n",
+      "\"tokens_per_s\": %.1f, \"gflops\": %.2f, \"peak_rss_mb\": %.1f, \"peak_tensor_mb\": %.1f, "
+      "\"parameters\": %.0f, \"loss\": %.4f}\n",
       c.name.c_str(), kiln::get_num_threads(), steps, median, tokens / (median / 1000.0),
-      6.0 * params * tokens / (median / 1000.0) / 1e9, peak_rss_mb(), params, loss);
+      6.0 * params * tokens / (median / 1000.0) / 1e9, peak_rss_mb(), peak_tensor_mb(), params, loss);
   return 0;
 }

@@ -612,6 +612,43 @@ TEST_CASE("gradcheck: layer_norm") {
   });
 }
 
+TEST_CASE("gradcheck: scaled_dot_product_attention") {
+  // Masks allow at least one key per query (a fully masked query is NaN by definition).
+  const Tensor allowed = from_vector<bool>({1, 1, 0, 1, 0, 1, 0, 1, 1, 1, 0, 0, 1, 0, 1}, {3, 5});
+  const Tensor key_ok = from_vector<bool>({1, 1, 1, 0, 0, 1, 1, 1, 1, 0}, {2, 1, 1, 5});
+  const Tensor bias = from_vector<double>({0.3, -1.0, 0.0, 2.0, -0.5}, {5});
+  run_table({
+      {"sdpa 4-D", [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2]); },
+       {R({2, 2, 3, 4}), R({2, 2, 5, 4}), R({2, 2, 5, 3})}},
+      {"sdpa 3-D with bool mask",
+       [allowed](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], allowed); },
+       {R({2, 3, 4}), R({2, 5, 4}), R({2, 5, 2})}},
+      {"sdpa 2-D with float mask",
+       [bias](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], bias); },
+       {R({3, 4}), R({5, 4}), R({5, 3})}},
+      {"sdpa causal, scale 0.7",
+       [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, true, 0.7); },
+       {R({1, 2, 4, 3}), R({1, 2, 4, 3}), R({1, 2, 4, 3})}},
+      {"sdpa heads inside rows (N, L, H, E) with key padding",
+       [key_ok](V x) {
+         return scaled_dot_product_attention(x[0].transpose(1, 2), x[1].transpose(1, 2), x[2].transpose(1, 2),
+                                             key_ok);
+       },
+       {R({2, 3, 2, 4}), R({2, 5, 2, 4}), R({2, 5, 2, 3})}},
+      {"sdpa transposed value", [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2].transpose(-2, -1)); },
+       {R({2, 3, 4}), R({2, 5, 4}), R({2, 3, 5})}},
+      {"sdpa dropout 0.3",
+       [key_ok](V x) {
+         Generator g(7);  // the same mask at every evaluation
+         return scaled_dot_product_attention(x[0], x[1], x[2], key_ok, 0.3, false, std::nullopt, &g);
+       },
+       {R({2, 2, 3, 4}), R({2, 2, 5, 4}), R({2, 2, 5, 3})}},
+      {"sdpa float mask with a gradient",
+       [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], x[3]); },
+       {R({2, 3, 4}), R({2, 5, 4}), R({2, 5, 2}), R({3, 5})}},
+  });
+}
+
 TEST_CASE("gradcheck: dropout") {
   run_table({
       {"dropout p 0.4",

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <sstream>
 
@@ -345,6 +346,83 @@ TEST_CASE("softmax and log_softmax over every dim, with masked rows") {
     const std::string m = "smmask." + tag + ".";
     check_fx(softmax(fx(m + "x"), -1), m + "softmax");
     check_fx(log_softmax(fx(m + "x"), -1), m + "log_softmax");
+  }
+}
+
+TEST_CASE("scaled_dot_product_attention matches torch's formula, forward and backward") {
+  for (const auto& tag : kTags) {
+    const std::string p = "sdpa." + tag + ".";
+    const Tensor q0 = fx(p + "q"), k0 = fx(p + "k"), v0 = fx(p + "v"), g = fx(p + "g");
+    const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>>>
+        cases = {
+            {"plain", [](auto& q, auto& k, auto& v) { return scaled_dot_product_attention(q, k, v); }},
+            {"bool", [](auto& q, auto& k, auto& v) { return scaled_dot_product_attention(q, k, v, fx("sdpa.allowed")); }},
+            {"float", [p](auto& q, auto& k, auto& v) { return scaled_dot_product_attention(q, k, v, fx(p + "bias")); }},
+            {"scale",
+             [](auto& q, auto& k, auto& v) { return scaled_dot_product_attention(q, k, v, Tensor(), 0.0, false, 0.3); }},
+        };
+    for (const auto& [name, f] : cases) {
+      Tensor q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_(), v = v0.clone().requires_grad_();
+      Tensor out = f(q, k, v);
+      check_fx(out, p + name + ".out");
+      out.backward(g);
+      // The fused backward takes D = <g, out> per query where torch takes <dP, P>: equal
+      // in exact arithmetic, but dS = P (dP - D) cancels terms of size |g||v| ~ 1, so a
+      // float32 grad of q or k is good to a few ulps of those terms, not of itself.
+      const Tol score_grad = tag == "f32" ? Tol{1e-6, 1e-6} : kTol64;
+      check_fx(q.grad(), p + name + ".gq", score_grad);
+      check_fx(k.grad(), p + name + ".gk", score_grad);
+      check_fx(v.grad(), p + name + ".gv");
+    }
+    const Tensor k3 = k0.narrow(2, 0, 3), v3 = v0.narrow(2, 0, 3);
+    check_fx(scaled_dot_product_attention(q0, k3, v3, Tensor(), 0.0, true), p + "causal.out");
+  }
+}
+
+TEST_CASE("scaled_dot_product_attention with dropout equals its unfused formula under the same generator") {
+  // The fused kernel numbers the (N, H, L, S) weights as a contiguous tensor and draws
+  // dropout's stream from the same Philox counters, so one seed gives one mask.
+  Generator init(3);
+  for (DType dt : {kFloat64, kFloat32}) {
+    TensorOptions o(dt);
+    Tensor q = randn({2, 3, 6, 8}, o, &init).requires_grad_(), k = randn({2, 3, 7, 8}, o, &init).requires_grad_(),
+           v = randn({2, 3, 7, 5}, o, &init).requires_grad_();
+    Tensor allowed = gt(rand({2, 1, 1, 7}, TensorOptions(kFloat64), &init), 0.3);
+    allowed = logical_or(allowed, eq(arange(7.0).reshape({1, 1, 1, 7}), 0));  // every query sees key 0
+    Tensor g = randn({2, 3, 6, 5}, o, &init);
+    Generator g1(11), g2(11);
+    Tensor fused = scaled_dot_product_attention(q, k, v, allowed, 0.4, false, std::nullopt, &g1);
+    fused.backward(g);
+    Tensor gq = q.grad(), gk = k.grad(), gv = v.grad();
+    q.set_grad(Tensor());
+    k.set_grad(Tensor());
+    v.set_grad(Tensor());
+    Tensor w = softmax(masked_fill(matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(8.0)), logical_not(allowed),
+                                   -std::numeric_limits<double>::infinity()),
+                       -1);
+    Tensor unfused = matmul(dropout(w, 0.4, true, &g2), v);
+    unfused.backward(g);
+    const Tol tol = dt == kFloat64 ? Tol{1e-12, 1e-13} : Tol{2e-6, 1e-6};
+    kiln::testing::check_matches("output", fused, unfused, tol);
+    kiln::testing::check_matches("grad q", gq, q.grad(), tol);
+    kiln::testing::check_matches("grad k", gk, k.grad(), tol);
+    kiln::testing::check_matches("grad v", gv, v.grad(), tol);
+    CHECK(g1.get_state().offset == g2.get_state().offset);  // both reserved the same blocks
+  }
+}
+
+TEST_CASE("dropout draws bernoulli(1 - p)'s stream and backward reuses its mask") {
+  for (DType dt : {kFloat64, kFloat32}) {
+    Generator g1(5), g2(5);
+    Tensor x = (rand({7, 9}, TensorOptions(dt)) + 0.5).requires_grad_();
+    Tensor y = dropout(x, 0.3, true, &g1);
+    Tensor keep = bernoulli({7, 9}, 0.7, TensorOptions(dt), &g2);
+    kiln::testing::check_matches("forward", y, x.detach() * keep / 0.7, Tol{1e-6, 0});
+    y.backward(ones({7, 9}, TensorOptions(dt)));
+    kiln::testing::check_matches("backward", x.grad(), keep / 0.7, Tol{1e-6, 0});
+    const double kept = sum(keep).item();
+    CHECK(kept > 20);  // 63 draws at 0.7: far from all or none
+    CHECK(kept < 60);
   }
 }
 

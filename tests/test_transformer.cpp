@@ -842,9 +842,9 @@ TEST_CASE("bad input to attention, the Transformer, Seq2Seq and the masks names 
   CHECK(has_all(error_of([] { (void)tr::TransformerEncoderLayer(8, 2, {.activation = "tanh"}); }),
                 {"[TransformerEncoderLayer]", "'tanh'"}));
   CHECK(has_all(error_of([] {
-                  tr::scaled_dot_product_attention(randn({2, 3, 4}), randn({2, 5, 3}), randn({2, 5, 4}));
+                  tr::attention(randn({2, 3, 4}), randn({2, 5, 3}), randn({2, 5, 4}));
                 }),
-                {"[scaled_dot_product_attention]", "(2, 3, 4)", "(2, 5, 3)"}));
+                {"[attention]", "(2, 3, 4)", "(2, 5, 3)"}));
 
   // Transformer
   tr::TransformerOptions o;

@@ -111,19 +111,48 @@ class Backend {
                                       int64_t ignore_index, double label_smoothing,
                                       const Tensor& g_row, const Tensor& grad_logits) = 0;
 
-  // Random fills from (seed, first block) of a Generator; contiguous out.
   // One fused Adam/AdamW update of a parameter, in place, with torch.optim.Adam's
   // arithmetic (single-tensor path). All tensors contiguous, same dtype and numel;
   // max_exp_avg_sq is undefined unless amsgrad.
   virtual void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                          const Tensor& max_exp_avg_sq, const AdamStepParams& hp) = 0;
 
+  // Random fills from (seed, first block) of a Generator; contiguous out.
   virtual void uniform(const Tensor& out, uint64_t seed, uint64_t block, double lo, double hi) = 0;
   virtual void normal(const Tensor& out, uint64_t seed, uint64_t block, double mean, double std) = 0;
   // out = (u < p) as out's dtype (bool, int or float 0/1).
   virtual void bernoulli(const Tensor& out, uint64_t seed, uint64_t block, double p) = 0;
   // out = lo + floor(u * (hi - lo)), int64.
   virtual void randint(const Tensor& out, uint64_t seed, uint64_t block, int64_t lo, int64_t hi) = 0;
+
+  // out = x * keep / (1 - p) with keep[i] = (word i < 2^32 · (1 - p)), word i being word
+  // i % 4 of Philox block (block + i / 4): the stream of bernoulli(1 - p), so backward
+  // rebuilds the mask from (seed, block) instead of keeping it. x, out contiguous, same
+  // shape and floating dtype; 0 <= p < 1. Applied to a gradient it is dropout's backward.
+  virtual void dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& out) = 0;
+
+  // Fused attention over N·H independent problems, keeping no (L, S) tensor:
+  //   scores = scale · q kᵀ + mask, P = softmax(scores) by row, lse = logsumexp of each
+  //   row of scores, P' = dropout(P) as above with element (n, h, l, s) numbered
+  //   ((n·H + h)·L + l)·S + s, out = P' v.
+  // q (N, H, L, E), k (N, H, S, E), v (N, H, S, Ev), out (N, H, L, Ev): any strides with the
+  // last one 1 (so out may be the (N, L, H, Ev) layout viewed as (N, H, L, Ev)). lse
+  // (N, H, L) contiguous. mask undefined, or (N, H, L, S) with any strides (0 where
+  // broadcast): bool (true = masked, i.e. -inf) or q's dtype (added). dropout_p = 0: none.
+  // A row whose every score is -inf gives NaN, as softmax does.
+  virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale,
+                         double dropout_p, uint64_t seed, uint64_t block, const Tensor& out,
+                         const Tensor& lse) = 0;
+  // The gradients of attention from g = dL/dout, rebuilding P from q, k, mask and lse and
+  // the dropout mask from (seed, block):
+  //   D = rowsum(g ∘ out), dP = (g vᵀ) ∘ keep / (1 - p), dS = P ∘ (dP − D),
+  //   grad_q = scale · dS k, grad_k = scale · dSᵀ q, grad_v = P'ᵀ g.
+  // g and out as out above; grad_q/k/v the shapes of q/k/v, any strides with the last one 1,
+  // overwritten.
+  virtual void attention_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& mask, const Tensor& out, const Tensor& lse, double scale,
+                                  double dropout_p, uint64_t seed, uint64_t block, const Tensor& grad_q,
+                                  const Tensor& grad_k, const Tensor& grad_v) = 0;
 };
 
 // The backend of a device; throws "[device] …" if none is registered for it.

@@ -76,14 +76,25 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
-  detail::check_floating("dropout", x);
-  KILN_CHECK(p >= 0 && p <= 1, "dropout", "probability has to be between 0 and 1, but got ", p);
+  const char* op = "dropout";
+  detail::check_floating(op, x);
+  KILN_CHECK(p >= 0 && p <= 1, op, "probability has to be between 0 and 1, but got ", p);
   if (!training || p == 0) return x;
   if (p == 1) return mul(x, 0.0);
-  // mask holds 0 or 1/(1-p): one multiply forward, the same one backward.
-  Tensor mask = bernoulli(x.shape(), 1.0 - p, TensorOptions(x.dtype()).device(x.device()), gen);
-  mask.mul_(1.0 / (1.0 - p));
-  return mul(x, mask);
+  // The mask is a function of (seed, block): backward draws it again instead of keeping
+  // a tensor of x's size alive until then.
+  Generator& g = gen ? *gen : default_generator();
+  const uint64_t seed = g.seed(), block = g.reserve(static_cast<uint64_t>(x.numel()));
+  Tensor xc = x.contiguous().detach();
+  Tensor y = detail::new_tensor(x.shape(), x.dtype(), x);
+  if (x.numel() > 0) backend_of(op, {&x}).dropout(xc, seed, block, p, y);
+  if (!any_requires_grad({&x})) return y;
+  return record(op, y, {x}, [seed, block, p, op](const Tensor& gy) -> TensorList {
+    Tensor gc = gy.contiguous();
+    Tensor gx = detail::new_tensor(gc.shape(), gc.dtype(), gc);
+    if (gc.numel() > 0) backend_of(op, {&gc}).dropout(gc, seed, block, p, gx);
+    return {gx};
+  });
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {

@@ -173,6 +173,17 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                   const Tensor& bias = Tensor(), double eps = 1e-5);
 // Zeroes each element with probability p and scales the rest by 1/(1-p) when training.
 Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr);
+// torch.nn.functional.scaled_dot_product_attention, fused: softmax(q kᵀ · scale + mask) v
+// with dropout on the weights; keeps no (L, S) tensor for backward.
+// q (…, L, E), k (…, S, E), v (…, S, Ev) with equal batch dims -> (…, L, Ev).
+// attn_mask broadcastable to (…, L, S): bool, true where a query MAY attend (torch's
+// convention, the opposite of MultiheadAttention's masks), or q's dtype, added to the
+// scores. is_causal: query i sees keys 0..i (not together with attn_mask). scale
+// defaults to 1/sqrt(E). A query that may attend to nothing gets NaN, as in torch.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& attn_mask = Tensor(), double dropout_p = 0.0,
+                                    bool is_causal = false, std::optional<double> scale = std::nullopt,
+                                    Generator* gen = nullptr);
 // weight (num, dim) rows picked by int64 indices of any shape -> (*indices, dim).
 // Rows equal to padding_idx get no gradient (pass -1 for none; negative counts from num).
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx = std::nullopt);

@@ -27,10 +27,9 @@ Tensor pad_mask(const Tensor& mask, int64_t n) {
 
 }  // namespace
 
-AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                             const Tensor& mask, double dropout_p, bool training,
-                                             Generator* gen) {
-  const char* op = "scaled_dot_product_attention";
+AttentionOutput attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double dropout_p,
+                          bool training, Generator* gen) {
+  const char* op = "attention";
   KILN_CHECK(q.defined() && k.defined() && v.defined(), op, "query, key and value must be defined");
   KILN_CHECK(q.dim() >= 2 && q.dim() == k.dim() && k.dim() == v.dim(), op,
              "query, key and value must have the same rank >= 2, got shapes ", shape_str(q.shape()), ", ",
@@ -135,7 +134,14 @@ AttentionOutput MultiheadAttention::attend(Tensor q, Tensor k, Tensor v, Tensor 
     v = cat({v, zeros({N, H, 1, D}, TensorOptions(v.dtype()).device(v.device()))}, 2);
     mask = pad_mask(mask, 1);
   }
-  AttentionOutput a = scaled_dot_product_attention(q, k, v, mask, dropout, is_training());
+  AttentionOutput a;
+  if (need_weights) {
+    a = attention(q, k, v, mask, dropout, is_training());
+  } else {
+    // Fused: nothing of size (L, S) is kept for backward. Its bool masks say who may attend.
+    Tensor allowed = mask.defined() && mask.dtype() == kBool ? logical_not(mask) : mask;
+    a.output = kiln::scaled_dot_product_attention(q, k, v, allowed, is_training() ? dropout : 0.0);
+  }
   // (N, H, L, D) -> (N, L, E)
   Tensor out = out_proj->forward(a.output.transpose(1, 2).reshape({N, L, E}));
   Tensor weights;

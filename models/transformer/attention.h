@@ -13,13 +13,14 @@ struct AttentionOutput {
   Tensor weights;  // the attention probabilities (undefined when not asked for)
 };
 
-// softmax(q k^T / sqrt(E) + mask) v, with dropout on the weights when training.
+// The seeds' attention(): softmax(q k^T / sqrt(E) + mask) v, with dropout on the weights
+// when training, returning the weights too (kiln::scaled_dot_product_attention is the
+// fused op for when they are not wanted).
 // q (…, L, E), k (…, S, E), v (…, S, Ev); mask broadcastable to (…, L, S): bool (true =
 // may not attend) or float (added to the scores). -> output (…, L, Ev), weights (…, L, S).
 // A row whose keys are all masked gives NaN, as in PyTorch.
-AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                             const Tensor& mask = Tensor(), double dropout_p = 0.0,
-                                             bool training = false, Generator* gen = nullptr);
+AttentionOutput attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask = Tensor(),
+                          double dropout_p = 0.0, bool training = false, Generator* gen = nullptr);
 
 struct MultiheadAttentionOptions {
   double dropout = 0.0;

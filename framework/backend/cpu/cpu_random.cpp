@@ -7,6 +7,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/multiversion.h"
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/philox_words.h"
 
 namespace kiln::cpu {
 namespace {
@@ -81,7 +82,50 @@ void fill_random_words(const Tensor& out, uint64_t seed, uint64_t block, F f) {
   });
 }
 
+// out (n) = x (n) * keep / (1 - p), keep from words [first, first + n) of the stream.
+template <class T>
+KILN_MULTIVERSION void dropout_range(const T* x, T* out, int64_t n, int64_t first, uint64_t seed, uint64_t block,
+                                     uint64_t threshold, T scale) {
+  constexpr int64_t kChunk = 4 * kBatch;
+  uint32_t w[kChunk];
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t m = std::min(kChunk, n - i);
+    philox_words(seed, block, first + i, m, w);
+    for (int64_t j = 0; j < m; ++j) out[i + j] = static_cast<uint64_t>(w[j]) < threshold ? x[i + j] * scale : T(0);
+  }
+}
+
 }  // namespace
+
+void philox_words(uint64_t seed, uint64_t block, int64_t first, int64_t count, uint32_t* out) {
+  uint32_t w[4][kBatch];
+  int64_t i = 0;
+  while (i < count) {
+    const int64_t e = first + i;           // the next element wanted
+    const int64_t j = e / 4;               // its block, relative to `block`
+    philox_batch(seed, block + static_cast<uint64_t>(j), w);
+    // The batch covers elements [4j, 4j + 4·kBatch).
+    const int64_t last = std::min<int64_t>(4 * (j + kBatch), first + count);
+    for (int64_t el = e; el < last; ++el, ++i) out[i] = w[el % 4][el / 4 - j];
+  }
+}
+
+void CpuBackend::dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& out) {
+  const uint64_t threshold = bernoulli_threshold(1.0 - p);
+  visit_floating("dropout", x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    const T scale = static_cast<T>(1.0 / (1.0 - p));
+    // Chunks of whole Philox batches, so that no block is computed twice.
+    constexpr int64_t kChunk = 4 * kBatch;
+    const int64_t n = x.numel(), chunks = (n + kChunk - 1) / kChunk;
+    parallel_for(chunks, kGrainElements / kChunk, [&](int64_t c0, int64_t c1) {
+      const int64_t i0 = c0 * kChunk, i1 = std::min(n, c1 * kChunk);
+      dropout_range<T>(px + i0, po + i0, i1 - i0, i0, seed, block, threshold, scale);
+    });
+  });
+}
 
 void CpuBackend::uniform(const Tensor& out, uint64_t seed, uint64_t block, double lo, double hi) {
   if (out.dtype() == kFloat32) {
@@ -102,9 +146,7 @@ void CpuBackend::normal(const Tensor& out, uint64_t seed, uint64_t block, double
 }
 
 void CpuBackend::bernoulli(const Tensor& out, uint64_t seed, uint64_t block, double p) {
-  // P(w < threshold) = threshold / 2^32 = p, to 2^-32.
-  const double scaled = std::ldexp(p, 32);
-  const uint64_t threshold = scaled >= 4294967296.0 ? uint64_t{1} << 32 : static_cast<uint64_t>(scaled);
+  const uint64_t threshold = bernoulli_threshold(p);
   fill_random_words(out, seed, block, [=](uint32_t w) { return static_cast<uint64_t>(w) < threshold ? 1 : 0; });
 }
 
