@@ -594,6 +594,59 @@ TEST_SUITE("gpu") {
     });
   }
 
+  TEST_CASE("scaled_dot_product_attention, forward and backward") {
+    auto allowed = [](Device d) {
+      return from_vector<bool>({1, 1, 0, 1, 0, 1, 0, 1, 1, 1, 0, 0, 1, 0, 1}, {3, 5}).to(d);
+    };
+    auto key_ok = [](Device d) { return from_vector<bool>({1, 1, 1, 0, 0, 1, 1, 1, 1, 0}, {2, 1, 1, 5}).to(d); };
+    run_table({
+        {"sdpa 4-D", [](V x, Device) { return scaled_dot_product_attention(x[0], x[1], x[2]); },
+         {R({2, 2, 3, 4}), R({2, 2, 5, 4}), R({2, 2, 5, 3})}},
+        {"sdpa 3-D, bool mask", [allowed](V x, Device d) { return scaled_dot_product_attention(x[0], x[1], x[2], allowed(d)); },
+         {R({2, 3, 4}), R({2, 5, 4}), R({2, 5, 2})}},
+        {"sdpa 2-D, float mask",
+         [](V x, Device d) {
+           return scaled_dot_product_attention(x[0], x[1], x[2], from_vector<double>({0.3, -1, 0, 2, -0.5}, {5})
+                                                                     .to(x[0].dtype()).to(d));
+         },
+         {R({3, 4}), R({5, 4}), R({5, 3})}},
+        {"sdpa causal, scale 0.7",
+         [](V x, Device) { return scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, true, 0.7); },
+         {R({1, 2, 4, 3}), R({1, 2, 4, 3}), R({1, 2, 4, 3})}},
+        {"sdpa heads inside rows, key padding",
+         [key_ok](V x, Device d) {
+           return scaled_dot_product_attention(x[0].transpose(1, 2), x[1].transpose(1, 2), x[2].transpose(1, 2),
+                                               key_ok(d));
+         },
+         {R({2, 3, 2, 4}), R({2, 5, 2, 4}), R({2, 5, 2, 3})}},
+        {"sdpa transposed value", [](V x, Device) { return scaled_dot_product_attention(x[0], x[1], x[2].transpose(-2, -1)); },
+         {R({2, 3, 4}), R({2, 5, 4}), R({2, 3, 5})}},
+        {"sdpa expanded key", [](V x, Device) { return scaled_dot_product_attention(x[0], x[1], x[2]); },
+         {R({3, 4, 8}), E(R({3, 6, 8})), R({3, 6, 5})}},
+        {"sdpa dropout 0.3",
+         [key_ok](V x, Device d) {
+           Generator g(7);
+           return scaled_dot_product_attention(x[0], x[1], x[2], key_ok(d), 0.3, false, std::nullopt, &g);
+         },
+         {R({2, 2, 3, 4}), R({2, 2, 5, 4}), R({2, 2, 5, 3})}},
+        {"sdpa float mask with a gradient", [](V x, Device) { return scaled_dot_product_attention(x[0], x[1], x[2], x[3]); },
+         {R({2, 3, 4}), R({2, 5, 4}), R({2, 5, 2}), R({3, 5})}},
+        {"sdpa a query that may attend to nothing (NaN)",
+         [](V x, Device d) {
+           return scaled_dot_product_attention(x[0], x[1], x[2], from_vector<bool>({1, 1, 0, 0}, {2, 2}).to(d));
+         },
+         {R({2, 2, 3}), R({2, 2, 3}), R({2, 2, 3})}},
+        {"sdpa 300 keys, dropout, heads inside rows",
+         [](V x, Device d) {
+           Generator g(5);
+           Tensor q = x[0].transpose(1, 2), k = x[1].transpose(1, 2), v = x[2].transpose(1, 2);
+           return scaled_dot_product_attention(q, k, v, Tensor(), 0.1, true, std::nullopt, &g).transpose(1, 2) +
+                  0.0 * ones({1}, TensorOptions(x[0].dtype()).device(d));
+         },
+         {R({2, 300, 4, 16}), R({2, 300, 4, 16}), R({2, 300, 4, 8})}},
+    });
+  }
+
   TEST_CASE("to(device) is differentiable: the gradient comes back to the CPU") {
     Tensor x = randn({3, 4}, TensorOptions(kFloat64)).requires_grad_();
     Tensor y = (x.to(gpu()) * 2.0).sum();

@@ -50,6 +50,13 @@ class CudaBackend final : public Backend {
   void normal(const Tensor& out, uint64_t seed, uint64_t block, double mean, double std) override;
   void bernoulli(const Tensor& out, uint64_t seed, uint64_t block, double p) override;
   void randint(const Tensor& out, uint64_t seed, uint64_t block, int64_t lo, int64_t hi) override;
+  void dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& out) override;
+  void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale,
+                 double dropout_p, uint64_t seed, uint64_t block, const Tensor& out, const Tensor& lse) override;
+  void attention_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                          const Tensor& out, const Tensor& lse, double scale, double dropout_p, uint64_t seed,
+                          uint64_t block, const Tensor& grad_q, const Tensor& grad_k,
+                          const Tensor& grad_v) override;
 };
 
 // The backend / allocator of a CUDA device, after checking that it is usable; else

@@ -8,6 +8,7 @@
 //   out (n) contiguous, any dtype.
 #include <cmath>
 
+#include "backend/cpu/philox_words.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_launch.cuh"
 
@@ -111,10 +112,7 @@ void CudaBackend::normal(const Tensor& out, uint64_t seed, uint64_t block, doubl
 }
 
 void CudaBackend::bernoulli(const Tensor& out, uint64_t seed, uint64_t block, double p) {
-  // P(w < threshold) = threshold / 2^32 = p, to 2^-32 (the CPU's rule).
-  const double scaled = std::ldexp(p, 32);
-  const uint64_t threshold = scaled >= 4294967296.0 ? uint64_t{1} << 32 : static_cast<uint64_t>(scaled);
-  fill_words(out, seed, block, WordFill::Bernoulli, 0, 0, threshold, "bernoulli");
+  fill_words(out, seed, block, WordFill::Bernoulli, 0, 0, cpu::bernoulli_threshold(p), "bernoulli");
 }
 
 void CudaBackend::randint(const Tensor& out, uint64_t seed, uint64_t block, int64_t lo, int64_t hi) {
