@@ -2,12 +2,13 @@
 // softmax, layer_norm, cross_entropy (forward and backward) and elementwise add and
 // gelu, float32, at attention- and activation-like shapes.
 //
-//   bench_kernels [--threads N] [--min-time S]
+//   bench_kernels [--threads N] [--min-time S] [--device cpu|cuda:N]
 //
 // Bytes are the minimum a kernel must move (inputs read once, outputs written once);
 // the copy reference is std::memcpy of the same number of bytes, split over the same
-// threads. The ratio kernel/copy says how close to the memory system's speed a kernel
-// runs (1.0 = as fast as a copy).
+// threads (on a GPU: a device-to-device copy_ of a tensor that size). The ratio
+// kernel/copy says how close to the memory system's speed a kernel runs (1.0 = as fast
+// as a copy). On a GPU each call is timed to the end of its kernels (cuda::synchronize).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -22,8 +23,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+bool g_gpu = false;  // time each call until the GPU is done with it
+
 // Median seconds per call over runs of at least min_time.
-double time_it(const std::function<void()>& f, double min_time) {
+double time_it(const std::function<void()>& body, double min_time) {
+  auto f = [&] {
+    body();
+    if (g_gpu) kiln::cuda::synchronize();
+  };
   f();
   std::vector<double> per_call;
   for (int run = 0; run < 5; ++run) {
@@ -57,26 +64,51 @@ double copy_gbps(size_t bytes, double min_time) {
   return 2.0 * static_cast<double>(bytes) / time_it(copy, min_time) / 1e9;
 }
 
+// The same reference on a GPU: one tensor copied into another there.
+double device_copy_gbps(const kiln::Tensor& like, double min_time) {
+  kiln::Tensor src = kiln::ones(like.shape(), kiln::TensorOptions(like.dtype()).device(like.device()));
+  kiln::Tensor dst = kiln::empty_like(src);
+  const double bytes = static_cast<double>(src.numel() * static_cast<int64_t>(src.element_size()));
+  return 2.0 * bytes / time_it([&] { dst.copy_(src); }, min_time) / 1e9;
+}
+
+int run(double min_time, kiln::Device device);
+
 }  // namespace
 
 int main(int argc, char** argv) {
   double min_time = 0.2;
+  std::string device = "cpu";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string f = argv[i];
     if (f == "--threads") kiln::set_num_threads(std::stoi(argv[i + 1]));
     else if (f == "--min-time") min_time = std::stod(argv[i + 1]);
+    else if (f == "--device") device = argv[i + 1];
   }
+  try {
+    return run(min_time, kiln::Device(device));
+  } catch (const kiln::Error& e) {
+    std::fprintf(stderr, "bench_kernels: %s\n", e.what());
+    return 1;
+  }
+}
+
+namespace {
+
+int run(double min_time, kiln::Device device) {
+  g_gpu = !device.is_cpu();
   std::printf("%s\n", kiln::config().c_str());
   kiln::manual_seed(0);
   using kiln::Tensor;
+  const kiln::TensorOptions on(device);
   const int64_t rows = 64 * 100, width = 512;           // activations (batch·seq, d_model)
-  Tensor act = kiln::randn({rows, width});
-  Tensor act2 = kiln::randn({rows, width});
-  Tensor scores = kiln::randn({64 * 8, 100, 100});       // attention scores
-  Tensor logits = kiln::randn({rows, 5000});             // (tokens, vocab)
-  Tensor targets = kiln::randint(0, 5000, {rows});
-  Tensor w = kiln::ones({width}), b = kiln::zeros({width});
-  Tensor g_scores = kiln::randn(scores.shape());
+  Tensor act = kiln::randn({rows, width}, on);
+  Tensor act2 = kiln::randn({rows, width}, on);
+  Tensor scores = kiln::randn({64 * 8, 100, 100}, on);   // attention scores
+  Tensor logits = kiln::randn({rows, 5000}, on);         // (tokens, vocab)
+  Tensor targets = kiln::randint(0, 5000, {rows}, kiln::TensorOptions(kiln::kInt64).device(device));
+  Tensor w = kiln::ones({width}, on), b = kiln::zeros({width}, on);
+  Tensor g_scores = kiln::randn(scores.shape(), on);
   const double f4 = 4.0;
 
   struct Case {
@@ -109,12 +141,20 @@ int main(int argc, char** argv) {
                      ce_in.zero_grad();
                    }});
 
-  double copy = copy_gbps(static_cast<size_t>(f4 * act.numel()), min_time);
-  std::printf("\nthreads %d; memcpy reference: %.1f GB/s (read + write)\n\n", kiln::get_num_threads(), copy);
-  std::printf("| kernel | GB/s | / memcpy |\n| --- | ---: | ---: |\n");
+  double copy = 0;
+  if (device.is_cpu()) {
+    copy = copy_gbps(static_cast<size_t>(f4 * act.numel()), min_time);
+    std::printf("\nthreads %d; memcpy reference: %.1f GB/s (read + write)\n\n", kiln::get_num_threads(), copy);
+  } else {
+    copy = device_copy_gbps(act, min_time);
+    std::printf("\ndevice %s; copy reference: %.1f GB/s (read + write)\n\n", device.str().c_str(), copy);
+  }
+  std::printf("| kernel | GB/s | / %s |\n| --- | ---: | ---: |\n", device.is_cpu() ? "memcpy" : "copy");
   for (const Case& c : cases) {
     double gbps = c.bytes / time_it(c.run, min_time) / 1e9;
     std::printf("| %s | %.1f | %.2f |\n", c.name.c_str(), gbps, gbps / copy);
   }
   return 0;
 }
+
+}  // namespace

@@ -2,10 +2,13 @@
 // post-norm, ReLU, dropout 0.1, padding and causal masks, CrossEntropy ignoring pad.
 //
 //   bench_train_step --config seed|small|tiny [--steps N] [--warmup W] [--threads T]
+//                    [--device cpu|cuda:N]
 //
 // Prints one JSON line: ms/step (median of the timed steps), tokens/s (target tokens,
 // batch·seq), achieved GFLOP/s as 6·parameters·tokens/time, and the process's peak
-// resident memory (getrusage), so run one configuration per process.
+// resident memory (getrusage), so run one configuration per process. On a GPU the step
+// ends when its loss has reached the host (item() waits for the device), the tensor
+// peak is the GPU's, and the line also says "device".
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -36,13 +39,15 @@ double peak_rss_mb() {
   return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
 }
 
-// The most bytes tensors held at once (the allocator's count, without its cache).
-double peak_tensor_mb() { return static_cast<double>(kiln::memory_stats(kiln::kCPU).peak_bytes) / (1024.0 * 1024.0); }
+// The most bytes tensors held at once on the device (the allocator's count, without its cache).
+double peak_tensor_mb(kiln::Device d) { return static_cast<double>(kiln::memory_stats(d).peak_bytes) / (1024.0 * 1024.0); }
+
+int run(const std::string& config, int steps, int warmup, int threads, kiln::Device device);
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string config = "tiny";
+  std::string config = "tiny", device = "cpu";
   int steps = 0, warmup = 2, threads = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string f = argv[i], v = argv[i + 1];
@@ -50,11 +55,23 @@ int main(int argc, char** argv) {
     else if (f == "--steps") steps = std::stoi(v);
     else if (f == "--warmup") warmup = std::stoi(v);
     else if (f == "--threads") threads = std::stoi(v);
+    else if (f == "--device") device = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", f.c_str());
       return 2;
     }
   }
+  try {
+    return run(config, steps, warmup, threads, kiln::Device(device));
+  } catch (const kiln::Error& e) {
+    std::fprintf(stderr, "bench_train_step: %s\n", e.what());
+    return 1;
+  }
+}
+
+namespace {
+
+int run(const std::string& config, int steps, int warmup, int threads, kiln::Device device) {
   const bench::TrainConfig& c = bench::train_config(config);
   if (steps == 0) steps = c.name == "seed" ? 3 : c.name == "small" ? 20 : 200;
   if (threads > 0) kiln::set_num_threads(threads);
@@ -71,6 +88,7 @@ int main(int argc, char** argv) {
   o.dropout = 0.1;
   o.max_len = std::max<int64_t>(c.seq + 1, 128);
   tr::Seq2SeqTransformer model(o);
+  model.to(device);
   model.train();
   kiln::optim::AdamOptions adam;
   adam.lr = 1e-4;
@@ -78,7 +96,7 @@ int main(int argc, char** argv) {
   adam.eps = 1e-9;
   kiln::optim::Adam optimizer(model.parameters(), adam);
 
-  kiln::Tensor src = ids(c, 1), tgt_in = ids(c, 2), labels = ids(c, 3);
+  kiln::Tensor src = ids(c, 1).to(device), tgt_in = ids(c, 2).to(device), labels = ids(c, 3).to(device);
   auto step = [&] {
     kiln::Tensor logits = model.forward(src, tgt_in);
     kiln::Tensor loss = kiln::cross_entropy(logits.reshape({-1, c.vocab}), labels.reshape({-1}), 0);
@@ -99,11 +117,16 @@ int main(int argc, char** argv) {
   double median = ms[ms.size() / 2];
   double tokens = static_cast<double>(c.batch * c.seq);
   double params = static_cast<double>(model.num_parameters());
+  // The CPU's line is as it always was; another device adds its name at the end.
+  const std::string device_field = device.is_cpu() ? "" : ", \"device\": \"" + device.str() + "\"";
   std::printf(
       "{\"framework\": \"kiln\", \"config\": \"%s\", \"threads\": %d, \"steps\": %d, \"ms_per_step\": %.3f, "
       "\"tokens_per_s\": %.1f, \"gflops\": %.2f, \"peak_rss_mb\": %.1f, \"peak_tensor_mb\": %.1f, "
-      "\"parameters\": %.0f, \"loss\": %.4f}\n",
+      "\"parameters\": %.0f, \"loss\": %.4f%s}\n",
       c.name.c_str(), kiln::get_num_threads(), steps, median, tokens / (median / 1000.0),
-      6.0 * params * tokens / (median / 1000.0) / 1e9, peak_rss_mb(), peak_tensor_mb(), params, loss);
+      6.0 * params * tokens / (median / 1000.0) / 1e9, peak_rss_mb(), peak_tensor_mb(device), params, loss,
+      device_field.c_str());
   return 0;
 }
+
+}  // namespace

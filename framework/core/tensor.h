@@ -79,7 +79,9 @@ class Tensor {
   uint64_t version() const { return checked().storage->version(); }
   void bump_version() const { checked().storage->bump_version(); }
 
-  // ---- raw data (CPU). data<T>() checks the dtype and points at element 0 of the view.
+  // ---- raw data: data<T>() checks the dtype and points at element 0 of the view, in the
+  // tensor's device memory (a GPU address for a CUDA tensor, for kernels only: the host
+  // reads one through item, at, to_vector or .to(kCPU)).
   void* data_ptr() const;
   template <class T> T* data() const;
 

@@ -81,6 +81,7 @@ void Adam::step() {
       // Also when amsgrad was switched on after some steps (or the state came without it).
       if (amsgrad && !st.count("max_exp_avg_sq")) st["max_exp_avg_sq"] = zeros_like(p);
       Tensor& step_t = st["step"];
+      if (!step_t.device().is_cpu()) step_t = step_t.to(kCPU);  // read on the host below
       // A 0-d float64 counter on the CPU: bumped directly, not through an op per parameter.
       step_t.data<double>()[0] += 1.0;
       step_t.bump_version();
