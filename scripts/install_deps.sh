@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs what Kiln needs to build and test on Debian 12, if it is missing.
+# Installs what Kiln needs to build and test on Debian 12, if it is missing. CUDA is
+# optional and never installed here: a machine that has nvcc and cuBLAS gets the CUDA
+# backend built (meson's -Dcuda=auto), one without builds and runs CPU-only.
 set -euo pipefail
 
 packages=(g++ meson ninja-build pkg-config libopenblas-dev libtbb-dev doctest-dev)

@@ -5,14 +5,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
 
+# cuda=auto (the default): the CUDA backend is compiled wherever nvcc and cuBLAS exist;
+# its suite (test_cuda) is skipped where no GPU is.
 [ -d build ] || meson setup build --buildtype=release
 ninja -C build
 meson test -C build --print-errorlogs
 
 if [ "${KILN_SKIP_SANITIZERS:-0}" != "1" ]; then
+  # CPU only: AddressSanitizer and the CUDA runtime do not mix well.
   [ -d build-sanitize ] || meson setup build-sanitize --buildtype=debugoptimized \
-    -Db_sanitize=address,undefined -Db_lundef=false -Dbenchmarks=false \
+    -Db_sanitize=address,undefined -Db_lundef=false -Dbenchmarks=false -Dcuda=disabled \
     -Dcpp_args=-fno-sanitize-recover=undefined
+  meson configure build-sanitize -Dcuda=disabled
   ninja -C build-sanitize
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     meson test -C build-sanitize --print-errorlogs --timeout-multiplier 4
