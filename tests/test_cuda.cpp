@@ -422,7 +422,9 @@ TEST_SUITE("gpu") {
   }
 
   TEST_CASE("reductions of every shape the kernels split into") {
-    for (const Shape& s : std::vector<Shape>{{1000}, {3, 1000}, {1000, 3}, {2, 300, 70}, {5, 1, 7, 33}, {1}}) {
+    // (long rows: one block per row, or split over blocks past 65536; columns; mixed)
+    for (const Shape& s : std::vector<Shape>{{1000}, {3, 1000}, {1000, 3}, {2, 300, 70}, {5, 1, 7, 33}, {1},
+                                             {200001}, {3, 70000}}) {
       CAPTURE(shape_str(s));
       Generator g(9);
       Tensor x = randn(s, TensorOptions(kFloat64), &g);

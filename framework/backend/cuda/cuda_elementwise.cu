@@ -110,6 +110,7 @@ __device__ inline int64_t unary_int(UnaryOp op, int64_t v, int64_t a, int64_t lo
   }
 }
 
+// out (…) = op(x (…)), floating T
 template <class T>
 __global__ void unary_float_kernel(Strided<2> L, T* out, const T* x, UnaryOp op, T a, T b, int64_t n) {
   KILN_GRID_STRIDE_LOOP(i, n) {
@@ -119,6 +120,7 @@ __global__ void unary_float_kernel(Strided<2> L, T* out, const T* x, UnaryOp op,
   }
 }
 
+// out (…) = op(x (…)), int64
 __global__ void unary_int_kernel(Strided<2> L, int64_t* out, const int64_t* x, UnaryOp op, int64_t a, int64_t lo,
                                  int64_t hi, int64_t n) {
   KILN_GRID_STRIDE_LOOP(i, n) {

@@ -15,6 +15,7 @@ struct AdamScalars {
   T beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay, decay_factor, neg_step_size, bc2_sqrt;
 };
 
+// p, m, v [, vmax] (n) updated in place from g (n)
 template <class T>
 __global__ void adam_kernel(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, AdamScalars<T> s, bool l2,
                             bool decoupled, bool maximize) {

@@ -2,6 +2,7 @@
 // the reduced block of dims, out (A, B) = reduce_r x[a, r, b]; reduced dims that are
 // not one block are done one block at a time (last first). Max/min can also write the
 // index of the extremum: the first one on ties, and the first NaN if there is one.
+#include <algorithm>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -124,9 +125,48 @@ __global__ void reduce_cols_kernel(ReduceOp op, const T* x, int64_t A, int64_t R
   }
 }
 
+// A long row split over P blocks: x (A, R) -> partial (A, P), part p summing
+// r in [p·chunk, (p+1)·chunk).
+template <class T, class AccT>
+__global__ void sum_parts_kernel(const T* x, int64_t A, int64_t R, int64_t P, int64_t chunk, AccT* partial) {
+  for (int64_t task = blockIdx.x; task < A * P; task += gridDim.x) {
+    const int64_t a = task / P, r0 = (task % P) * chunk, r1 = r0 + chunk < R ? r0 + chunk : R;
+    AccT s = 0;
+    for (int64_t r = r0 + threadIdx.x; r < r1; r += blockDim.x) s += static_cast<AccT>(x[a * R + r]);
+    s = block_sum(s);
+    if (threadIdx.x == 0) partial[task] = s;
+  }
+}
+
+// partial (A, P) -> out (A)
+template <class T, class AccT>
+__global__ void sum_finish_kernel(const AccT* partial, int64_t A, int64_t P, T* out) {
+  for (int64_t a = blockIdx.x; a < A; a += gridDim.x) {
+    AccT s = 0;
+    for (int64_t p = threadIdx.x; p < P; p += blockDim.x) s += partial[a * P + p];
+    s = block_sum(s);
+    if (threadIdx.x == 0) out[a] = static_cast<T>(s);
+  }
+}
+
+// Rows this long with this few of them keep one block per row from filling the GPU.
+constexpr int64_t kSplitRowLength = 1 << 16, kSplitMaxRows = 128, kSplitChunk = 1 << 14;
+
 template <class T>
-void reduce_block(ReduceOp op, const T* x, int64_t A, int64_t R, int64_t B, T* out, int64_t* idx, cudaStream_t s) {
+void reduce_block(ReduceOp op, const T* x, int64_t A, int64_t R, int64_t B, T* out, int64_t* idx, cudaStream_t s,
+                  Device device) {
   if (A == 0 || B == 0) return;
+  if (B == 1 && op == ReduceOp::Sum && R >= kSplitRowLength && A <= kSplitMaxRows) {
+    using AccT = typename Acc<T>::type;
+    const int64_t P = (R + kSplitChunk - 1) / kSplitChunk;
+    Tensor partial = Tensor::empty({A * P}, TensorOptions(dtype_of<AccT>::value).device(device));
+    AccT* pp = static_cast<AccT*>(partial.data_ptr());
+    sum_parts_kernel<T, AccT><<<grid_for_rows(A * P), kThreads, 0, s>>>(x, A, R, P, kSplitChunk, pp);
+    KILN_CUDA_LAUNCH_CHECK("reduce");
+    sum_finish_kernel<T, AccT><<<grid_for_rows(A), kThreads, 0, s>>>(pp, A, P, out);
+    KILN_CUDA_LAUNCH_CHECK("reduce");
+    return;  // `partial` goes back to the cache; later users queue behind these kernels
+  }
   if (B == 1) {
     reduce_rows_kernel<T><<<grid_for_rows(A), kThreads, 0, s>>>(op, x, A, R, out, idx);
   } else {
@@ -170,7 +210,7 @@ void CudaBackend::reduce(ReduceOp op, const Tensor& x_in, const std::vector<int6
     visit_dtype(cur.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       reduce_block<T>(op, static_cast<const T*>(cur.data_ptr()), A, R, B, static_cast<T*>(dst.data_ptr()),
-                      indices ? indices->data<int64_t>() : nullptr, s);
+                      indices ? indices->data<int64_t>() : nullptr, s, out.device());
     });
     cur = dst;
     cur_shape = next_shape;
