@@ -347,6 +347,8 @@ TEST_CASE("bad factory arguments") {
   CHECK_ERROR(randint(5, 5, {3}), "[randint]", "low=5", "high=5");
   CHECK_ERROR(bernoulli({3}, 1.5), "[bernoulli]", "1.5");
   CHECK_ERROR(dropout(ones({3}), 1.5), "[dropout]", "1.5");
+  CHECK_ERROR(relu_dropout(ones({3}), -0.5), "[relu_dropout]", "-0.5");
+  CHECK_ERROR(relu_dropout(ones({3}, kInt64), 0.5), "[relu_dropout]", "int64");
   Tensor u = zeros({3});
   CHECK_ERROR(u.uniform_(1.0, 0.0), "[uniform_]", "from=1", "to=0");
   CHECK_ERROR(u.normal_(0.0, -1.0), "[normal_]", "-1");

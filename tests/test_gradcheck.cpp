@@ -669,6 +669,19 @@ TEST_CASE("gradcheck: dropout") {
          return dropout(x[0], 0.2, true, &g).mul(x[1]);
        },
        {R({2, 3}), R({2, 3})}},
+      {"relu_dropout p 0.3",
+       [](V x) {
+         Generator g(123);
+         return relu_dropout(x[0], 0.3, true, &g);
+       },
+       {Z({3, 4})}},
+      {"relu_dropout transposed then mul",
+       [](V x) {
+         Generator g(9);
+         return relu_dropout(x[0], 0.5, true, &g).mul(x[1]);
+       },
+       {T(Z({3, 4})), R({3, 4})}},
+      {"relu_dropout eval (relu)", [](V x) { return relu_dropout(x[0], 0.3, false); }, {Z({3, 4})}},
       {"dropout eval (identity)", [](V x) { return dropout(x[0], 0.4, false) * 2.0; }, {R({3, 4})}},
       {"dropout p 0", [](V x) { return dropout(x[0], 0.0) * 2.0; }, {R({3, 4})}},
       {"dropout p 1", [](V x) { return dropout(x[0], 1.0).add(x[0]); }, {R({3, 4})}},
