@@ -28,32 +28,42 @@ void fill_random(const Tensor& out, uint64_t seed, uint64_t block, F f) {
 
 // kBatch Philox blocks at once, counters (block + j0 .. block + j0 + kBatch - 1), in
 // structure-of-arrays form so the rounds vectorize (the same arithmetic as philox4x32).
+// The words sit in 64-bit lanes with their upper halves zero, so that each 32x32->64
+// product is one vpmuludq lane: with uint32_t lanes GCC left the rounds scalar (measured
+// 21 -> 11 ns per block on a Zen 3).
 constexpr int kBatch = 16;
 
 KILN_MULTIVERSION void philox_batch(uint64_t seed, uint64_t first, uint32_t (&w)[4][kBatch]) {
-  constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
+  constexpr uint64_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u, kLow = 0xffffffffu;
   constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
   uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  uint64_t c0[kBatch], c1[kBatch], c2[kBatch], c3[kBatch];
   for (int b = 0; b < kBatch; ++b) {
-    uint64_t counter = first + static_cast<uint64_t>(b);
-    w[0][b] = static_cast<uint32_t>(counter);
-    w[1][b] = static_cast<uint32_t>(counter >> 32);
-    w[2][b] = 0;
-    w[3][b] = 0;
+    const uint64_t counter = first + static_cast<uint64_t>(b);
+    c0[b] = counter & kLow;
+    c1[b] = counter >> 32;
+    c2[b] = 0;
+    c3[b] = 0;
   }
   for (int round = 0; round < 10; ++round) {
     for (int b = 0; b < kBatch; ++b) {
-      uint64_t p0 = static_cast<uint64_t>(kMul0) * w[0][b];
-      uint64_t p1 = static_cast<uint64_t>(kMul1) * w[2][b];
-      uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ w[1][b] ^ k0;
-      uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ w[3][b] ^ k1;
-      w[1][b] = static_cast<uint32_t>(p1);
-      w[3][b] = static_cast<uint32_t>(p0);
-      w[0][b] = n0;
-      w[2][b] = n2;
+      const uint64_t p0 = (c0[b] & kLow) * kMul0;
+      const uint64_t p1 = (c2[b] & kLow) * kMul1;
+      const uint64_t n0 = (p1 >> 32) ^ c1[b] ^ k0;
+      const uint64_t n2 = (p0 >> 32) ^ c3[b] ^ k1;
+      c1[b] = p1 & kLow;
+      c3[b] = p0 & kLow;
+      c0[b] = n0;
+      c2[b] = n2;
     }
     k0 += kWeyl0;
     k1 += kWeyl1;
+  }
+  for (int b = 0; b < kBatch; ++b) {
+    w[0][b] = static_cast<uint32_t>(c0[b]);
+    w[1][b] = static_cast<uint32_t>(c1[b]);
+    w[2][b] = static_cast<uint32_t>(c2[b]);
+    w[3][b] = static_cast<uint32_t>(c3[b]);
   }
 }
 
