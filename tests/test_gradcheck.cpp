@@ -410,6 +410,8 @@ TEST_CASE("gradcheck: matmul") {
       {"batched permuted leaf", [](V x) { return matmul(x[0], x[1]); }, {Pm({2, 2, 3}), R({2, 3, 2})}},
       {"linear (2,3,4) W(5,4) b(5)", [](V x) { return linear(x[0], x[1], x[2]); }, {R({2, 3, 4}), R({5, 4}), R({5})}},
       {"linear without bias", [](V x) { return linear(x[0], x[1]); }, {R({3, 4}), T({5, 4})}},
+      {"linear 1-D input, stepped weight", [](V x) { return linear(x[0], x[1], x[2]); }, {R({4}), S({5, 4}), R({5})}},
+      {"linear transposed input", [](V x) { return linear(x[0], x[1], x[2]); }, {T({3, 4}), R({2, 4}), R({2})}},
       {"3-D transposed @ 2-D folded", [](V x) { return matmul(x[0], x[1]); }, {T({2, 3, 4}), R({4, 2})}},
       {"3-D @ 2-D transposed operand", [](V x) { return matmul(x[0], x[1].t()); }, {R({2, 3, 4}), R({2, 4})}},
       {"x @ x.t() (same input twice)", [](V x) { return matmul(x[0], x[0].t()); }, {R({2, 3})}},
