@@ -322,6 +322,14 @@ TEST_CASE("a tensor saved for backward modified in place is caught at backward t
   CHECK_ERROR(loss.backward(), "[exp]", "modified by an in-place operation");
 }
 
+TEST_CASE("bad linear arguments") {
+  CHECK_ERROR(linear(ones({2, 3}), ones({3})), "[linear]", "weight", "2-D", "(3,)");
+  CHECK_ERROR(linear(ones({2, 3}), ones({4, 5})), "[linear]", "(2, 3)", "in_features = 5");
+  CHECK_ERROR(linear(ones({2, 3}), ones({4, 3}, kFloat64)), "[linear]", "float32", "float64");
+  CHECK_ERROR(linear(ones({2, 3}), ones({4, 3}), ones({5})), "[linear]", "bias", "(4)", "(5,)");
+  CHECK_ERROR(linear(ones({2, 3}, kInt64), ones({4, 3})), "[linear]", "int64");
+}
+
 TEST_CASE("bad scaled_dot_product_attention arguments") {
   const Tensor q = ones({2, 3, 4}), k = ones({2, 5, 4}), v = ones({2, 5, 6});
   const char* op = "[scaled_dot_product_attention]";
@@ -347,6 +355,8 @@ TEST_CASE("bad factory arguments") {
   CHECK_ERROR(randint(5, 5, {3}), "[randint]", "low=5", "high=5");
   CHECK_ERROR(bernoulli({3}, 1.5), "[bernoulli]", "1.5");
   CHECK_ERROR(dropout(ones({3}), 1.5), "[dropout]", "1.5");
+  CHECK_ERROR(relu_dropout(ones({3}), -0.5), "[relu_dropout]", "-0.5");
+  CHECK_ERROR(relu_dropout(ones({3}, kInt64), 0.5), "[relu_dropout]", "int64");
   Tensor u = zeros({3});
   CHECK_ERROR(u.uniform_(1.0, 0.0), "[uniform_]", "from=1", "to=0");
   CHECK_ERROR(u.normal_(0.0, -1.0), "[normal_]", "-1");

@@ -410,6 +410,8 @@ TEST_CASE("gradcheck: matmul") {
       {"batched permuted leaf", [](V x) { return matmul(x[0], x[1]); }, {Pm({2, 2, 3}), R({2, 3, 2})}},
       {"linear (2,3,4) W(5,4) b(5)", [](V x) { return linear(x[0], x[1], x[2]); }, {R({2, 3, 4}), R({5, 4}), R({5})}},
       {"linear without bias", [](V x) { return linear(x[0], x[1]); }, {R({3, 4}), T({5, 4})}},
+      {"linear 1-D input, stepped weight", [](V x) { return linear(x[0], x[1], x[2]); }, {R({4}), S({5, 4}), R({5})}},
+      {"linear transposed input", [](V x) { return linear(x[0], x[1], x[2]); }, {T({3, 4}), R({2, 4}), R({2})}},
       {"3-D transposed @ 2-D folded", [](V x) { return matmul(x[0], x[1]); }, {T({2, 3, 4}), R({4, 2})}},
       {"3-D @ 2-D transposed operand", [](V x) { return matmul(x[0], x[1].t()); }, {R({2, 3, 4}), R({2, 4})}},
       {"x @ x.t() (same input twice)", [](V x) { return matmul(x[0], x[0].t()); }, {R({2, 3})}},
@@ -669,6 +671,19 @@ TEST_CASE("gradcheck: dropout") {
          return dropout(x[0], 0.2, true, &g).mul(x[1]);
        },
        {R({2, 3}), R({2, 3})}},
+      {"relu_dropout p 0.3",
+       [](V x) {
+         Generator g(123);
+         return relu_dropout(x[0], 0.3, true, &g);
+       },
+       {Z({3, 4})}},
+      {"relu_dropout transposed then mul",
+       [](V x) {
+         Generator g(9);
+         return relu_dropout(x[0], 0.5, true, &g).mul(x[1]);
+       },
+       {T(Z({3, 4})), R({3, 4})}},
+      {"relu_dropout eval (relu)", [](V x) { return relu_dropout(x[0], 0.3, false); }, {Z({3, 4})}},
       {"dropout eval (identity)", [](V x) { return dropout(x[0], 0.4, false) * 2.0; }, {R({3, 4})}},
       {"dropout p 0", [](V x) { return dropout(x[0], 0.0) * 2.0; }, {R({3, 4})}},
       {"dropout p 1", [](V x) { return dropout(x[0], 1.0).add(x[0]); }, {R({3, 4})}},

@@ -426,6 +426,23 @@ TEST_CASE("dropout draws bernoulli(1 - p)'s stream and backward reuses its mask"
   }
 }
 
+TEST_CASE("relu_dropout equals dropout(relu(x)) under the same generator, forward and backward") {
+  for (DType dt : {kFloat64, kFloat32}) {
+    Generator g1(21), g2(21);
+    Tensor x = randn({5, 11}, TensorOptions(dt)).requires_grad_();
+    Tensor g = randn({5, 11}, TensorOptions(dt));
+    Tensor fused = relu_dropout(x, 0.25, true, &g1);
+    fused.backward(g);
+    Tensor fused_grad = x.grad();
+    x.set_grad(Tensor());
+    Tensor plain = dropout(relu(x), 0.25, true, &g2);
+    plain.backward(g);
+    CHECK(equal(fused, plain));
+    CHECK(equal(fused_grad, x.grad()));
+    CHECK(sum(eq(fused, 0.0)).item() > sum(le(x, 0.0)).item());  // some positives were dropped
+  }
+}
+
 TEST_CASE("layer_norm with and without affine parameters") {
   for (const auto& tag : kTags) {
     const std::string p = "ln." + tag + ".";

@@ -76,10 +76,50 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   return matmul(a, b);
 }
 
-// The weight's transpose is a view that BLAS reads with a transpose flag (no copy).
+// y = x Wᵀ + b as one node: x (…, in), weight (out, in), bias (out) -> (…, out).
+// Its backward writes grad_weight = gᵀ x straight in the weight's (out, in) layout; the
+// same product through matmul and transpose would hand the leaf a transposed view that
+// accumulate_grad has to copy, every step, for every weight.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  Tensor y = matmul(x, weight.t());
-  return bias.defined() ? add(y, bias) : y;
+  const char* op = "linear";
+  detail::check_floating(op, x);
+  detail::check_floating(op, weight, "weight");
+  KILN_CHECK(weight.dim() == 2, op, "weight must be 2-D (out_features, in_features), got shape ",
+             shape_str(weight.shape()));
+  const int64_t out_f = weight.size(0), in_f = weight.size(1);
+  KILN_CHECK(x.dim() >= 1 && x.size(-1) == in_f, op, "input of shape ", shape_str(x.shape()),
+             " does not end in in_features = ", in_f, " (weight ", shape_str(weight.shape()), ")");
+  KILN_CHECK(x.dtype() == weight.dtype(), op, "input has dtype ", dtype_name(x.dtype()), ", the weight has ",
+             dtype_name(weight.dtype()));
+  if (bias.defined()) {
+    KILN_CHECK(bias.dim() == 1 && bias.size(0) == out_f && bias.dtype() == weight.dtype(), op,
+               "bias must be (", out_f, ") of dtype ", dtype_name(weight.dtype()), ", got shape ",
+               shape_str(bias.shape()), " and dtype ", dtype_name(bias.dtype()));
+  }
+  Backend& be = backend_of(op, {&x, &weight, &bias});
+  int64_t rows = 1;
+  for (int64_t d = 0; d + 1 < x.dim(); ++d) rows *= x.size(d);
+  Tensor x2 = x.reshape({rows, in_f}).detach();  // (rows, in)
+  Tensor y2 = detail::new_tensor({rows, out_f}, x.dtype(), x);
+  if (in_f == 0) {
+    be.fill(y2, 0.0);
+  } else {
+    be.matmul(x2, weight.detach().t(), y2);  // the transpose is a BLAS flag, not a copy
+  }
+  if (bias.defined()) be.binary(BinaryOp::Add, y2, bias.detach().expand(y2.shape()), y2);
+  Shape y_shape = x.shape();
+  y_shape.back() = out_f;
+  Tensor y = y2.view(y_shape);
+  if (!any_requires_grad({&x, &weight, &bias})) return y;
+  const bool gx = detail::needs_grad(x), gw = detail::needs_grad(weight), gb = detail::needs_grad(bias);
+  SavedTensor sx(gw ? x2 : Tensor(), op), sw(gx ? weight : Tensor(), op);
+  const Shape x_shape = x.shape();
+  return record(op, y, {x, weight, bias}, [=](const Tensor& g) -> TensorList {
+    Tensor g2 = g.reshape({rows, out_f});  // (rows, out)
+    return {gx ? matmul(g2, sw.get().detach()).view(x_shape) : Tensor(),  // (rows, in)
+            gw ? matmul(g2.t(), sx.get()) : Tensor(),                      // (out, in)
+            gb ? sum(g2, {0}) : Tensor()};                                 // (out)
+  });
 }
 
 }  // namespace kiln

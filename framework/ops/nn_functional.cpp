@@ -97,6 +97,35 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   });
 }
 
+Tensor relu_dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  const char* op = "relu_dropout";
+  detail::check_floating(op, x);
+  KILN_CHECK(p >= 0 && p <= 1, op, "probability has to be between 0 and 1, but got ", p);
+  if (!training || p == 0) return relu(x);
+  if (p == 1) return mul(relu(x), 0.0);
+  Generator& g = gen ? *gen : default_generator();
+  const uint64_t seed = g.seed(), block = g.reserve(static_cast<uint64_t>(x.numel()));
+  Tensor y = detail::new_tensor(x.shape(), x.dtype(), x);
+  Backend& be = backend_of(op, {&x});
+  if (x.numel() > 0) {
+    be.unary(UnaryOp::Relu, x.detach(), y, 0, 0);
+    be.dropout(y, seed, block, p, y);  // elementwise, so in place is safe
+  }
+  if (!any_requires_grad({&x})) return y;
+  // y > 0 exactly where x > 0 and the element was kept (x · 1/(1-p) >= x > 0), so
+  // y alone gives the gradient: g · (y > 0) / (1 - p).
+  SavedTensor sy(y, op);
+  return record(op, y, {x}, [sy, p, op](const Tensor& gy) -> TensorList {
+    const Tensor& yv = sy.get();
+    Tensor gc = gy.shape() == yv.shape() ? gy : gy.expand(yv.shape());
+    Tensor gx = detail::new_tensor(yv.shape(), yv.dtype(), yv);
+    Backend& b = backend_of(op, {&gc, &yv});
+    b.binary(BinaryOp::ReluBackward, gc, yv, gx);
+    b.unary(UnaryOp::MulScalar, gx, gx, 1.0 / (1.0 - p), 0);
+    return {gx};
+  });
+}
+
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
   const char* op = "embedding";
   detail::check_floating(op, weight, "weight");

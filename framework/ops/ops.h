@@ -173,6 +173,9 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                   const Tensor& bias = Tensor(), double eps = 1e-5);
 // Zeroes each element with probability p and scales the rest by 1/(1-p) when training.
 Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr);
+// dropout(relu(x), p, training), fused: keeps only its output for backward (half the
+// memory of the two ops in a feed-forward block).
+Tensor relu_dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr);
 // torch.nn.functional.scaled_dot_product_attention, fused: softmax(q kᵀ · scale + mask) v
 // with dropout on the weights; keeps no (L, S) tensor for backward.
 // q (…, L, E), k (…, S, E), v (…, S, Ev) with equal batch dims -> (…, L, Ev).

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "transformer/masks.h"
 
@@ -114,6 +115,13 @@ Tensor MultiheadAttention::project(const Tensor& x, int which) const {
   return linear(x, w, b);
 }
 
+std::pair<Tensor, Tensor> MultiheadAttention::project_kv(const Tensor& kv) const {
+  if (!qkv_same_embed_dim) return {project(kv, 1), project(kv, 2)};
+  Tensor b = in_proj_bias.defined() ? in_proj_bias.narrow(0, embed_dim, 2 * embed_dim) : Tensor();
+  std::vector<Tensor> k_v = chunk(linear(kv, in_proj_weight.narrow(0, embed_dim, 2 * embed_dim), b), 2, -1);
+  return {k_v[0], k_v[1]};
+}
+
 AttentionOutput MultiheadAttention::attend(Tensor q, Tensor k, Tensor v, Tensor mask, bool need_weights,
                                            bool average) {
   const int64_t N = q.size(0), L = q.size(1), E = embed_dim, H = num_heads, D = head_dim;
@@ -203,6 +211,9 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
     // Self-attention: one GEMM against the stacked (3E, E) weight.
     std::vector<Tensor> qkv = chunk(linear(q, in_proj_weight, in_proj_bias), 3, -1);
     qp = qkv[0], kp = qkv[1], vp = qkv[2];
+  } else if (key.impl() == value.impl()) {
+    qp = project(q, 0);
+    std::tie(kp, vp) = project_kv(k);
   } else {
     qp = project(q, 0), kp = project(k, 1), vp = project(v, 2);
   }
@@ -231,7 +242,7 @@ AttentionOutput MultiheadAttention::forward_cached(const Tensor& query, const Te
     Tensor kv = to_bf(kv_input);
     KILN_CHECK(kv.size(0) == N && kv.size(2) == kdim && kdim == vdim, op, "key/value input ",
                shape_str(kv_input.shape()), " does not match query ", shape_str(query.shape()));
-    Tensor k_new = project(kv, 1), v_new = project(kv, 2);
+    auto [k_new, v_new] = project_kv(kv);
     bool append = !static_kv && !cache.empty();
     cache.k = append ? cat({cache.k, k_new}, 1) : k_new;
     cache.v = append ? cat({cache.v, v_new}, 1) : v_new;

@@ -76,6 +76,9 @@ class MultiheadAttention : public nn::Module {
  private:
   // x (N, L, in) -> (N, L, E) with the q (0), k (1) or v (2) projection.
   Tensor project(const Tensor& x, int which) const;
+  // Keys and values from one input (cross-attention, where key is value): one GEMM
+  // against the stacked k and v rows of in_proj_weight when there is one.
+  std::pair<Tensor, Tensor> project_kv(const Tensor& kv) const;
   // q (N, L, E), k and v (N, S, E) already projected; mask broadcastable to (N, H, L, S).
   AttentionOutput attend(Tensor q, Tensor k, Tensor v, Tensor mask, bool need_weights, bool average);
 };

@@ -25,7 +25,11 @@ PositionwiseFeedForward::PositionwiseFeedForward(int64_t d_model, int64_t d_ff, 
 
 Tensor feed_forward(const Tensor& x, nn::Linear& linear1, nn::Dropout& dropout, nn::Linear& linear2,
                     const std::string& activation) {
-  return linear2.forward(dropout.forward(activation_fn(activation, linear1.forward(x))));
+  Tensor h = linear1.forward(x);
+  // One fused op for relu then dropout: backward needs only its output.
+  h = activation == "relu" ? relu_dropout(h, dropout.p, dropout.is_training())
+                           : dropout.forward(activation_fn(activation, h));
+  return linear2.forward(h);
 }
 
 Tensor PositionwiseFeedForward::forward(const Tensor& x) {
