@@ -593,6 +593,11 @@ TEST_SUITE("gpu") {
            Generator g(123);
            return dropout(x[0], 0.4, true, &g);
          }, {T({30, 40})}},
+        {"relu_dropout", [](V x, Device) {
+           Generator g(321);
+           return relu_dropout(x[0], 0.25, true, &g);
+         }, {S(Z({30, 40}))}},
+        {"linear 1-D input, no bias", [](V x, Device) { return linear(x[0], x[1]); }, {R({16}), T({24, 16})}},
     });
   }
 
