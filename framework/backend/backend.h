@@ -5,8 +5,10 @@
 // kernel never has to report a user error except where only it can see the data
 // (an embedding index out of range, a class target out of range).
 //
-// A backend plug-in (CUDA) implements all of it and registers itself; a CPU-only build
-// never sees its headers.
+// A backend plug-in implements all of it. The CUDA one (backend/cuda/, built with
+// -Dcuda) is compiled into libkiln and reached by direct calls from backend_for and
+// allocator_for, started on the first CUDA tensor; a CPU-only build never sees its
+// headers. register_backend / register_allocator let another plug-in take its place.
 #include <cstdint>
 #include <vector>
 
