@@ -41,6 +41,6 @@ if [ -n "$seed_gflops" ]; then
   # The bar for the seed step: at least half of this machine's sgemm peak, taken
   # as a raw 2048^3 cblas_sgemm with OpenBLAS's own threads, measured now.
   ninja -C "$build" benchmarks/bench_matmul >/dev/null
-  peak=$("$build/benchmarks/bench_matmul" --threads "$threads" --runs 5 | awk '/^2048x2048/ {print $3}')
+  peak=$("$build/benchmarks/bench_matmul" --threads "$threads" --runs 5 | awk '/^2048x2048/ {print $5}')
   /usr/bin/python3 -c 'import sys; g, p = map(float, sys.argv[1:]); print(f"seed: {g:.1f} GFLOP/s = {g / p:.2f} of the sgemm peak ({p:.1f} GFLOP/s, raw 2048^3 cblas_sgemm, same threads)")' "$seed_gflops" "$peak"
 fi

@@ -5,6 +5,7 @@
 // the dropout mask from its Philox counters, so nothing of size L·S outlives a call:
 // for the seed Transformer that is 3 tensors of 20 MB per attention layer not kept
 // between forward and backward.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>

@@ -45,8 +45,7 @@ namespace cpu {
 
 bool worth_parallel(int64_t n, int64_t grain) { return n > grain && get_num_threads() > 1; }
 
-void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f) {
-  if (n <= 0) return;
+void parallel_for_chunks(int64_t n, int64_t grain, RangeFn f) {
   if (!worth_parallel(n, grain)) {
     f(0, n);
     return;
