@@ -3,36 +3,12 @@
 // transpose flags; only a layout BLAS cannot express (stride-0 rows, arbitrary
 // strides) is copied.
 #include "backend/cpu/blas.h"
+#include "backend/matrix_layout.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/parallel.h"
 
 namespace kiln::cpu {
 namespace {
-
-struct MatLayout {
-  bool trans = false;
-  int64_t ld = 0;
-};
-
-// How BLAS can read the last two dims of t (rows, cols), if it can.
-bool blas_layout(const Tensor& t, MatLayout& out) {
-  int64_t nd = t.dim();
-  int64_t rows = t.size(nd - 2), cols = t.size(nd - 1);
-  int64_t rs = t.stride(nd - 2), cs = t.stride(nd - 1);
-  if (cols == 1) cs = 1;  // a size-1 dim's stride is arbitrary
-  if (rows == 1) rs = std::max<int64_t>(cols, 1);
-  if (cs == 1 && rs >= std::max<int64_t>(cols, 1)) {
-    out = {false, rs};
-    return true;
-  }
-  if (rows == 1) rs = 1;
-  if (cols == 1) cs = std::max<int64_t>(rows, 1);
-  if (rs == 1 && cs >= std::max<int64_t>(rows, 1)) {
-    out = {true, cs};
-    return true;
-  }
-  return false;
-}
 
 // Element offset of batch `i` (row-major over the batch dims) in t.
 int64_t batch_offset(const Tensor& t, int64_t i) {

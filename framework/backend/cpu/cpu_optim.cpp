@@ -2,18 +2,13 @@
 // or so elementwise ops (and temporaries) the composed form needs.
 #include <cmath>
 
+#include "backend/adam_scalars.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/multiversion.h"
 #include "backend/cpu/parallel.h"
 
 namespace kiln::cpu {
 namespace {
-
-// The scalars of an update, in the tensors' type, as torch.optim.Adam uses them.
-template <class T>
-struct AdamScalars {
-  T beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay, decay_factor, neg_step_size, bc2_sqrt;
-};
 
 // p, g, m, v (and vmax when amsgrad): (n) each, updated in place over [i0, i1).
 template <class T>
@@ -39,19 +34,8 @@ KILN_MULTIVERSION void adam_range(T* p, const T* g, T* m, T* v, T* vmax, int64_t
 template <class T>
 void adam_typed(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const Tensor& vmax,
                 const AdamStepParams& hp) {
-  const double bc1 = 1.0 - std::pow(hp.beta1, static_cast<double>(hp.step));
-  const double bc2 = 1.0 - std::pow(hp.beta2, static_cast<double>(hp.step));
-  AdamScalars<T> s{static_cast<T>(hp.beta1),
-                   static_cast<T>(1.0 - hp.beta1),
-                   static_cast<T>(hp.beta2),
-                   static_cast<T>(1.0 - hp.beta2),
-                   static_cast<T>(hp.eps),
-                   static_cast<T>(hp.weight_decay),
-                   static_cast<T>(1.0 - hp.lr * hp.weight_decay),
-                   static_cast<T>(-(hp.lr / bc1)),
-                   static_cast<T>(std::sqrt(bc2))};
-  const bool l2 = !hp.decoupled && hp.weight_decay != 0.0;
-  const bool decoupled = hp.decoupled && hp.weight_decay != 0.0;
+  const AdamScalars<T> s = adam_scalars<T>(hp);
+  const bool l2 = s.l2, decoupled = s.decoupled;
   T* p = param.data<T>();
   const T* g = grad.data<T>();
   T* pm = m.data<T>();

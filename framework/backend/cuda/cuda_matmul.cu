@@ -13,35 +13,10 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_device.h"
+#include "backend/matrix_layout.h"
 
 namespace kiln::cuda {
 namespace {
-
-struct MatLayout {
-  bool trans = false;  // stored column-major (element (i, j) at i + j·ld)
-  int64_t ld = 0;
-};
-
-// How cuBLAS can read the last two dims of t (rows, cols), if it can: the CPU
-// backend's rule (cpu_matmul.cpp), as BLAS and cuBLAS take the same layouts.
-bool gemm_layout(const Tensor& t, MatLayout& out) {
-  const int64_t nd = t.dim();
-  const int64_t rows = t.size(nd - 2), cols = t.size(nd - 1);
-  int64_t rs = t.stride(nd - 2), cs = t.stride(nd - 1);
-  if (cols == 1) cs = 1;  // a size-1 dim's stride is arbitrary
-  if (rows == 1) rs = std::max<int64_t>(cols, 1);
-  if (cs == 1 && rs >= std::max<int64_t>(cols, 1)) {
-    out = {false, rs};
-    return true;
-  }
-  if (rows == 1) rs = 1;
-  if (cols == 1) cs = std::max<int64_t>(rows, 1);
-  if (rs == 1 && cs >= std::max<int64_t>(rows, 1)) {
-    out = {true, cs};
-    return true;
-  }
-  return false;
-}
 
 // The single stride s with batch i at element offset i·s, if t's batch dims (all but
 // the last two, flattened row-major) have one: each dim of size > 1 must step by s
@@ -65,10 +40,10 @@ bool uniform_batch_stride(const Tensor& t, int64_t& stride) {
 
 // t when cuBLAS can take it as is, else a contiguous copy on the same device.
 Tensor gemm_ready(CudaBackend& be, const Tensor& t, MatLayout& layout, int64_t& batch_stride) {
-  if (gemm_layout(t, layout) && uniform_batch_stride(t, batch_stride)) return t;
+  if (blas_layout(t, layout) && uniform_batch_stride(t, batch_stride)) return t;
   Tensor c = Tensor::empty(t.shape(), TensorOptions(t.dtype()).device(t.device()));
   be.copy(t, c);
-  gemm_layout(c, layout);
+  blas_layout(c, layout);
   uniform_batch_stride(c, batch_stride);
   return c;
 }

@@ -4,16 +4,12 @@
 //   p, g, m, v [, vmax] (n), in place.
 #include <cmath>
 
+#include "backend/adam_scalars.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_launch.cuh"
 
 namespace kiln::cuda {
 namespace {
-
-template <class T>
-struct AdamScalars {
-  T beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay, decay_factor, neg_step_size, bc2_sqrt;
-};
 
 // p, m, v [, vmax] (n) updated in place from g (n)
 template <class T>
@@ -39,19 +35,8 @@ __global__ void adam_kernel(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, Ad
 template <class T>
 void adam_typed(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const Tensor& vmax,
                 const AdamStepParams& hp) {
-  const double bc1 = 1.0 - std::pow(hp.beta1, static_cast<double>(hp.step));
-  const double bc2 = 1.0 - std::pow(hp.beta2, static_cast<double>(hp.step));
-  AdamScalars<T> s{static_cast<T>(hp.beta1),
-                   static_cast<T>(1.0 - hp.beta1),
-                   static_cast<T>(hp.beta2),
-                   static_cast<T>(1.0 - hp.beta2),
-                   static_cast<T>(hp.eps),
-                   static_cast<T>(hp.weight_decay),
-                   static_cast<T>(1.0 - hp.lr * hp.weight_decay),
-                   static_cast<T>(-(hp.lr / bc1)),
-                   static_cast<T>(std::sqrt(bc2))};
-  const bool l2 = !hp.decoupled && hp.weight_decay != 0.0;
-  const bool decoupled = hp.decoupled && hp.weight_decay != 0.0;
+  const AdamScalars<T> s = adam_scalars<T>(hp);
+  const bool l2 = s.l2, decoupled = s.decoupled;
   const int64_t n = param.numel();
   if (n == 0) return;
   adam_kernel<T><<<grid_for(n), kThreads, 0, stream_of(param)>>>(param.data<T>(), grad.data<T>(), m.data<T>(),
