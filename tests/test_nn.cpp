@@ -246,6 +246,20 @@ TEST_CASE("Linear matches torch for 1-D, 2-D and 3-D input, with and without bia
   }
 }
 
+TEST_CASE("linear: y = x Wᵀ + b for in_features = 0 (the bias, or zeros) and for strided input") {
+  // linear writes the bias first and lets the GEMM accumulate onto it; an empty product
+  // must leave exactly the bias.
+  Tensor w0 = zeros({3, 0}), b = tensor({1.5, -2.0, 0.25}, kFloat32);
+  CHECK(equal(linear(zeros({2, 0}), w0, b), stack({b, b})));
+  CHECK(equal(linear(zeros({2, 0}), w0, Tensor()), zeros({2, 3})));
+  // A transposed (non-contiguous) input against the composed formula.
+  Generator g(11);
+  Tensor x = randn({5, 4}, kFloat64, &g).t();  // (4, 5), strides (1, 4)
+  Tensor w = randn({3, 5}, kFloat64, &g), bias = randn({3}, kFloat64, &g);
+  CHECK(allclose(linear(x, w, bias), add(matmul(x, w.t()), bias), 1e-12, 1e-12));
+  CHECK(allclose(linear(x, w, Tensor()), matmul(x, w.t()), 1e-12, 1e-12));
+}
+
 TEST_CASE("LayerNorm matches torch: 1-D and 2-D normalized_shape, no affine, eps; values and gradients") {
   for (const auto& [tag, dt] : kDtypes) {
     const std::string p = "ln." + tag + ".";

@@ -78,9 +78,12 @@ class Backend {
   virtual void reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims,
                       const Tensor& out, const Tensor* indices) = 0;
 
-  // out = a @ b: a (..., M, K), b (..., K, N), out (..., M, N) contiguous; batch dims
-  // equal (possibly stride-0), a and b any strides, same floating dtype.
-  virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  // out = a @ b, or out += a @ b when `accumulate`: a (..., M, K), b (..., K, N), out
+  // (..., M, N) contiguous; batch dims equal (possibly stride-0), a and b any strides,
+  // same floating dtype. Accumulating is the BLAS beta = 1: linear pre-fills its output
+  // with the bias, which saves a pass that zeroes it and a pass that adds the bias.
+  virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) = 0;
+  void matmul(const Tensor& a, const Tensor& b, const Tensor& out) { matmul(a, b, out, false); }
 
   // Softmax / log-softmax over `dim`; out contiguous, x's shape.
   virtual void softmax(const Tensor& x, int64_t dim, bool log, const Tensor& out) = 0;

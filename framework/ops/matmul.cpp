@@ -101,12 +101,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   for (int64_t d = 0; d + 1 < x.dim(); ++d) rows *= x.size(d);
   Tensor x2 = x.reshape({rows, in_f}).detach();  // (rows, in)
   Tensor y2 = detail::new_tensor({rows, out_f}, x.dtype(), x);
-  if (in_f == 0) {
-    be.fill(y2, 0.0);
-  } else {
-    be.matmul(x2, weight.detach().t(), y2);  // the transpose is a BLAS flag, not a copy
-  }
-  if (bias.defined()) be.binary(BinaryOp::Add, y2, bias.detach().expand(y2.shape()), y2);
+  // The transpose is a BLAS flag, not a copy. With a bias the GEMM accumulates onto the
+  // bias rows: one pass that writes them instead of one that zeroes y2 and one that adds.
+  if (bias.defined()) be.copy(bias.detach().expand(y2.shape()), y2);
+  be.matmul(x2, weight.detach().t(), y2, /*accumulate=*/bias.defined());
   Shape y_shape = x.shape();
   y_shape.back() = out_f;
   Tensor y = y2.view(y_shape);

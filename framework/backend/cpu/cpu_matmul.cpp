@@ -25,7 +25,7 @@ int64_t batch_offset(const Tensor& t, int64_t i) {
 constexpr double kMinFlopsPerTask = 4e5;
 
 template <class T>
-void matmul_typed(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
+void matmul_typed(const Tensor& a_in, const Tensor& b_in, const Tensor& out, bool accumulate) {
   Tensor a = a_in, b = b_in;
   MatLayout la, lb;
   if (!blas_layout(a, la)) {
@@ -46,13 +46,14 @@ void matmul_typed(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
   blas_init();
   const double flops = 2.0 * static_cast<double>(M) * N * std::max<int64_t>(K, 1);
   const int threads = get_num_threads();
+  const T beta = accumulate ? T(1) : T(0);
 
   if (batches > 1 || threads == 1 || flops < 2 * kMinFlopsPerTask) {
     int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(kMinFlopsPerTask / flops));
     parallel_for(batches, grain, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i)
         gemm(la.trans, lb.trans, M, N, K, T(1), pa + batch_offset(a, i), la.ld,
-             pb + batch_offset(b, i), lb.ld, T(0), c + i * M * N, N);
+             pb + batch_offset(b, i), lb.ld, beta, c + i * M * N, N);
     });
     return;
   }
@@ -75,10 +76,10 @@ void matmul_typed(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
       int64_t s = j * block, e = std::min(extent, s + block);
       if (split_m) {
         const T* a_rows = pa + (la.trans ? s : s * la.ld);
-        gemm(la.trans, lb.trans, e - s, N, K, T(1), a_rows, la.ld, pb, lb.ld, T(0), c + s * N, N);
+        gemm(la.trans, lb.trans, e - s, N, K, T(1), a_rows, la.ld, pb, lb.ld, beta, c + s * N, N);
       } else {
         const T* b_cols = pb + (lb.trans ? s * lb.ld : s);
-        gemm(la.trans, lb.trans, M, e - s, K, T(1), pa, la.ld, b_cols, lb.ld, T(0), c + s, N);
+        gemm(la.trans, lb.trans, M, e - s, K, T(1), pa, la.ld, b_cols, lb.ld, beta, c + s, N);
       }
     }
   });
@@ -86,13 +87,13 @@ void matmul_typed(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
 
 }  // namespace
 
-void CpuBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
+void CpuBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
   if (a.size(a.dim() - 1) == 0) {  // K = 0: an empty sum
-    fill(out, 0.0);
+    if (!accumulate) fill(out, 0.0);
     return;
   }
-  if (out.dtype() == kFloat64) return matmul_typed<double>(a, b, out);
-  matmul_typed<float>(a, b, out);
+  if (out.dtype() == kFloat64) return matmul_typed<double>(a, b, out, accumulate);
+  matmul_typed<float>(a, b, out, accumulate);
 }
 
 }  // namespace kiln::cpu

@@ -8,6 +8,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/multiversion.h"
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/philox_batch.h"
 #include "backend/cpu/philox_words.h"
 
 namespace kiln::cpu {
@@ -27,52 +28,12 @@ void fill_random(const Tensor& out, uint64_t seed, uint64_t block, F f) {
   });
 }
 
-// kBatch Philox blocks at once, counters (block + j0 .. block + j0 + kBatch - 1), in
-// structure-of-arrays form so the rounds vectorize (the same arithmetic as philox4x32).
-// The words sit in 64-bit lanes with their upper halves zero, so that each 32x32->64
-// product is one vpmuludq lane: with uint32_t lanes GCC left the rounds scalar (measured
-// 21 -> 11 ns per block on a Zen 3).
-constexpr int kBatch = 16;
-
-// w (4·kBatch) in element order: w[4b + k] = word k of block (first + b).
-KILN_MULTIVERSION void philox_batch(uint64_t seed, uint64_t first, uint32_t (&w)[4 * kBatch]) {
-  constexpr uint64_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u, kLow = 0xffffffffu;
-  constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
-  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
-  uint64_t c0[kBatch], c1[kBatch], c2[kBatch], c3[kBatch];
-  for (int b = 0; b < kBatch; ++b) {
-    const uint64_t counter = first + static_cast<uint64_t>(b);
-    c0[b] = counter & kLow;
-    c1[b] = counter >> 32;
-    c2[b] = 0;
-    c3[b] = 0;
-  }
-  for (int round = 0; round < 10; ++round) {
-    for (int b = 0; b < kBatch; ++b) {
-      const uint64_t p0 = (c0[b] & kLow) * kMul0;
-      const uint64_t p1 = (c2[b] & kLow) * kMul1;
-      const uint64_t n0 = (p1 >> 32) ^ c1[b] ^ k0;
-      const uint64_t n2 = (p0 >> 32) ^ c3[b] ^ k1;
-      c1[b] = p1 & kLow;
-      c3[b] = p0 & kLow;
-      c0[b] = n0;
-      c2[b] = n2;
-    }
-    k0 += kWeyl0;
-    k1 += kWeyl1;
-  }
-  for (int b = 0; b < kBatch; ++b) {
-    w[4 * b] = static_cast<uint32_t>(c0[b]);
-    w[4 * b + 1] = static_cast<uint32_t>(c1[b]);
-    w[4 * b + 2] = static_cast<uint32_t>(c2[b]);
-    w[4 * b + 3] = static_cast<uint32_t>(c3[b]);
-  }
-}
+constexpr int kBatch = kPhiloxBatch;
 
 // o[4j + k] = f(word k of Philox block (block + j)) for j in [j0, j1).
 template <class T, class F>
 void words_range(T* o, int64_t n, int64_t j0, int64_t j1, uint64_t seed, uint64_t block, F f) {
-  uint32_t w[4 * kBatch];
+  alignas(32) uint32_t w[4 * kBatch];
   for (int64_t j = j0; j < j1; j += kBatch) {
     philox_batch(seed, block + static_cast<uint64_t>(j), w);
     const int64_t end = std::min<int64_t>(4 * std::min<int64_t>(j + kBatch, j1), n);  // elements

@@ -27,7 +27,8 @@ class CudaBackend final : public Backend {
   void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) override;
   void reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, const Tensor& out,
               const Tensor* indices) override;
-  void matmul(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  using Backend::matmul;
+  void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) override;
   void softmax(const Tensor& x, int64_t dim, bool log, const Tensor& out) override;
   void softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log,
                         const Tensor& grad_x) override;

@@ -56,12 +56,12 @@ int as_int(int64_t v, const Tensor& out) {
 
 }  // namespace
 
-void CudaBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
+void CudaBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, bool accumulate) {
   const int64_t nd = out.dim();
   const int64_t M = out.size(nd - 2), N = out.size(nd - 1), K = a_in.size(nd - 1);
   if (out.numel() == 0) return;
   if (K == 0) {  // an empty sum
-    fill(out, 0.0);
+    if (!accumulate) fill(out, 0.0);
     return;
   }
   DeviceGuard guard(out);
@@ -82,17 +82,17 @@ void CudaBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& o
   for (int64_t b0 = 0; b0 < batches; b0 += kMaxBatch) {
     const int count = static_cast<int>(std::min(kMaxBatch, batches - b0));
     if (out.dtype() == kFloat64) {
-      const double one = 1, zero = 0;
+      const double one = 1, beta = accumulate ? 1 : 0;
       KILN_CUBLAS_CHECK(cublasDgemmStridedBatched(h, op_first, op_second, m, n, k, &one,
                                                   b.data<double>() + b0 * sb, lda, stride_first,
-                                                  a.data<double>() + b0 * sa, ldb, stride_second, &zero,
+                                                  a.data<double>() + b0 * sa, ldb, stride_second, &beta,
                                                   out.data<double>() + b0 * stride_c, ldc, stride_c, count),
                         "matmul");
     } else {
-      const float one = 1, zero = 0;
+      const float one = 1, beta = accumulate ? 1 : 0;
       KILN_CUBLAS_CHECK(cublasSgemmStridedBatched(h, op_first, op_second, m, n, k, &one,
                                                   b.data<float>() + b0 * sb, lda, stride_first,
-                                                  a.data<float>() + b0 * sa, ldb, stride_second, &zero,
+                                                  a.data<float>() + b0 * sa, ldb, stride_second, &beta,
                                                   out.data<float>() + b0 * stride_c, ldc, stride_c, count),
                         "matmul");
     }
