@@ -11,6 +11,7 @@ template <class T>
 struct AdamScalars {
   T beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay, decay_factor, neg_step_size, bc2_sqrt;
   bool l2, decoupled;  // L2 weight decay on the gradient, or AdamW's decay of the parameter
+  bool maximize;       // ascend: the gradient's sign flipped
 };
 
 template <class T>
@@ -27,7 +28,8 @@ AdamScalars<T> adam_scalars(const AdamStepParams& hp) {
           static_cast<T>(-(hp.lr / bc1)),
           static_cast<T>(std::sqrt(bc2)),
           !hp.decoupled && hp.weight_decay != 0.0,
-          hp.decoupled && hp.weight_decay != 0.0};
+          hp.decoupled && hp.weight_decay != 0.0,
+          hp.maximize};
 }
 
 }  // namespace kiln

@@ -12,12 +12,12 @@ namespace {
 
 // p, g, m, v (and vmax when amsgrad): (n) each, updated in place over [i0, i1).
 template <class T>
-KILN_MULTIVERSION void adam_range(T* p, const T* g, T* m, T* v, T* vmax, int64_t i0, int64_t i1, AdamScalars<T> s,
-                                  bool l2, bool decoupled, bool maximize) {
+KILN_MULTIVERSION void adam_range(T* p, const T* g, T* m, T* v, T* vmax, int64_t i0, int64_t i1,
+                                  const AdamScalars<T> s) {
   for (int64_t i = i0; i < i1; ++i) {
-    T grad = maximize ? -g[i] : g[i];
-    if (l2) grad = grad + s.weight_decay * p[i];
-    T param = decoupled ? p[i] * s.decay_factor : p[i];
+    T grad = s.maximize ? -g[i] : g[i];
+    if (s.l2) grad = grad + s.weight_decay * p[i];
+    T param = s.decoupled ? p[i] * s.decay_factor : p[i];
     T mi = m[i] * s.beta1 + s.one_minus_beta1 * grad;
     T vi = v[i] * s.beta2 + s.one_minus_beta2 * grad * grad;
     m[i] = mi;
@@ -35,14 +35,13 @@ template <class T>
 void adam_typed(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const Tensor& vmax,
                 const AdamStepParams& hp) {
   const AdamScalars<T> s = adam_scalars<T>(hp);
-  const bool l2 = s.l2, decoupled = s.decoupled;
   T* p = param.data<T>();
   const T* g = grad.data<T>();
   T* pm = m.data<T>();
   T* pv = v.data<T>();
   T* pvmax = hp.amsgrad ? vmax.data<T>() : nullptr;
   parallel_for(param.numel(), kGrainElements / 4, [&](int64_t i0, int64_t i1) {
-    adam_range<T>(p, g, pm, pv, pvmax, i0, i1, s, l2, decoupled, hp.maximize);
+    adam_range<T>(p, g, pm, pv, pvmax, i0, i1, s);
   });
 }
 

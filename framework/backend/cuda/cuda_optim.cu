@@ -13,12 +13,11 @@ namespace {
 
 // p, m, v [, vmax] (n) updated in place from g (n)
 template <class T>
-__global__ void adam_kernel(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, AdamScalars<T> s, bool l2,
-                            bool decoupled, bool maximize) {
+__global__ void adam_kernel(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, AdamScalars<T> s) {
   KILN_GRID_STRIDE_LOOP(i, n) {
-    T grad = maximize ? -g[i] : g[i];
-    if (l2) grad = add_rn(grad, mul_rn(s.weight_decay, p[i]));
-    const T param = decoupled ? mul_rn(p[i], s.decay_factor) : p[i];
+    T grad = s.maximize ? -g[i] : g[i];
+    if (s.l2) grad = add_rn(grad, mul_rn(s.weight_decay, p[i]));
+    const T param = s.decoupled ? mul_rn(p[i], s.decay_factor) : p[i];
     const T mi = add_rn(mul_rn(m[i], s.beta1), mul_rn(s.one_minus_beta1, grad));
     T vi = add_rn(mul_rn(v[i], s.beta2), mul_rn(mul_rn(s.one_minus_beta2, grad), grad));
     m[i] = mi;
@@ -36,12 +35,11 @@ template <class T>
 void adam_typed(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const Tensor& vmax,
                 const AdamStepParams& hp) {
   const AdamScalars<T> s = adam_scalars<T>(hp);
-  const bool l2 = s.l2, decoupled = s.decoupled;
   const int64_t n = param.numel();
   if (n == 0) return;
   adam_kernel<T><<<grid_for(n), kThreads, 0, stream_of(param)>>>(param.data<T>(), grad.data<T>(), m.data<T>(),
                                                                  v.data<T>(), hp.amsgrad ? vmax.data<T>() : nullptr,
-                                                                 n, s, l2, decoupled, hp.maximize);
+                                                                 n, s);
   KILN_CUDA_LAUNCH_CHECK("adam_step");
 }
 
