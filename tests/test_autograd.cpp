@@ -479,3 +479,70 @@ TEST_CASE("backward through views and in-graph reshapes") {
   (y * tensor({10, 20}, kFloat64)).sum().backward();
   CHECK(vec(x.grad()) == std::vector<double>{0, 0, 0, 10, 0, 20});
 }
+
+TEST_CASE("gradients of the chunks of one tensor are gathered into one buffer, in place") {
+  // The backward engine adds a slice's gradient straight into its window of the buffer
+  // already gathered for the sliced tensor (q, k, v of one projection), and sums into a
+  // buffer in place when it alone holds it. The values must be those of the plain sums,
+  // and nothing anyone else can see may change.
+  Tensor x = tensor({1, 2, 3, 4, 5, 6}, TensorOptions().requires_grad());
+  Tensor y = x * 1.0;
+  y.retain_grad();
+  std::vector<Tensor> p = chunk(y, 3, 0);
+  (p[0] * 2.0 + p[1] * 3.0 + p[2] * p[2]).sum().backward();
+  CHECK(vec(y.grad()) == std::vector<double>{2, 2, 3, 3, 10, 12});
+  CHECK(vec(x.grad()) == std::vector<double>{2, 2, 3, 3, 10, 12});
+
+  // Only some chunks used: the others get zeros; overlapping windows add up.
+  Tensor a = tensor({1, 1, 1, 1}, TensorOptions().requires_grad());
+  (a.narrow(0, 1, 2) * 5.0 + a.narrow(0, 2, 2) * 7.0).sum().backward();
+  CHECK(vec(a.grad()) == std::vector<double>{0, 5, 12, 7});
+  a.zero_grad(/*set_to_none=*/true);
+  (a.narrow(0, 0, 2) * 4.0).sum().backward();
+  CHECK(vec(a.grad()) == std::vector<double>{4, 4, 0, 0});
+
+  // A gradient handed to backward by the caller is never changed in place.
+  Tensor b = tensor({1, 2, 3, 4}, TensorOptions().requires_grad());
+  Tensor g = tensor({10, 20, 30, 40});
+  cat({b.narrow(0, 2, 2), b.narrow(0, 0, 2)}, 0).backward(g);
+  CHECK(vec(g) == std::vector<double>{10, 20, 30, 40});
+  CHECK(vec(b.grad()) == std::vector<double>{30, 40, 10, 20});
+
+  // The same gradient reaching one tensor twice (add's backward passes it on as is) is
+  // summed into a new buffer, not into itself.
+  Tensor c = tensor({1, 2}, TensorOptions().requires_grad());
+  Tensor h = tensor({3, 4});
+  (c + c).backward(h);
+  CHECK(vec(c.grad()) == std::vector<double>{6, 8});
+  CHECK(vec(h) == std::vector<double>{3, 4});
+
+  // A retained gradient is not changed by what is later summed with it: y's gradient
+  // flows on to x as a view of itself, and x gets a second gradient from elsewhere.
+  Tensor x0 = tensor({1, 2, 3}, TensorOptions().requires_grad());
+  Tensor x1 = x0 * 1.0;
+  Tensor y1 = x1.reshape({3, 1});
+  y1.retain_grad();
+  ((y1 * 2.0).sum() + (x1 * 5.0).sum()).backward();
+  CHECK(vec(y1.grad()) == std::vector<double>{2, 2, 2});
+  CHECK(vec(x0.grad()) == std::vector<double>{7, 7, 7});
+}
+
+TEST_CASE("chunk's backward allocates one buffer for the chunked tensor, not one per chunk") {
+  Tensor x = randn({240}, TensorOptions().requires_grad());
+  // A non-leaf, so that the chunks' gradients meet in the engine; a view, so that x's
+  // gradient is y's buffer itself.
+  Tensor y = x.view({4, 60});
+  std::vector<Tensor> p = chunk(y, 6, 1);
+  Tensor loss = p[0].sum();
+  for (int i = 1; i < 6; ++i) loss = loss + (p[static_cast<size_t>(i)] * static_cast<double>(i + 1)).sum();
+  reset_peak_memory();
+  const int64_t base = allocated();
+  loss.backward();
+  // At most y's gradient buffer (which becomes x's gradient) and a few chunk-sized
+  // gradients. A zero buffer of y's size per chunk needs two of y's size at once.
+  const int64_t full = nbytes(x), part = full / 6;
+  CHECK(memory_stats().peak_bytes - base <= full + 3 * part);
+  Tensor gx = x.grad().view({4, 60});
+  CHECK(vec(gx.narrow(1, 10, 1)) == std::vector<double>(4, 2.0));
+  CHECK(vec(gx.narrow(1, 59, 1)) == std::vector<double>(4, 6.0));
+}

@@ -30,9 +30,25 @@ std::unordered_map<Node*, int> count_dependencies(const std::vector<Node*>& root
   return deps;
 }
 
+// buffers[n] += g. In place when the engine alone holds the buffer (the backward pass
+// runs without recording, so nothing can observe it), which saves a full-size tensor.
 void accumulate(std::unordered_map<Node*, Tensor>& buffers, Node* n, const Tensor& g) {
   auto [it, inserted] = buffers.emplace(n, g);
-  if (!inserted) it->second = add(it->second, g);
+  if (inserted) return;
+  Tensor& acc = it->second;
+  if (is_exclusive(acc) && acc.shape() == g.shape() && acc.dtype() == g.dtype() && acc.device() == g.device()) {
+    acc.add_(g);
+  } else {
+    acc = add(acc, g);
+  }
+}
+
+// Lets a window node (slice) add its gradient straight into the buffer already gathered
+// for its input. True when it did; the caller then skips apply().
+bool add_into_existing(std::unordered_map<Node*, Tensor>& buffers, Node* n, const Tensor& g) {
+  if (n->next.size() != 1 || !n->next[0]) return false;
+  auto it = buffers.find(n->next[0].get());
+  return it != buffers.end() && n->add_to_input_grad(it->second, g);
 }
 
 }  // namespace
@@ -70,7 +86,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
       Tensor g = std::move(buf->second);
       buffers.erase(buf);
       if (auto out = n->retained_output.lock()) accumulate_grad(*out, g);
-      input_grads = n->apply(g);
+      if (!add_into_existing(buffers, n, g)) input_grads = n->apply(g);
     }
     if (!retain_graph) n->release();
     for (size_t i = 0; i < n->next.size(); ++i) {

@@ -24,6 +24,11 @@ Node::~Node() {
   draining = false;
 }
 
+bool is_exclusive(const Tensor& t) {
+  return t.is_contiguous() && t.impl_ptr().use_count() == 1 && t.impl()->storage.use_count() == 1 &&
+         t.offset() == 0 && t.impl()->storage->nbytes() == static_cast<size_t>(t.numel()) * t.element_size();
+}
+
 void accumulate_grad(TensorImpl& owner, const Tensor& g) {
   if (owner.grad) {
     Tensor acc(owner.grad);
@@ -33,9 +38,7 @@ void accumulate_grad(TensorImpl& owner, const Tensor& g) {
   // Keep g itself only if nothing else can see its memory and it is exactly a contiguous
   // tensor of the owner's dtype: the incoming buffer may be shared with other nodes, or be
   // a slice of a larger one (cat's backward) that the owner must not keep alive.
-  bool exclusive = g.dtype() == owner.dtype && g.is_contiguous() && g.impl_ptr().use_count() == 1 &&
-                   g.impl()->storage.use_count() == 1 && g.offset() == 0 &&
-                   g.impl()->storage->nbytes() == static_cast<size_t>(g.numel()) * g.element_size();
+  const bool exclusive = g.dtype() == owner.dtype && is_exclusive(g);
   owner.grad = exclusive ? g.impl_ptr() : g.to(owner.dtype).clone().impl_ptr();
 }
 
@@ -104,7 +107,11 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t) {
 
 Tensor record(const char* op, Tensor result, const std::vector<Tensor>& inputs, BackwardFn fn) {
   if (!any_requires_grad(inputs)) return result;
-  auto node = std::make_shared<FunctionNode>(op, std::move(fn));
+  return record_node(std::move(result), inputs, std::make_shared<FunctionNode>(op, std::move(fn)));
+}
+
+Tensor record_node(Tensor result, const std::vector<Tensor>& inputs, std::shared_ptr<Node> node) {
+  if (!any_requires_grad(inputs)) return result;
   node->next.reserve(inputs.size());
   for (const Tensor& in : inputs) node->next.push_back(gradient_edge(in));
   result.impl()->grad_fn = std::move(node);

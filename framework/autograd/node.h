@@ -30,12 +30,23 @@ class Node {
   // Gradients of the inputs (one per `next` entry; undefined where not needed) from
   // the gradient of the output.
   virtual TensorList apply(const Tensor& grad_output) = 0;
+  // For a node with one input whose gradient is grad_output placed into zeros of the
+  // input's shape (slice, and so narrow, chunk and split): adds grad_output into its
+  // window of `acc`, the gradient gathered for that input so far, in place, and returns
+  // true. Returns false (and does nothing) when it cannot; the engine calls apply().
+  // When q, k and v are chunks of one projection, this spares two full-size zero
+  // tensors and two full-size sums every backward.
+  virtual bool add_to_input_grad(Tensor& /*acc*/, const Tensor& /*grad_output*/) { return false; }
   // Frees what backward needed (saved tensors); a later apply() throws.
   virtual void release() {}
 
  private:
   const char* name_;
 };
+
+// True when nothing but this handle sees t's memory, all of it: t may then be changed
+// in place or kept, as a gradient buffer the engine owns.
+bool is_exclusive(const Tensor& t);
 
 // owner.grad += g, or owner.grad = g (or a private copy of it) when there is none yet.
 void accumulate_grad(TensorImpl& owner, const Tensor& g);
@@ -90,6 +101,8 @@ bool any_requires_grad(const std::vector<Tensor>& inputs);
 // recording is on and some input requires grad; otherwise returns `result` unchanged.
 // fn returns one gradient per input (undefined tensors for inputs without one).
 Tensor record(const char* op, Tensor result, const std::vector<Tensor>& inputs, BackwardFn fn);
+// The same with a node of the op's own class (its edges to `inputs` are set here).
+Tensor record_node(Tensor result, const std::vector<Tensor>& inputs, std::shared_ptr<Node> node);
 
 // The node that receives gradients for `t`: its grad_fn, or its leaf accumulator.
 std::shared_ptr<Node> gradient_edge(const Tensor& t);

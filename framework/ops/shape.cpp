@@ -83,14 +83,45 @@ Tensor record_reshape_like(const char* op, const Tensor& y, const Tensor& x) {
   return record(op, y, {x}, [sx](const Tensor& g) -> TensorList { return {g.reshape(sx)}; });
 }
 
-// Backward of an op that picked a strided window out of x: scatter g into zeros.
-Tensor scatter_into_zeros(const Tensor& g, const Shape& x_shape, DType dtype, const Strides& strides,
-                          int64_t offset, const Shape& window) {
-  Tensor z = zeros(x_shape, TensorOptions(dtype).device(g.device()));
-  Tensor dst = make_view(z, window, strides, offset);
-  backend_for(g.device()).copy(g.reshape(window), dst);
-  return z;
-}
+// Backward of slice, which picked a strided window out of x: the gradient of x is g in
+// that window of zeros. When x's gradient already has a buffer (another window of x
+// reached it first), g is added into its window there instead.
+class SliceBackward final : public Node {
+ public:
+  SliceBackward(Shape x_shape, DType dtype, Strides strides, int64_t offset, Shape window)
+      : Node("slice"),
+        x_shape_(std::move(x_shape)),
+        dtype_(dtype),
+        strides_(std::move(strides)),
+        offset_(offset),
+        window_(std::move(window)) {}
+
+  TensorList apply(const Tensor& g) override {
+    Tensor z = zeros(x_shape_, TensorOptions(dtype_).device(g.device()));
+    backend_for(g.device()).copy(g.reshape(window_), window_of(z));
+    return {z};
+  }
+
+  bool add_to_input_grad(Tensor& acc, const Tensor& g) override {
+    if (!is_exclusive(acc) || acc.shape() != x_shape_ || acc.dtype() != dtype_ || g.dtype() != dtype_ ||
+        acc.device() != g.device()) {
+      return false;
+    }
+    Tensor dst = window_of(acc);
+    backend_for(g.device()).binary(BinaryOp::Add, dst, g.reshape(window_), dst);
+    return true;
+  }
+
+ private:
+  // The window inside a contiguous tensor of x's shape.
+  Tensor window_of(const Tensor& t) const { return make_view(t, window_, strides_, offset_); }
+
+  Shape x_shape_;
+  DType dtype_;
+  Strides strides_;  // of the window in a contiguous tensor of x's shape
+  int64_t offset_;
+  Shape window_;
+};
 
 }  // namespace
 
@@ -244,9 +275,7 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
   Strides gst = contiguous_strides(sx);
   int64_t goff = start * gst[d];
   gst[d] *= step;
-  return record("slice", y, {x}, [=](const Tensor& g) -> TensorList {
-    return {scatter_into_zeros(g, sx, dt, gst, goff, s)};
-  });
+  return record_node(y, {x}, std::make_shared<SliceBackward>(sx, dt, gst, goff, s));
 }
 
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
