@@ -243,6 +243,35 @@ TEST_CASE("where and masked_fill") {
 }
 
 // ---------------------------------------------------------------- reductions
+TEST_CASE("column sums of a tall matrix (a bias gradient) are exact to float and do not depend on the thread count") {
+  // Sums over dim 0 of (rows, cols) are cut into slices of rows summed in parallel for
+  // few columns; the result must be the double-accumulated sum rounded once.
+  Generator g(3);
+  for (int64_t cols : {1, 7, 512, 1500}) {
+    CAPTURE(cols);
+    Tensor x = randn({6400, cols}, kFloat32, &g);
+    std::vector<float> v = x.to_vector<float>();
+    std::vector<double> ref(static_cast<size_t>(cols), 0.0);
+    for (int64_t r = 0; r < 6400; ++r)
+      for (int64_t c = 0; c < cols; ++c) ref[static_cast<size_t>(c)] += v[static_cast<size_t>(r * cols + c)];
+    const int threads = get_num_threads();
+    set_num_threads(1);
+    Tensor one = sum(x, {0});
+    set_num_threads(std::max(2, threads));
+    Tensor many = sum(x, {0});
+    set_num_threads(threads);
+    CHECK(equal(one, many));
+    std::vector<float> got = many.to_vector<float>();
+    int bad = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      // float rounding of the exact sum, plus the double accumulation's error (far less)
+      const double r = ref[static_cast<size_t>(c)];
+      bad += std::abs(got[static_cast<size_t>(c)] - r) > 1e-6 * std::max(1.0, std::abs(r));
+    }
+    CHECK(bad == 0);
+  }
+}
+
 TEST_CASE("sum/mean/var/logsumexp/amax/amin over dims, with and without keepdim") {
   const std::vector<std::pair<std::string, std::vector<int64_t>>> dimsets = {
       {"all", {}},     {"d0", {0}},        {"d1", {1}},        {"d2", {2}},

@@ -1,8 +1,10 @@
 // Reductions. x (contiguous) is viewed as (A, R, B) with R the reduced block:
 // out (A, B) = reduce_r x[a, r, b]. Reduced dims that are not one block are done one
 // block at a time.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/parallel.h"
@@ -22,6 +24,41 @@ bool better(ReduceOp op, T v, T best) {
     if (v != v) return true;
   }
   return op == ReduceOp::Max ? v > best : v < best;
+}
+
+// How many slices of R a column sum is split into: enough that a (1, R, B) sum (a
+// bias gradient: R rows of B columns) keeps every thread busy. It depends on the shape
+// only, so the sum's rounding does not depend on the thread count.
+int64_t sum_slices(int64_t A, int64_t R, int64_t B, int64_t bchunk) {
+  constexpr int64_t kMaxSlices = 8, kMinRows = 256;
+  const int64_t tasks = A * ((B + bchunk - 1) / bchunk);
+  if (tasks >= kMaxSlices || R * B < 4 * kGrainElements) return 1;
+  return std::clamp<int64_t>(R / kMinRows, 1, kMaxSlices / tasks);
+}
+
+// out (A, B) = Σ_r x (A, R, B), R cut into `slices` parts summed apart (in parallel),
+// then added in slice order.
+template <class T, class AccT>
+void sum_in_slices(const T* x, int64_t A, int64_t R, int64_t B, int64_t slices, T* out) {
+  const int64_t rows = (R + slices - 1) / slices;
+  std::vector<AccT> partial(static_cast<size_t>(A * slices * B), AccT(0));  // (A, slices, B)
+  parallel_for(A * slices, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t a = t / slices, r0 = (t % slices) * rows, r1 = std::min(R, r0 + rows);
+      AccT* acc = partial.data() + t * B;
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* row = x + (a * R + r) * B;
+        for (int64_t b = 0; b < B; ++b) acc[b] += static_cast<AccT>(row[b]);
+      }
+    }
+  });
+  for (int64_t a = 0; a < A; ++a) {
+    for (int64_t b = 0; b < B; ++b) {
+      AccT s = 0;
+      for (int64_t k = 0; k < slices; ++k) s += partial[static_cast<size_t>((a * slices + k) * B + b)];
+      out[a * B + b] = static_cast<T>(s);
+    }
+  }
 }
 
 // out (A, B), idx (A, B) or null; x (A, R, B) contiguous.
@@ -50,6 +87,10 @@ void reduce_block(ReduceOp op, const T* x, int64_t A, int64_t R, int64_t B, T* o
   }
   // Tasks over (a, chunk of b); each walks r with a vectorisable inner loop over b.
   const int64_t bchunk = std::min<int64_t>(B, 1024);
+  if (op == ReduceOp::Sum) {
+    const int64_t slices = sum_slices(A, R, B, bchunk);
+    if (slices > 1) return sum_in_slices<T, AccT>(x, A, R, B, slices, out);
+  }
   const int64_t nchunks = (B + bchunk - 1) / bchunk;
   parallel_for(A * nchunks, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(R * bchunk, 1)),
                [&](int64_t t0, int64_t t1) {
