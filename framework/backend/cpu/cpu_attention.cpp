@@ -58,56 +58,83 @@ Problem problem_of(const Tensor& q, const Tensor& k, const Tensor& v, double sca
           bernoulli_threshold(1.0 - p)};
 }
 
-// scores (L, S) += mask of problem (n, h); bool: true -> -inf.
+// Row l of problem (n, h)'s mask: bool (true = masked) or additive, S values apart by
+// `step` (1 when the mask's last dim is contiguous, as the models' masks are).
 template <class T>
-void add_mask(const Tensor& mask, int64_t n, int64_t h, T* scores, const Problem& pr) {
-  if (!mask.defined()) return;
-  const int64_t s2 = mask.stride(2), s3 = mask.stride(3);
-  const int64_t off = n * mask.stride(0) + h * mask.stride(1);
-  if (mask.dtype() == kBool) {
-    const bool* m = mask.data<bool>() + off;
-    for (int64_t l = 0; l < pr.L; ++l) {
-      for (int64_t s = 0; s < pr.S; ++s) {
-        if (m[l * s2 + s * s3]) scores[l * pr.S + s] = -std::numeric_limits<T>::infinity();
-      }
-    }
-  } else {
-    const T* m = mask.data<T>() + off;
-    for (int64_t l = 0; l < pr.L; ++l) {
-      for (int64_t s = 0; s < pr.S; ++s) scores[l * pr.S + s] += m[l * s2 + s * s3];
-    }
+struct MaskRow {
+  const bool* flags = nullptr;
+  const T* add = nullptr;
+  int64_t step = 1;
+};
+
+template <class T>
+MaskRow<T> mask_row(const Tensor& mask, int64_t n, int64_t h, int64_t l) {
+  if (!mask.defined()) return {};
+  const int64_t off = n * mask.stride(0) + h * mask.stride(1) + l * mask.stride(2);
+  const int64_t step = mask.size(3) == 1 ? 1 : mask.stride(3);
+  if (mask.dtype() == kBool) return {mask.data<bool>() + off, nullptr, step};
+  return {nullptr, mask.data<T>() + off, step};
+}
+
+// row (S) <- row masked: -inf where flagged, or + the additive mask. The contiguous
+// cases are branch-free loops that vectorize.
+template <class T>
+KILN_MULTIVERSION void apply_mask_row(T* row, const MaskRow<T>& m, int64_t S) {
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  if (m.flags && m.step == 1) {
+    for (int64_t s = 0; s < S; ++s) row[s] = m.flags[s] ? kNegInf : row[s];
+  } else if (m.flags) {
+    for (int64_t s = 0; s < S; ++s) row[s] = m.flags[s * m.step] ? kNegInf : row[s];
+  } else if (m.add && m.step == 1) {
+    for (int64_t s = 0; s < S; ++s) row[s] += m.add[s];
+  } else if (m.add) {
+    for (int64_t s = 0; s < S; ++s) row[s] += m.add[s * m.step];
   }
 }
 
-// row (S) <- softmax(row) in place; returns the row's logsumexp. A row of -inf becomes
-// NaN, as softmax makes it.
+// row (S) <- exp(row - max(row)) in place; returns the sum of the exponentials and sets
+// lse to the row's logsumexp. A row of -inf becomes NaN (and so does its lse), as
+// softmax makes it; the sum is then 1, so that normalizing leaves the NaNs.
 template <class T>
-KILN_MULTIVERSION T softmax_row_lse(T* row, int64_t S) {
+KILN_MULTIVERSION double exp_row(T* row, int64_t S, T& lse) {
   const T mx = rows::max(row, S);
   if (mx == -std::numeric_limits<T>::infinity()) {
     std::fill(row, row + S, std::numeric_limits<T>::quiet_NaN());
-    return std::numeric_limits<T>::quiet_NaN();
+    lse = std::numeric_limits<T>::quiet_NaN();
+    return 1.0;
   }
   const double sum = rows::sum_exp<T>(row, mx, row, S);
-  const T inv = static_cast<T>(1.0 / sum);
-  for (int64_t s = 0; s < S; ++s) row[s] *= inv;
-  return mx + static_cast<T>(std::log(sum));
+  lse = mx + static_cast<T>(std::log(sum));
+  return sum;
 }
 
-// row (S) <- exp(row - lse): the softmax rebuilt from its logsumexp.
+// row (S) *= c: the softmax's normalization when there is no dropout.
 template <class T>
-KILN_MULTIVERSION void exp_shifted_row(T* row, T lse, int64_t S) {
+KILN_MULTIVERSION void scale_row(T* row, T c, int64_t S) {
+  for (int64_t s = 0; s < S; ++s) row[s] *= c;
+}
+
+// row (S) <- exp(row masked - lse): the softmax rebuilt from its logsumexp, the mask
+// applied in the same pass (a masked score's weight is 0).
+template <class T>
+KILN_MULTIVERSION void exp_shifted_row(T* row, const MaskRow<T>& m, T lse, int64_t S) {
   if (!std::isfinite(lse)) {
     std::fill(row, row + S, std::numeric_limits<T>::quiet_NaN());
     return;
   }
+  if (m.flags && m.step == 1) {
+    for (int64_t s = 0; s < S; ++s) row[s] = m.flags[s] ? T(0) : vec::exp(row[s] - lse);
+    return;
+  }
+  apply_mask_row(row, m, S);
   for (int64_t s = 0; s < S; ++s) row[s] = vec::exp(row[s] - lse);
 }
 
-// row (S) *= keep / (1 - p), keep from words (S).
+// row (S) <- row · c where kept, 0 where dropped (keep from words (S)): the softmax's
+// normalization and dropout's 1 / (1 - p) in one pass.
 template <class T>
-KILN_MULTIVERSION void drop_row(T* row, const uint32_t* words, uint64_t threshold, T keep_scale, int64_t S) {
-  for (int64_t s = 0; s < S; ++s) row[s] = static_cast<uint64_t>(words[s]) < threshold ? row[s] * keep_scale : T(0);
+KILN_MULTIVERSION void drop_row(T* row, const uint32_t* words, uint64_t threshold, T c, int64_t S) {
+  for (int64_t s = 0; s < S; ++s) row[s] = static_cast<uint64_t>(words[s]) < threshold ? row[s] * c : T(0);
 }
 
 // dP row (S) -> dS row; P row (S) -> P' row, in place:
@@ -153,12 +180,17 @@ void attention_typed(const Tensor& q, const Tensor& k, const Tensor& v, const Te
     // scores (L, S) = scale · q (L, E) @ k (S, E)ᵀ
     gemm0<T>(false, true, pr.L, pr.S, pr.E, static_cast<T>(pr.scale), qh.data, qh.ld, kh.data, kh.ld,
              scores.data(), pr.S);
-    add_mask<T>(mask, n, h, scores.data(), pr);
     if (pr.p > 0) problem_words(pr, b, words);
     for (int64_t l = 0; l < pr.L; ++l) {
       T* row = scores.data() + l * pr.S;
-      lse_all[b * pr.L + l] = softmax_row_lse(row, pr.S);
-      if (pr.p > 0) drop_row(row, words.data() + l * pr.S, pr.threshold, keep_scale, pr.S);
+      apply_mask_row(row, mask_row<T>(mask, n, h, l), pr.S);
+      const double sum = exp_row(row, pr.S, lse_all[b * pr.L + l]);
+      const T inv = static_cast<T>(1.0 / sum);
+      if (pr.p > 0) {
+        drop_row(row, words.data() + l * pr.S, pr.threshold, inv * keep_scale, pr.S);
+      } else {
+        scale_row(row, inv, pr.S);
+      }
     }
     // out (L, Ev) = P' (L, S) @ v (S, Ev)
     gemm0<T>(false, false, pr.L, pr.Ev, pr.S, T(1), scores.data(), pr.S, vh.data, vh.ld, oh.data, oh.ld);
@@ -182,8 +214,9 @@ void attention_backward_typed(const Tensor& g, const Tensor& q, const Tensor& k,
     auto gqh = head<T>(grad_q, n, h), gkh = head<T>(grad_k, n, h), gvh = head<T>(grad_v, n, h);
     // P (L, S) = exp(scale · q kᵀ + mask - lse)
     gemm0<T>(false, true, pr.L, pr.S, pr.E, scale, qh.data, qh.ld, kh.data, kh.ld, probs.data(), pr.S);
-    add_mask<T>(mask, n, h, probs.data(), pr);
-    for (int64_t l = 0; l < pr.L; ++l) exp_shifted_row(probs.data() + l * pr.S, lse_all[b * pr.L + l], pr.S);
+    for (int64_t l = 0; l < pr.L; ++l) {
+      exp_shifted_row(probs.data() + l * pr.S, mask_row<T>(mask, n, h, l), lse_all[b * pr.L + l], pr.S);
+    }
     // dP' (L, S) = g (L, Ev) @ v (S, Ev)ᵀ
     gemm0<T>(false, true, pr.L, pr.S, pr.Ev, T(1), gh.data, gh.ld, vh.data, vh.ld, dprobs.data(), pr.S);
     if (pr.p > 0) problem_words(pr, b, words);
