@@ -680,3 +680,23 @@ TEST_CASE("printing: views print their own elements") {
   CHECK(m.select(1, 2).str() == "tensor([2., 5.])");
   CHECK(tensor({7}).expand({2, 2}).str() == "tensor([[7., 7.],\n        [7., 7.]])");
 }
+
+TEST_CASE("the CPU allocator keeps freed blocks by size class and hands them back") {
+  empty_cache();
+  CHECK(memory_stats().cached_bytes == 0);
+  { Tensor a = Tensor::empty({1000}, kFloat32); }  // 4000 bytes -> class 4096
+  const MemoryStats kept = memory_stats();
+  CHECK(kept.cached_bytes == 4096);
+  // A request of a nearby size in the same class is served from the cache...
+  { Tensor b = Tensor::empty({1010}, kFloat32); }
+  MemoryStats s = memory_stats();
+  CHECK(s.system_allocations == kept.system_allocations);
+  CHECK(s.cached_bytes == 4096);
+  // ...one of another class is not.
+  { Tensor c = Tensor::empty({1100}, kFloat32); }  // 4400 bytes -> class 4608
+  s = memory_stats();
+  CHECK(s.system_allocations == kept.system_allocations + 1);
+  CHECK(s.cached_bytes == 4096 + 4608);
+  empty_cache();
+  CHECK(memory_stats().cached_bytes == 0);
+}

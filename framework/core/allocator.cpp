@@ -1,5 +1,7 @@
 #include "core/allocator.h"
 
+#include "core/block_cache.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,19 +37,6 @@ Counters& counters(Device d) {
   return cuda[d.index];
 }
 
-// The size a request is served with: 64-byte multiples up to 512 bytes, then steps of
-// 1/8 of the enclosing power of two (at most 12.5% more than asked). Freed blocks are
-// kept per size class, so a training step that allocates the same shapes every time
-// reuses them instead of going back to malloc (and, for large blocks, to mmap and
-// fresh page faults).
-size_t size_class(size_t nbytes) {
-  size_t n = std::max<size_t>(nbytes, 1);
-  if (n <= 512) return (n + 63) / 64 * 64;
-  size_t p = size_t{1} << (63 - __builtin_clzll(n));
-  size_t step = p / 8;
-  return (n + step - 1) / step * step;
-}
-
 // How many bytes of freed blocks may be kept: KILN_CPU_CACHE_MB, else a quarter of RAM.
 size_t cache_limit() {
   if (const char* env = std::getenv("KILN_CPU_CACHE_MB")) {
@@ -59,11 +48,13 @@ size_t cache_limit() {
   return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) / 4 : size_t{1} << 30;
 }
 
+// Freed blocks are kept (core/block_cache.h): 64-byte classes up to 512 bytes, then
+// steps of 1/8 of a power of two; at most cache_limit() bytes.
 class CachingCpuAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes) override {
-    size_t size = size_class(nbytes);
-    void* p = take_cached(size);
+    const size_t size = cache_.size_class(nbytes);
+    void* p = cache_.take(size);
     if (!p) {
       // 64-byte alignment: a whole cache line and an AVX-512 vector.
       p = std::aligned_alloc(64, size);
@@ -80,47 +71,17 @@ class CachingCpuAllocator final : public Allocator {
 
   void deallocate(void* ptr, size_t nbytes) override {
     detail::record_memory(kCPU, -static_cast<int64_t>(nbytes));
-    size_t size = size_class(nbytes);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (cached_ + size <= limit_) {
-        free_[size].push_back(ptr);
-        cached_ += size;
-        return;
-      }
-    }
-    std::free(ptr);
+    if (!cache_.put(ptr, cache_.size_class(nbytes))) std::free(ptr);
   }
 
   void empty_cache() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& [size, blocks] : free_) {
-      for (void* p : blocks) std::free(p);
-    }
-    free_.clear();
-    cached_ = 0;
+    for (void* p : cache_.take_all()) std::free(p);
   }
 
-  size_t cached_bytes() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return cached_;
-  }
+  size_t cached_bytes() const { return cache_.cached_bytes(); }
 
  private:
-  void* take_cached(size_t size) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = free_.find(size);
-    if (it == free_.end() || it->second.empty()) return nullptr;
-    void* p = it->second.back();
-    it->second.pop_back();
-    cached_ -= size;
-    return p;
-  }
-
-  std::mutex mutex_;
-  std::unordered_map<size_t, std::vector<void*>> free_;
-  size_t cached_ = 0;
-  const size_t limit_ = cache_limit();
+  BlockCache cache_{64, 512, cache_limit()};
 };
 
 CachingCpuAllocator& caching_cpu_allocator() {

@@ -7,35 +7,25 @@
 // (cuda_backend.h): a block freed while kernels still read it goes to a new tensor
 // whose kernels are queued behind those. Only cudaFree (empty_cache, or a retry after
 // an out-of-memory) must wait for the device first.
-#include <algorithm>
 #include <mutex>
-#include <unordered_map>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_device.h"
+#include "core/block_cache.h"
 
 namespace kiln::cuda {
 namespace {
 
-// The size a request is served with: 512-byte multiples up to 4 KiB, then steps of 1/8
-// of the enclosing power of two (at most 12.5% more than asked), so that blocks of
-// nearly equal sizes share a free list.
-size_t size_class(size_t nbytes) {
-  size_t n = std::max<size_t>(nbytes, 1);
-  if (n <= 4096) return (n + 511) / 512 * 512;
-  size_t p = size_t{1} << (63 - __builtin_clzll(n));
-  size_t step = p / 8;
-  return (n + step - 1) / step * step;
-}
-
+// Freed blocks are kept by size class (core/block_cache.h): 512-byte classes up to
+// 4 KiB, then steps of 1/8 of a power of two.
 class CudaCachingAllocator final : public Allocator {
  public:
   explicit CudaCachingAllocator(int index) : device_(DeviceType::CUDA, index) {}
 
   void* allocate(size_t nbytes) override {
-    const size_t size = size_class(nbytes);
-    void* p = take_cached(size);
+    const size_t size = cache_.size_class(nbytes);
+    void* p = cache_.take(size);
     if (!p) {
       DeviceGuard guard(device_.index);
       cudaError_t err = cudaMalloc(&p, size);
@@ -59,45 +49,25 @@ class CudaCachingAllocator final : public Allocator {
   // Called from Storage's destructor: never throws, never waits.
   void deallocate(void* ptr, size_t nbytes) override {
     detail::record_memory(device_, -static_cast<int64_t>(nbytes));
-    const size_t size = size_class(nbytes);
-    std::lock_guard<std::mutex> lock(mutex_);
-    free_[size].push_back(ptr);
-    cached_ += size;
+    cache_.put(ptr, cache_.size_class(nbytes));  // no limit: always kept
   }
 
-  // Waits for the device (kernels may still use the cached blocks), then frees them.
+  // Waits for the device (kernels may still use the cached blocks), then frees them. If
+  // the wait fails the context is broken (CUDA errors there are sticky) and the blocks
+  // are dropped with it.
   void release_cached() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (free_.empty()) return;
+    const std::vector<void*> blocks = cache_.take_all();
+    if (blocks.empty()) return;
     DeviceGuard guard(device_.index);
     KILN_CUDA_CHECK(cudaDeviceSynchronize(), "empty_cache");
-    for (auto& [size, blocks] : free_) {
-      for (void* p : blocks) (void)cudaFree(p);
-    }
-    free_.clear();
-    cached_ = 0;
+    for (void* p : blocks) (void)cudaFree(p);
   }
 
-  int64_t cached_bytes() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return static_cast<int64_t>(cached_);
-  }
+  int64_t cached_bytes() const { return static_cast<int64_t>(cache_.cached_bytes()); }
 
  private:
-  void* take_cached(size_t size) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = free_.find(size);
-    if (it == free_.end() || it->second.empty()) return nullptr;
-    void* p = it->second.back();
-    it->second.pop_back();
-    cached_ -= size;
-    return p;
-  }
-
   const Device device_;
-  std::mutex mutex_;
-  std::unordered_map<size_t, std::vector<void*>> free_;
-  size_t cached_ = 0;
+  BlockCache cache_{512, 4096};
 };
 
 // One allocator per device, made on the device's first allocation. Never destroyed:
