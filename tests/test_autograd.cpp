@@ -546,3 +546,23 @@ TEST_CASE("chunk's backward allocates one buffer for the chunked tensor, not one
   CHECK(vec(gx.narrow(1, 10, 1)) == std::vector<double>(4, 2.0));
   CHECK(vec(gx.narrow(1, 59, 1)) == std::vector<double>(4, 6.0));
 }
+
+TEST_CASE("linear's backward adds its input gradient into a buffer already gathered for the input") {
+  // out = linear(h, W) + 3h: the 3h branch's gradient reaches h first; linear's GEMM then
+  // accumulates onto it (BLAS beta = 1) instead of writing a second (64, 32) tensor.
+  Tensor x = randn({2048}, TensorOptions().requires_grad());
+  Tensor w = randn({32, 32}, TensorOptions().requires_grad());
+  Tensor h = x.view({64, 32});
+  Tensor loss = (linear(h, w) + h * 3.0).sum();
+  reset_peak_memory();
+  const int64_t base = allocated();
+  loss.backward();
+  // Live at the peak: sum's gradient (64, 32), the 3h branch's (h's buffer), W's
+  // gradient and the scalar seed; a separate linear input gradient would be one more.
+  const int64_t full = nbytes(x);
+  CHECK(memory_stats().peak_bytes - base <= 2 * full + nbytes(w) + 64);
+  // d/dh: ones (64, 32) @ W + 3; d/dW: ones (32, 64) @ h.
+  Tensor expect_x = (matmul(ones({64, 32}), w.detach()) + 3.0).view({2048});
+  CHECK(allclose(x.grad(), expect_x, 1e-5, 1e-5));
+  CHECK(allclose(w.grad(), matmul(ones({32, 64}), h.detach()), 1e-5, 1e-5));
+}

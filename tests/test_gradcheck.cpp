@@ -412,6 +412,12 @@ TEST_CASE("gradcheck: matmul") {
       {"linear without bias", [](V x) { return linear(x[0], x[1]); }, {R({3, 4}), T({5, 4})}},
       {"linear 1-D input, stepped weight", [](V x) { return linear(x[0], x[1], x[2]); }, {R({4}), S({5, 4}), R({5})}},
       {"linear transposed input", [](V x) { return linear(x[0], x[1], x[2]); }, {T({3, 4}), R({2, 4}), R({2})}},
+      // The input's gradient already has a buffer (the other branch's) when linear's
+      // backward runs, which then accumulates into it; likewise a weight used twice.
+      {"linear into a residual", [](V x) { Tensor h = mul(x[0], 2.0); return add(linear(h, x[1], x[2]), mul(h, 3.0)); },
+       {R({2, 3, 4}), R({4, 4}), R({4})}},
+      {"linear weight used twice", [](V x) { return linear(linear(x[0], x[1]), x[1], x[2]); },
+       {R({3, 4}), R({4, 4}), R({4})}},
       {"3-D transposed @ 2-D folded", [](V x) { return matmul(x[0], x[1]); }, {T({2, 3, 4}), R({4, 2})}},
       {"3-D @ 2-D transposed operand", [](V x) { return matmul(x[0], x[1].t()); }, {R({2, 3, 4}), R({2, 4})}},
       {"x @ x.t() (same input twice)", [](V x) { return matmul(x[0], x[0].t()); }, {R({2, 3})}},

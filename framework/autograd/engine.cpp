@@ -43,12 +43,16 @@ void accumulate(std::unordered_map<Node*, Tensor>& buffers, Node* n, const Tenso
   }
 }
 
-// Lets a window node (slice) add its gradient straight into the buffer already gathered
-// for its input. True when it did; the caller then skips apply().
-bool add_into_existing(std::unordered_map<Node*, Tensor>& buffers, Node* n, const Tensor& g) {
-  if (n->next.size() != 1 || !n->next[0]) return false;
-  auto it = buffers.find(n->next[0].get());
-  return it != buffers.end() && n->add_to_input_grad(it->second, g);
+// The gradients already gathered for n's inputs that n may add into in place: those
+// the engine alone holds. (Map values do not move while the node runs.)
+std::vector<Tensor*> accumulators(std::unordered_map<Node*, Tensor>& buffers, const Node& n) {
+  std::vector<Tensor*> acc(n.next.size(), nullptr);
+  for (size_t i = 0; i < n.next.size(); ++i) {
+    if (!n.next[i]) continue;
+    auto it = buffers.find(n.next[i].get());
+    if (it != buffers.end() && is_exclusive(it->second)) acc[i] = &it->second;
+  }
+  return acc;
 }
 
 }  // namespace
@@ -86,7 +90,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
       Tensor g = std::move(buf->second);
       buffers.erase(buf);
       if (auto out = n->retained_output.lock()) accumulate_grad(*out, g);
-      if (!add_into_existing(buffers, n, g)) input_grads = n->apply(g);
+      input_grads = n->apply_accumulating(g, accumulators(buffers, *n));
     }
     if (!retain_graph) n->release();
     for (size_t i = 0; i < n->next.size(); ++i) {

@@ -66,11 +66,15 @@ const Tensor& SavedTensor::get() const {
   return tensor_;
 }
 
-TensorList FunctionNode::apply(const Tensor& grad_output) {
-  KILN_CHECK(!released_, "backward",
-             "trying to backward through the graph a second time (through ", name(),
+void check_not_released(const char* name, bool released) {
+  KILN_CHECK(!released, "backward",
+             "trying to backward through the graph a second time (through ", name,
              "); its saved tensors were freed after the first backward. Pass retain_graph=true "
              "to the first backward if you need to backward twice");
+}
+
+TensorList FunctionNode::apply(const Tensor& grad_output) {
+  check_not_released(name(), released_);
   return fn_(grad_output);
 }
 

@@ -30,13 +30,15 @@ class Node {
   // Gradients of the inputs (one per `next` entry; undefined where not needed) from
   // the gradient of the output.
   virtual TensorList apply(const Tensor& grad_output) = 0;
-  // For a node with one input whose gradient is grad_output placed into zeros of the
-  // input's shape (slice, and so narrow, chunk and split): adds grad_output into its
-  // window of `acc`, the gradient gathered for that input so far, in place, and returns
-  // true. Returns false (and does nothing) when it cannot; the engine calls apply().
-  // When q, k and v are chunks of one projection, this spares two full-size zero
-  // tensors and two full-size sums every backward.
-  virtual bool add_to_input_grad(Tensor& /*acc*/, const Tensor& /*grad_output*/) { return false; }
+  // apply() with the gradients already gathered for the inputs: acc[i], when not null,
+  // is input i's, held by the engine alone (contiguous, nothing else sees it). A node
+  // may add its gradient for input i into *acc[i] in place and return an undefined
+  // tensor for it, saving a new tensor and a sum: a slice adds into its window (so the
+  // q, k, v chunks of one projection share one buffer), linear's GEMM accumulates
+  // (BLAS beta = 1). The default ignores acc.
+  virtual TensorList apply_accumulating(const Tensor& grad_output, const std::vector<Tensor*>& /*acc*/) {
+    return apply(grad_output);
+  }
   // Frees what backward needed (saved tensors); a later apply() throws.
   virtual void release() {}
 
@@ -47,6 +49,10 @@ class Node {
 // True when nothing but this handle sees t's memory, all of it: t may then be changed
 // in place or kept, as a gradient buffer the engine owns.
 bool is_exclusive(const Tensor& t);
+
+// Throws the "backward through the graph a second time" error for node `name` when its
+// saved tensors were released.
+void check_not_released(const char* name, bool released);
 
 // owner.grad += g, or owner.grad = g (or a private copy of it) when there is none yet.
 void accumulate_grad(TensorImpl& owner, const Tensor& g);

@@ -76,10 +76,79 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   return matmul(a, b);
 }
 
+namespace {
+
+// True when `acc` (a gradient buffer the engine alone holds, or null) can take a
+// gradient of `shape` and g's dtype and device in place.
+bool can_accumulate(const Tensor* acc, const Shape& shape, const Tensor& g) {
+  return acc && acc->shape() == shape && acc->dtype() == g.dtype() && acc->device() == g.device();
+}
+
+// Backward of linear: g (rows, out) ->
+//   grad x (rows, in) = g W,  grad W (out, in) = gᵀ x,  grad b (out) = Σ_rows g.
+// The weight gradient comes out in the weight's own layout: the same product through
+// matmul and transpose would hand the leaf a transposed view that accumulate_grad has
+// to copy, every step, for every weight. Where the input's gradient already has a
+// buffer (a residual connection's), the GEMM adds into it (BLAS beta = 1).
+class LinearBackward final : public Node {
+ public:
+  LinearBackward(SavedTensor x2, SavedTensor weight, Shape x_shape, int64_t rows, bool grad_x, bool grad_bias)
+      : Node("linear"),
+        x2_(std::move(x2)),
+        weight_(std::move(weight)),
+        x_shape_(std::move(x_shape)),
+        rows_(rows),
+        grad_x_(grad_x),
+        grad_bias_(grad_bias) {}
+
+  TensorList apply(const Tensor& g) override { return apply_accumulating(g, {}); }
+
+  TensorList apply_accumulating(const Tensor& g, const std::vector<Tensor*>& acc) override {
+    check_not_released(name(), released_);
+    Tensor* acc_x = acc.size() > 0 ? acc[0] : nullptr;
+    Tensor* acc_w = acc.size() > 1 ? acc[1] : nullptr;
+    const int64_t out_f = g.size(-1);
+    const Tensor g2 = g.reshape({rows_, out_f});  // (rows, out)
+    Backend& be = backend_for(g.device());
+    Tensor gx, gw, gb;
+    if (grad_x_) {
+      const Tensor w = weight_.get().detach();  // (out, in)
+      if (can_accumulate(acc_x, x_shape_, g)) {
+        be.matmul(g2, w, acc_x->view({rows_, w.size(1)}), /*accumulate=*/true);
+      } else {
+        gx = matmul(g2, w).view(x_shape_);
+      }
+    }
+    if (x2_.defined()) {
+      const Tensor& x2 = x2_.get();  // (rows, in)
+      const Shape w_shape = {out_f, x2.size(1)};
+      if (can_accumulate(acc_w, w_shape, g)) {
+        be.matmul(g2.t(), x2, *acc_w, /*accumulate=*/true);
+      } else {
+        gw = matmul(g2.t(), x2);
+      }
+    }
+    if (grad_bias_) gb = sum(g2, {0});
+    return {gx, gw, gb};
+  }
+
+  void release() override {
+    x2_ = SavedTensor();
+    weight_ = SavedTensor();
+    released_ = true;
+  }
+
+ private:
+  SavedTensor x2_, weight_;  // what the wanted gradients need, else undefined
+  Shape x_shape_;
+  int64_t rows_;
+  bool grad_x_, grad_bias_;
+  bool released_ = false;
+};
+
+}  // namespace
+
 // y = x Wᵀ + b as one node: x (…, in), weight (out, in), bias (out) -> (…, out).
-// Its backward writes grad_weight = gᵀ x straight in the weight's (out, in) layout; the
-// same product through matmul and transpose would hand the leaf a transposed view that
-// accumulate_grad has to copy, every step, for every weight.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const char* op = "linear";
   detail::check_floating(op, x);
@@ -110,14 +179,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor y = y2.view(y_shape);
   if (!any_requires_grad({&x, &weight, &bias})) return y;
   const bool gx = detail::needs_grad(x), gw = detail::needs_grad(weight), gb = detail::needs_grad(bias);
-  SavedTensor sx(gw ? x2 : Tensor(), op), sw(gx ? weight : Tensor(), op);
-  const Shape x_shape = x.shape();
-  return record(op, y, {x, weight, bias}, [=](const Tensor& g) -> TensorList {
-    Tensor g2 = g.reshape({rows, out_f});  // (rows, out)
-    return {gx ? matmul(g2, sw.get().detach()).view(x_shape) : Tensor(),  // (rows, in)
-            gw ? matmul(g2.t(), sx.get()) : Tensor(),                      // (out, in)
-            gb ? sum(g2, {0}) : Tensor()};                                 // (out)
-  });
+  auto node = std::make_shared<LinearBackward>(SavedTensor(gw ? x2 : Tensor(), op),
+                                               SavedTensor(gx ? weight : Tensor(), op), x.shape(), rows, gx, gb);
+  return record_node(y, {x, weight, bias}, std::move(node));
 }
 
 }  // namespace kiln

@@ -102,14 +102,15 @@ class SliceBackward final : public Node {
     return {z};
   }
 
-  bool add_to_input_grad(Tensor& acc, const Tensor& g) override {
-    if (!is_exclusive(acc) || acc.shape() != x_shape_ || acc.dtype() != dtype_ || g.dtype() != dtype_ ||
-        acc.device() != g.device()) {
-      return false;
+  TensorList apply_accumulating(const Tensor& g, const std::vector<Tensor*>& acc) override {
+    Tensor* buffer = acc.empty() ? nullptr : acc[0];
+    if (!buffer || buffer->shape() != x_shape_ || buffer->dtype() != dtype_ || g.dtype() != dtype_ ||
+        buffer->device() != g.device()) {
+      return apply(g);
     }
-    Tensor dst = window_of(acc);
+    Tensor dst = window_of(*buffer);
     backend_for(g.device()).binary(BinaryOp::Add, dst, g.reshape(window_), dst);
-    return true;
+    return {Tensor()};
   }
 
  private:
