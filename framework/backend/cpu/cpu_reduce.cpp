@@ -6,16 +6,12 @@
 #include <limits>
 #include <vector>
 
+#include "backend/sum_accumulator.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/parallel.h"
 
 namespace kiln::cpu {
 namespace {
-
-// Float sums accumulate in double: as fast here (memory-bound) and far more accurate.
-template <class T> struct Acc { using type = T; };
-template <> struct Acc<float> { using type = double; };
-template <> struct Acc<bool> { using type = int64_t; };
 
 template <class T>
 bool better(ReduceOp op, T v, T best) {
@@ -64,7 +60,7 @@ void sum_in_slices(const T* x, int64_t A, int64_t R, int64_t B, int64_t slices, 
 // out (A, B), idx (A, B) or null; x (A, R, B) contiguous.
 template <class T>
 void reduce_block(ReduceOp op, const T* x, int64_t A, int64_t R, int64_t B, T* out, int64_t* idx) {
-  using AccT = typename Acc<T>::type;
+  using AccT = sum_accumulator_t<T>;
   if (B == 1) {
     parallel_for(A, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(R, 1)), [&](int64_t a0, int64_t a1) {
       for (int64_t a = a0; a < a1; ++a) {

@@ -48,6 +48,20 @@ Tensor gemm_ready(CudaBackend& be, const Tensor& t, MatLayout& layout, int64_t& 
   return c;
 }
 
+// cublas{S,D}gemmStridedBatched by the element type.
+cublasStatus_t gemm_strided_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                    const float* alpha, const float* a, int lda, long long sa, const float* b,
+                                    int ldb, long long sb, const float* beta, float* c, int ldc, long long sc,
+                                    int count) {
+  return cublasSgemmStridedBatched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, count);
+}
+cublasStatus_t gemm_strided_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                    const double* alpha, const double* a, int lda, long long sa, const double* b,
+                                    int ldb, long long sb, const double* beta, double* c, int ldc, long long sc,
+                                    int count) {
+  return cublasDgemmStridedBatched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, count);
+}
+
 int as_int(int64_t v, const Tensor& out) {
   KILN_CHECK(v <= INT_MAX, "matmul", "a dimension of ", v, " is beyond cuBLAS's 32-bit sizes (output shape ",
              shape_str(out.shape()), ")");
@@ -81,21 +95,14 @@ void CudaBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& o
   constexpr int64_t kMaxBatch = 65535;
   for (int64_t b0 = 0; b0 < batches; b0 += kMaxBatch) {
     const int count = static_cast<int>(std::min(kMaxBatch, batches - b0));
-    if (out.dtype() == kFloat64) {
-      const double one = 1, beta = accumulate ? 1 : 0;
-      KILN_CUBLAS_CHECK(cublasDgemmStridedBatched(h, op_first, op_second, m, n, k, &one,
-                                                  b.data<double>() + b0 * sb, lda, stride_first,
-                                                  a.data<double>() + b0 * sa, ldb, stride_second, &beta,
-                                                  out.data<double>() + b0 * stride_c, ldc, stride_c, count),
+    visit_floating("matmul", out.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T one = 1, beta = accumulate ? 1 : 0;
+      KILN_CUBLAS_CHECK(gemm_strided_batched(h, op_first, op_second, m, n, k, &one, b.data<T>() + b0 * sb, lda,
+                                             stride_first, a.data<T>() + b0 * sa, ldb, stride_second, &beta,
+                                             out.data<T>() + b0 * stride_c, ldc, stride_c, count),
                         "matmul");
-    } else {
-      const float one = 1, beta = accumulate ? 1 : 0;
-      KILN_CUBLAS_CHECK(cublasSgemmStridedBatched(h, op_first, op_second, m, n, k, &one,
-                                                  b.data<float>() + b0 * sb, lda, stride_first,
-                                                  a.data<float>() + b0 * sa, ldb, stride_second, &beta,
-                                                  out.data<float>() + b0 * stride_c, ldc, stride_c, count),
-                        "matmul");
-    }
+    });
   }
 }
 

@@ -10,14 +10,10 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_block_reduce.cuh"
 #include "backend/cuda/cuda_launch.cuh"
+#include "backend/sum_accumulator.h"
 
 namespace kiln::cuda {
 namespace {
-
-// Sums accumulate in double for floats (as on the CPU), in int64 for bools.
-template <class T> struct Acc { using type = T; };
-template <> struct Acc<float> { using type = double; };
-template <> struct Acc<bool> { using type = int64_t; };
 
 // Whether candidate (v, i) beats (w, j): NaN beats a number, a better value wins, and
 // equal values (or two NaNs) go to the lower index. A left-to-right scan that keeps
@@ -35,7 +31,7 @@ __device__ inline bool beats(ReduceOp op, T v, int64_t i, T w, int64_t j) {
 // x (A, R) -> out (A) [, idx (A)]: one block per row, threads striding over r.
 template <class T>
 __global__ void reduce_rows_kernel(ReduceOp op, const T* x, int64_t A, int64_t R, T* out, int64_t* idx) {
-  using AccT = typename Acc<T>::type;
+  using AccT = sum_accumulator_t<T>;
   __shared__ T best_v[kThreads];
   __shared__ int64_t best_i[kThreads];
   __shared__ bool has[kThreads];
@@ -82,7 +78,7 @@ constexpr int kColX = 32, kColY = 8;
 // x (A, R, B) -> out (A, B) [, idx (A, B)]
 template <class T>
 __global__ void reduce_cols_kernel(ReduceOp op, const T* x, int64_t A, int64_t R, int64_t B, T* out, int64_t* idx) {
-  using AccT = typename Acc<T>::type;
+  using AccT = sum_accumulator_t<T>;
   __shared__ AccT sum_s[kColY][kColX];
   __shared__ T best_v[kColY][kColX];
   __shared__ int64_t best_i[kColY][kColX];
@@ -157,7 +153,7 @@ void reduce_block(ReduceOp op, const T* x, int64_t A, int64_t R, int64_t B, T* o
                   Device device) {
   if (A == 0 || B == 0) return;
   if (B == 1 && op == ReduceOp::Sum && R >= kSplitRowLength && A <= kSplitMaxRows) {
-    using AccT = typename Acc<T>::type;
+    using AccT = sum_accumulator_t<T>;
     const int64_t P = (R + kSplitChunk - 1) / kSplitChunk;
     Tensor partial = Tensor::empty({A * P}, TensorOptions(dtype_of<AccT>::value).device(device));
     AccT* pp = static_cast<AccT*>(partial.data_ptr());
