@@ -27,10 +27,14 @@
 
 #include "corpus.h"
 #include "test_util.h"
+#include "toy_task.h"
 #include "transformer/kiln_transformer.h"
 
 using namespace kiln;
 using kiln::testing::error_of;
+using kiln::testing::toy_model;
+using kiln::testing::toy_task;
+using kiln::testing::ToyTask;
 namespace tr = kiln::transformer;
 
 namespace {
@@ -748,23 +752,10 @@ TEST_SUITE("gpu") {
 
   // ---------------------------------------------------------------- training on the GPU
   TEST_CASE("the toy translator of 000 trains to both pairs exactly on the GPU") {
-    const std::vector<std::pair<std::string, std::string>> pairs = {{"ich mochte ein bier", "i want a beer ."},
-                                                                     {"ich mochte ein cola", "i want a coke ."}};
-    std::vector<std::string> de, en;
-    for (const auto& p : pairs) de.push_back(p.first), en.push_back(p.second);
-    data::Vocab sv = data::Vocab::build(de), tv = data::Vocab::build(en);
-    std::vector<data::TokenPair> ex;
-    for (const auto& p : pairs) ex.push_back({sv.encode_strict(p.first), tv.encode_strict(p.second, true, true)});
-    tr::Seq2SeqOptions o;
-    o.src_vocab_size = sv.size();
-    o.tgt_vocab_size = tv.size();
-    o.d_model = 16;
-    o.nhead = 2;
-    o.num_encoder_layers = 1;
-    o.num_decoder_layers = 1;
-    o.dim_feedforward = 32;
-    o.dropout = 0.0;
-    o.max_len = 32;
+    const ToyTask task = toy_task({{"ich mochte ein bier", "i want a beer ."}, {"ich mochte ein cola", "i want a coke ."}});
+    const data::Vocab& tv = task.tgt_vocab;
+    const std::vector<data::TokenPair>& ex = task.pairs;
+    tr::Seq2SeqOptions o = toy_model(task, 16, 2, 1, 32, 0.0);
     manual_seed(7);
     tr::Seq2SeqTransformer model(o);
     model.to(gpu());
@@ -795,22 +786,11 @@ TEST_SUITE("gpu") {
 
   TEST_CASE("examples/translate_toy's corpus: 100% exact translations after training on the GPU") {
     const auto& train_pairs = translate_toy::training_pairs();
-    std::vector<std::string> de, en;
-    for (const auto& p : train_pairs) de.push_back(p.first), en.push_back(p.second);
-    data::Vocab sv = data::Vocab::build(de), tv = data::Vocab::build(en);
-    std::vector<data::TokenPair> ex;
-    for (const auto& p : train_pairs) ex.push_back({sv.encode(p.first), tv.encode(p.second, true, true)});
+    const ToyTask task = toy_task(train_pairs);
+    const data::Vocab &sv = task.src_vocab, &tv = task.tgt_vocab;
+    const std::vector<data::TokenPair>& ex = task.pairs;
     // The example's model and schedule (examples/translate_toy/main.cpp defaults).
-    tr::Seq2SeqOptions o;
-    o.src_vocab_size = sv.size();
-    o.tgt_vocab_size = tv.size();
-    o.d_model = 64;
-    o.nhead = 4;
-    o.num_encoder_layers = 2;
-    o.num_decoder_layers = 2;
-    o.dim_feedforward = 128;
-    o.dropout = 0.1;
-    o.max_len = 64;
+    tr::Seq2SeqOptions o = toy_model(task, 64, 4, 2, 128, 0.1, 64);
     o.pad_id = sv.pad_id();
     manual_seed(1);
     tr::Seq2SeqTransformer model(o);
@@ -842,23 +822,10 @@ TEST_SUITE("gpu") {
   }
 
   TEST_CASE("a repeated training step makes no new allocation from the system; checkpoints of a GPU model") {
-    const std::vector<std::pair<std::string, std::string>> pairs = {{"ich mochte ein bier", "i want a beer ."},
-                                                                     {"du trinkst wasser", "you drink water ."}};
-    std::vector<std::string> de, en;
-    for (const auto& p : pairs) de.push_back(p.first), en.push_back(p.second);
-    data::Vocab sv = data::Vocab::build(de), tv = data::Vocab::build(en);
-    std::vector<data::TokenPair> ex;
-    for (const auto& p : pairs) ex.push_back({sv.encode_strict(p.first), tv.encode_strict(p.second, true, true)});
-    tr::Seq2SeqOptions o;
-    o.src_vocab_size = sv.size();
-    o.tgt_vocab_size = tv.size();
-    o.d_model = 32;
-    o.nhead = 4;
-    o.num_encoder_layers = 2;
-    o.num_decoder_layers = 2;
-    o.dim_feedforward = 64;
-    o.dropout = 0.0;  // the resumed run below must see what the first one sees
-    o.max_len = 32;
+    const ToyTask task = toy_task({{"ich mochte ein bier", "i want a beer ."}, {"du trinkst wasser", "you drink water ."}});
+    const std::vector<data::TokenPair>& ex = task.pairs;
+    // No dropout: the resumed run below must see what the first one sees.
+    tr::Seq2SeqOptions o = toy_model(task, 32, 4, 2, 64, 0.0);
     manual_seed(3);
     tr::Seq2SeqTransformer model(o);
     model.to(gpu());

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "test_util.h"
+#include "toy_task.h"
 #include "transformer/kiln_transformer.h"
 
 using namespace kiln;
@@ -520,35 +521,14 @@ TEST_CASE("key_padding_mask, causal_mask, decoder_self_attn_mask and combine_mas
 
 namespace {
 
-struct Toy {
-  data::Vocab src_vocab, tgt_vocab;
-  std::vector<data::TokenPair> pairs;
-  std::vector<std::string> targets;
-};
+using Toy = kiln::testing::ToyTask;
 
 Toy toy_data() {
-  const std::vector<std::pair<std::string, std::string>> pairs = {{"ich mochte ein bier", "i want a beer ."},
-                                                                   {"ich mochte ein cola", "i want a coke ."}};
-  std::vector<std::string> de, en;
-  for (const auto& p : pairs) de.push_back(p.first), en.push_back(p.second);
-  Toy t{data::Vocab::build(de), data::Vocab::build(en), {}, en};
-  for (const auto& p : pairs)
-    t.pairs.push_back({t.src_vocab.encode_strict(p.first), t.tgt_vocab.encode_strict(p.second, true, true)});
-  return t;
+  return kiln::testing::toy_task({{"ich mochte ein bier", "i want a beer ."}, {"ich mochte ein cola", "i want a coke ."}});
 }
 
 tr::Seq2SeqOptions toy_options(const Toy& t, double dropout = 0.0) {
-  tr::Seq2SeqOptions o;
-  o.src_vocab_size = t.src_vocab.size();
-  o.tgt_vocab_size = t.tgt_vocab.size();
-  o.d_model = 16;
-  o.nhead = 2;
-  o.num_encoder_layers = 1;
-  o.num_decoder_layers = 1;
-  o.dim_feedforward = 32;
-  o.dropout = dropout;
-  o.max_len = 32;
-  return o;
+  return kiln::testing::toy_model(t, 16, 2, 1, 32, dropout);
 }
 
 tr::TrainerOptions toy_trainer_options(int64_t epochs) {
