@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "backend/reduce_plan.h"
 #include "backend/sum_accumulator.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/parallel.h"
@@ -127,34 +128,17 @@ void reduce_block(ReduceOp op, const T* x, int64_t A, int64_t R, int64_t B, T* o
 void CpuBackend::reduce(ReduceOp op, const Tensor& x_in, const std::vector<int64_t>& dims,
                         const Tensor& out, const Tensor* indices) {
   Tensor x = x_in.is_contiguous() ? x_in : x_in.contiguous();
-  const Shape& shape = x.shape();
-  // Split the reduced dims into maximal runs of neighbours; reduce the last run first.
-  std::vector<std::pair<int64_t, int64_t>> runs;  // [first, last]
-  for (int64_t d : dims) {
-    if (!runs.empty() && runs.back().second + 1 == d) runs.back().second = d;
-    else runs.push_back({d, d});
-  }
-  KILN_CHECK(!indices || runs.size() == 1, "reduce", "indices need a single block of dims");
+  const std::vector<ReducePass> plan = reduce_plan(x.shape(), dims);
+  KILN_CHECK(!indices || plan.size() == 1, "reduce", "indices need a single block of dims");
   Tensor cur = x;
-  Shape cur_shape = shape;
-  for (size_t i = runs.size(); i-- > 0;) {
-    auto [first, last] = runs[i];
-    int64_t A = 1, R = 1, B = 1;
-    for (int64_t d = 0; d < static_cast<int64_t>(cur_shape.size()); ++d) {
-      if (d < first) A *= cur_shape[d];
-      else if (d <= last) R *= cur_shape[d];
-      else B *= cur_shape[d];
-    }
-    Shape next_shape = cur_shape;
-    for (int64_t d = first; d <= last; ++d) next_shape[d] = 1;
-    Tensor dst = i == 0 ? out : Tensor::empty(next_shape, TensorOptions(cur.dtype()));
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const ReducePass& p = plan[i];
+    Tensor dst = i + 1 == plan.size() ? out : Tensor::empty(p.out_shape, TensorOptions(cur.dtype()));
     visit_dtype(cur.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      reduce_block<T>(op, cur.data<T>(), A, R, B, dst.data<T>(),
-                      indices ? indices->data<int64_t>() : nullptr);
+      reduce_block<T>(op, cur.data<T>(), p.A, p.R, p.B, dst.data<T>(), indices ? indices->data<int64_t>() : nullptr);
     });
     cur = dst;
-    cur_shape = next_shape;
   }
 }
 

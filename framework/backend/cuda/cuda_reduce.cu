@@ -10,6 +10,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_block_reduce.cuh"
 #include "backend/cuda/cuda_launch.cuh"
+#include "backend/reduce_plan.h"
 #include "backend/sum_accumulator.h"
 
 namespace kiln::cuda {
@@ -182,34 +183,19 @@ void CudaBackend::reduce(ReduceOp op, const Tensor& x_in, const std::vector<int6
     x = Tensor::empty(x_in.shape(), TensorOptions(x_in.dtype()).device(x_in.device()));
     copy(x_in, x);
   }
-  // Split the reduced dims into maximal runs of neighbours; reduce the last run first.
-  std::vector<std::pair<int64_t, int64_t>> runs;  // [first, last]
-  for (int64_t d : dims) {
-    if (!runs.empty() && runs.back().second + 1 == d) runs.back().second = d;
-    else runs.push_back({d, d});
-  }
-  KILN_CHECK(!indices || runs.size() == 1, "reduce", "indices need a single block of dims");
+  const std::vector<ReducePass> plan = reduce_plan(x.shape(), dims);
+  KILN_CHECK(!indices || plan.size() == 1, "reduce", "indices need a single block of dims");
   cudaStream_t s = stream_of(out);
   Tensor cur = x;
-  Shape cur_shape = x.shape();
-  for (size_t i = runs.size(); i-- > 0;) {
-    auto [first, last] = runs[i];
-    int64_t A = 1, R = 1, B = 1;
-    for (int64_t d = 0; d < static_cast<int64_t>(cur_shape.size()); ++d) {
-      if (d < first) A *= cur_shape[d];
-      else if (d <= last) R *= cur_shape[d];
-      else B *= cur_shape[d];
-    }
-    Shape next_shape = cur_shape;
-    for (int64_t d = first; d <= last; ++d) next_shape[d] = 1;
-    Tensor dst = i == 0 ? out : Tensor::empty(next_shape, TensorOptions(cur.dtype()).device(out.device()));
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const ReducePass& p = plan[i];
+    Tensor dst = i + 1 == plan.size() ? out : Tensor::empty(p.out_shape, TensorOptions(cur.dtype()).device(out.device()));
     visit_dtype(cur.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      reduce_block<T>(op, static_cast<const T*>(cur.data_ptr()), A, R, B, static_cast<T*>(dst.data_ptr()),
+      reduce_block<T>(op, static_cast<const T*>(cur.data_ptr()), p.A, p.R, p.B, static_cast<T*>(dst.data_ptr()),
                       indices ? indices->data<int64_t>() : nullptr, s, out.device());
     });
     cur = dst;
-    cur_shape = next_shape;
   }
 }
 
