@@ -12,3 +12,9 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
 void clip_grad_value_(const std::vector<Tensor>& params, double clip_value);
 
 }  // namespace kiln::optim
+
+// Where PyTorch keeps them: torch.nn.utils.clip_grad_norm_ (torch::nn::utils in libtorch).
+namespace kiln::nn::utils {
+using optim::clip_grad_norm_;
+using optim::clip_grad_value_;
+}  // namespace kiln::nn::utils

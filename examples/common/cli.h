@@ -1,0 +1,128 @@
+#pragma once
+// A small command-line reader for the examples: `--name value` flags and `--name`
+// switches, each validated and named in its error, and a main() wrapper that reports
+// any exception as one line and exits 1 (a bad flag exits 2 with the usage).
+//
+//   kiln_examples::Cli cli(argc, argv, "char_gpt [--steps N] [--seed S]");
+//   int64_t steps = cli.integer("--steps", 100, 0, 1'000'000);
+//   cli.finish();                      // unknown or repeated flags are errors
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace kiln_examples {
+
+class Cli {
+ public:
+  Cli(int argc, char** argv, std::string usage) : usage_(std::move(usage)) {
+    for (int i = 1; i < argc; ++i) args_.emplace_back(argv[i]);
+    if (!args_.empty() && (args_[0] == "--help" || args_[0] == "-h")) {
+      std::printf("usage: %s\n", usage_.c_str());
+      std::exit(0);
+    }
+  }
+
+  // An integer flag in [lo, hi]; `def` when absent.
+  int64_t integer(const std::string& flag, int64_t def, int64_t lo, int64_t hi) {
+    const std::string* v = value(flag);
+    if (!v) return def;
+    size_t used = 0;
+    long long x = 0;
+    try {
+      x = std::stoll(*v, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != v->size()) fail(flag + " expects an integer, got '" + *v + "'");
+    if (x < lo || x > hi)
+      fail(flag + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + *v);
+    return x;
+  }
+
+  // A real flag in [lo, hi]; `def` when absent. NaN and inf are refused.
+  double real(const std::string& flag, double def, double lo, double hi) {
+    const std::string* v = value(flag);
+    if (!v) return def;
+    size_t used = 0;
+    double x = 0;
+    try {
+      x = std::stod(*v, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != v->size() || !std::isfinite(x)) fail(flag + " expects a number, got '" + *v + "'");
+    if (x < lo || x > hi) fail(flag + " must be in [" + num(lo) + ", " + num(hi) + "], got " + *v);
+    return x;
+  }
+
+  std::string text(const std::string& flag, const std::string& def) {
+    const std::string* v = value(flag);
+    return v ? *v : def;
+  }
+
+  // A switch with no value: true when given.
+  bool flag(const std::string& name) {
+    known_.insert(name);
+    for (const std::string& a : args_)
+      if (a == name) return true;
+    return false;
+  }
+
+  // Every argument must have been a known flag, each at most once.
+  void finish() {
+    std::set<std::string> seen;
+    for (size_t i = 0; i < args_.size(); ++i) {
+      const std::string& a = args_[i];
+      if (!known_.count(a)) fail("unknown argument '" + a + "'");
+      if (!seen.insert(a).second) fail(a + " given twice");
+      if (takes_value_.count(a)) ++i;
+    }
+  }
+
+  [[noreturn]] void fail(const std::string& problem) const {
+    std::fprintf(stderr, "error: %s\nusage: %s\n", problem.c_str(), usage_.c_str());
+    std::exit(2);
+  }
+
+ private:
+  const std::string* value(const std::string& flag) {
+    known_.insert(flag);
+    takes_value_.insert(flag);
+    for (size_t i = 0; i < args_.size(); ++i) {
+      if (args_[i] != flag) continue;
+      if (i + 1 >= args_.size()) fail(flag + " needs a value");
+      return &args_[i + 1];
+    }
+    return nullptr;
+  }
+  static std::string num(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", v);
+    return b;
+  }
+
+  std::string usage_;
+  std::vector<std::string> args_;
+  std::set<std::string> known_, takes_value_;
+};
+
+// Runs body(); any exception is one line on stderr and exit status 1.
+inline int run_main(const char* program, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+  } catch (...) {
+    std::fprintf(stderr, "%s: error: unknown exception\n", program);
+  }
+  return 1;
+}
+
+}  // namespace kiln_examples
