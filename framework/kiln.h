@@ -27,5 +27,6 @@
 #include "io/checkpoint.h"
 #include "data/vocab.h"
 #include "data/dataloader.h"
+#include "data/tensor_dataset.h"
 #include "viz/png.h"
 #include "viz/plot.h"
