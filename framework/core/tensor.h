@@ -171,6 +171,15 @@ class Tensor {
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
 
+  // ---- predicates (ops/predicates.cpp)
+  Tensor isnan() const;
+  Tensor isinf() const;
+  Tensor isfinite() const;
+  Tensor all() const;
+  Tensor all(int64_t dim, bool keepdim = false) const;
+  Tensor any() const;
+  Tensor any(int64_t dim, bool keepdim = false) const;
+
   // ---- in place: for optimizers and initialisers. Each bumps the version counter;
   // on a tensor that requires grad they are allowed only under NoGradGuard.
   Tensor& add_(const Tensor& o, double alpha = 1.0);

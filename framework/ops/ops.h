@@ -223,6 +223,18 @@ Tensor operator~(const Tensor& a);                   // logical_not of a bool te
 Tensor operator&(const Tensor& a, const Tensor& b);  // logical_and
 Tensor operator|(const Tensor& a, const Tensor& b);  // logical_or
 
+// ---------------------------------------------------------------- predicates
+// Elementwise tests of floating values (integers are never NaN or infinite) -> bool.
+Tensor isnan(const Tensor& x);
+Tensor isinf(const Tensor& x);
+Tensor isfinite(const Tensor& x);
+// Whether every / any element is nonzero (NaN counts as nonzero) -> 0-d bool, or bool
+// over one dim.
+Tensor all(const Tensor& x);
+Tensor all(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor any(const Tensor& x);
+Tensor any(const Tensor& x, int64_t dim, bool keepdim = false);
+
 // ---------------------------------------------------------------- misc
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 bool equal(const Tensor& a, const Tensor& b);  // same shape and exactly equal values
