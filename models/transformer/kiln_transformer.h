@@ -13,3 +13,17 @@
 #include "transformer/seq2seq.h"
 #include "transformer/trainer.h"
 #include "transformer/transformer.h"
+
+// torch.nn's spellings: nn.MultiheadAttention, nn.TransformerEncoderLayer, … are in
+// kiln::nn as well, so `nn::Transformer model(opts);` reads as PyTorch does.
+namespace kiln::nn {
+using transformer::MultiheadAttention;
+using transformer::MultiheadAttentionOptions;
+using transformer::Transformer;
+using transformer::TransformerDecoder;
+using transformer::TransformerDecoderLayer;
+using transformer::TransformerEncoder;
+using transformer::TransformerEncoderLayer;
+using transformer::TransformerLayerOptions;
+using transformer::TransformerOptions;
+}  // namespace kiln::nn
