@@ -10,7 +10,7 @@ Tensor flip(const Tensor& x, const std::vector<int64_t>& dims) {
   const char* op = "flip";
   detail::check_defined(op, x);
   const std::vector<int64_t> ds = wrap_dims(op, dims, x.dim());  // wrapped, sorted, no repeats
-  if (x.dim() == 0 || ds.empty()) return clone(x);               // nothing to reverse: a copy, as torch
+  if (x.numel() <= 1 || ds.empty()) return clone(x);  // nothing to reverse: a copy, as torch
   Tensor y = x.detach();
   {
     NoGradGuard no_grad;  // the gathers are the forward only; flip's node below is the backward

@@ -87,6 +87,7 @@ Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<i
   }
   KILN_CHECK(repeats.numel() == n, op, "repeats must have the same size as the input along dim ", d,
              ", got ", repeats.numel(), " repeats for size ", n, " (input shape ", shape_str(in.shape()), ")");
+  if (n == 0) return clone(in);  // no elements along dim, no counts: nothing to repeat
   return index_select(in, d, repeat_interleave(repeats));
 }
 
