@@ -621,6 +621,8 @@ TEST_CASE("gradcheck: einsum") {
       {"einsum ij,jk->ik", [](V x) { return einsum("ij,jk->ik", {x[0], x[1]}); }, {R({2, 3}), R({3, 4})}},
       {"einsum ij,jk implicit, transposed", [](V x) { return einsum("ij,jk", {x[0], x[1]}); },
        {T({2, 3}), R({3, 4})}},
+      {"einsum ji,jk->ik (operand taken transposed)", [](V x) { return einsum("ji,jk->ik", {x[0], x[1]}); },
+       {R({3, 2}), R({3, 4})}},
       {"einsum i,j->ij", [](V x) { return einsum("i,j->ij", {x[0], x[1]}); }, {R({3}), R({2})}},
       {"einsum i,i->", [](V x) { return einsum("i,i->", {x[0], x[1]}); }, {R({4}), S({4})}},
       {"einsum ij,jk broadcast size 1", [](V x) { return einsum("ij,jk->ik", {x[0], x[1]}); },

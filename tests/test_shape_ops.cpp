@@ -272,6 +272,9 @@ TEST_CASE("einsum agrees with the ops it stands for") {
   Tensor a = randn({3, 4}, kFloat64), b = randn({4, 5}, kFloat64), c = randn({5, 2}, kFloat64);
   CHECK(allclose(einsum("ij,jk,kl->il", {a, b, c}), matmul(matmul(a, b), c), 1e-12, 1e-12));
   CHECK(allclose(einsum("ij->ji", {a}), a.t()));
+  CHECK(allclose(einsum("ji,jk->ik", {a.t().contiguous(), b}), matmul(a, b), 1e-12, 1e-12));
+  CHECK(allclose(einsum("ij,kj->ik", {a, b.t()}), matmul(a, b), 1e-12, 1e-12));
+  CHECK(allclose(einsum("ij,ij->ij", {a, a}), mul(a, a)));  // no contraction: a broadcast mul
   Tensor q = randn({2, 3, 5, 4}, kFloat64), k = randn({2, 3, 6, 4}, kFloat64);
   CHECK(allclose(einsum("bhqd,bhkd->bhqk", {q, k}), matmul(q, k.transpose(-1, -2)), 1e-12, 1e-12));
 }

@@ -5,7 +5,7 @@
 // output need are summed out as early as they can be. Every step is a differentiable op.
 #include <algorithm>
 #include <map>
-#include <numeric>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -217,22 +217,40 @@ Term sum_out_unkept(Term term, const std::vector<Label>& keep) {
   return {sum(term.t, dims), left};
 }
 
-// t (dims labelled `labels`) permuted to `order`, each dim expanded to its label's full
-// size (broadcast size-1 dims), then reshaped to the products of the three groups'
-// sizes: (Π g0, Π g1, Π g2).
-Tensor to_3d(const Term& term, const std::vector<std::vector<Label>>& groups, const std::map<Label, int64_t>& size) {
+// The positions of `order`'s labels in the term (each label once in both).
+std::vector<int64_t> positions(const Term& term, const std::vector<Label>& order) {
   std::vector<int64_t> perm;
+  for (Label l : order) perm.push_back(std::find(term.labels.begin(), term.labels.end(), l) - term.labels.begin());
+  return perm;
+}
+
+std::vector<Label> concat(std::initializer_list<const std::vector<Label>*> groups) {
+  std::vector<Label> out;
+  for (const auto* g : groups) out.insert(out.end(), g->begin(), g->end());
+  return out;
+}
+
+// The term as a stack of matrices (Π batch, Π rows, Π cols): permuted to (batch, rows,
+// cols), each dim expanded to its label's full size (broadcasting size-1 dims), and
+// reshaped. When the term's dims already run (batch, cols, rows), the stack is taken
+// the other way round and transposed: a view that matmul hands to BLAS as a flag,
+// where the direct permutation would be copied ("bhqd,bhkd->bhqk").
+Tensor as_matrices(const Term& term, const std::vector<Label>& batch, const std::vector<Label>& rows,
+                   const std::vector<Label>& cols, const std::map<Label, int64_t>& size) {
+  const bool transposed = term.labels == concat({&batch, &cols, &rows}) && term.labels != concat({&batch, &rows, &cols});
+  const std::vector<Label>& first = transposed ? cols : rows;
+  const std::vector<Label>& second = transposed ? rows : cols;
   Shape full, three;
-  for (const auto& g : groups) {
+  for (const auto* g : {&batch, &first, &second}) {
     int64_t n = 1;
-    for (Label l : g) {
-      perm.push_back(std::find(term.labels.begin(), term.labels.end(), l) - term.labels.begin());
+    for (Label l : *g) {
       full.push_back(size.at(l));
       n *= size.at(l);
     }
     three.push_back(n);
   }
-  return term.t.permute(perm).expand(full).reshape(three);
+  Tensor m = term.t.permute(positions(term, concat({&batch, &first, &second}))).expand(full).reshape(three);
+  return transposed ? m.transpose(1, 2) : m;
 }
 
 // a (labels A) with b (labels B) -> (batch…, a_free…, b_free…): the labels in both that
@@ -246,15 +264,22 @@ Term contract(const Term& a, const Term& b, const std::vector<Label>& keep, cons
   }
   for (Label l : b.labels)
     if (!contains(a.labels, l)) b_free.push_back(l);
-  Tensor a3 = to_3d(a, {batch, a_free, summed}, size);  // (B, M, K)
-  Tensor b3 = to_3d(b, {batch, summed, b_free}, size);  // (B, K, N)
   Term out;
+  out.labels = concat({&batch, &a_free, &b_free});
+  if (summed.empty()) {
+    // Nothing to contract: an outer product per batch element, which a broadcast mul
+    // computes directly. a -> (batch…, a_free…, 1…), b -> (batch…, 1…, b_free…).
+    Tensor ta = a.t.permute(positions(a, concat({&batch, &a_free})));
+    for (size_t i = 0; i < b_free.size(); ++i) ta = ta.unsqueeze(-1);
+    Tensor tb = b.t.permute(positions(b, concat({&batch, &b_free})));
+    for (size_t i = 0; i < a_free.size(); ++i) tb = tb.unsqueeze(static_cast<int64_t>(batch.size()));
+    out.t = mul(ta, tb);
+    return out;
+  }
+  Tensor a3 = as_matrices(a, batch, a_free, summed, size);  // (B, M, K)
+  Tensor b3 = as_matrices(b, batch, summed, b_free, size);  // (B, K, N)
   Shape shape;
-  for (const auto* g : {&batch, &a_free, &b_free})
-    for (Label l : *g) {
-      out.labels.push_back(l);
-      shape.push_back(size.at(l));
-    }
+  for (Label l : out.labels) shape.push_back(size.at(l));
   out.t = bmm(a3, b3).reshape(shape);
   return out;
 }
@@ -304,13 +329,9 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) 
   acc = sum_out_unkept(acc, output);
   // Output labels missing from acc cannot occur (each is some operand's), so this is a
   // permutation; output dims of a broadcast size-1 label are expanded to their size.
-  std::vector<int64_t> perm;
   Shape shape;
-  for (Label l : output) {
-    perm.push_back(std::find(acc.labels.begin(), acc.labels.end(), l) - acc.labels.begin());
-    shape.push_back(size.at(l));
-  }
-  return acc.t.permute(perm).expand(shape);
+  for (Label l : output) shape.push_back(size.at(l));
+  return acc.t.permute(positions(acc, output)).expand(shape);
 }
 
 // a (M), b (N) -> (M, N)
