@@ -1,11 +1,12 @@
 // einsum and outer. einsum parses the equation into one label per operand dim, takes
 // the diagonals that repeated labels ask for, then contracts the operands pairwise, left
 // to right: each pair is permuted to (batch, free, contracted) and (batch, contracted,
-// free), reshaped to 3-D and multiplied with bmm. Labels no later operand and not the
-// output need are summed out as early as they can be. Every step is a differentiable op.
+// free), reshaped to 3-D and multiplied with bmm (a pair with nothing to contract is a
+// broadcast mul). Labels that no later operand and not the output need are summed out
+// as early as they can be. Every step is a differentiable op.
 #include <algorithm>
-#include <map>
 #include <initializer_list>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -30,9 +31,8 @@ std::string label_name(Label l) {
 
 bool is_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
-// One side of the equation's terms: letters, and at most one "..." (kEllipsisMark).
-// `at` is the index of term[0] in the whole equation, for the messages; `what` names the
-// term ("operand 1", "the output").
+// The term eq[begin, end): letters, and at most one "..." (kEllipsisMark); spaces are
+// skipped. `what` names the term in messages ("operand 1", "the output").
 std::vector<Label> parse_term(const std::string& eq, size_t begin, size_t end, const std::string& what) {
   std::vector<Label> term;
   bool seen_ellipsis = false;
