@@ -580,6 +580,105 @@ TEST_CASE("gradcheck: incoming gradient expanded or non-contiguous") {
   });
 }
 
+// ------------------------------------------------------------------ structure ops, std, norm
+
+TEST_CASE("gradcheck: triu, tril, repeat, repeat_interleave, flip, roll, outer") {
+  Tensor counts = index_of({2, 0, 3}, {3});
+  Tensor flat_counts = index_of({1, 2, 0, 1, 3, 1}, {6});
+  run_table({
+      {"triu", [](V x) { return triu(x[0]); }, {R({3, 4})}},
+      {"triu 1 batched", [](V x) { return triu(x[0], 1); }, {R({2, 3, 4})}},
+      {"triu -1 transposed", [](V x) { return triu(x[0], -1); }, {T({4, 3})}},
+      {"tril", [](V x) { return tril(x[0]); }, {R({3, 4})}},
+      {"tril -2 permuted", [](V x) { return tril(x[0], -2); }, {Pm({2, 3, 4})}},
+      {"tril 2 method stepped", [](V x) { return x[0].tril(2); }, {S({3, 4})}},
+      {"repeat (2, 1)", [](V x) { return repeat(x[0], {2, 1}); }, {R({2, 3})}},
+      {"repeat leading dim, transposed", [](V x) { return repeat(x[0], {2, 1, 2}); }, {T({2, 3})}},
+      {"repeat 1-D to 3-D", [](V x) { return repeat(x[0], {2, 3, 1}); }, {R({3})}},
+      {"repeat method stepped", [](V x) { return x[0].repeat({1, 2}); }, {S({2, 3})}},
+      {"repeat_interleave flattened", [](V x) { return repeat_interleave(x[0], 2); }, {R({2, 3})}},
+      {"repeat_interleave dim 1", [](V x) { return repeat_interleave(x[0], 3, 1); }, {R({2, 3})}},
+      {"repeat_interleave dim -1 permuted", [](V x) { return repeat_interleave(x[0], 2, -1); }, {Pm({2, 3, 2})}},
+      {"repeat_interleave counts dim 0", [counts](V x) { return repeat_interleave(x[0], counts, 0); }, {R({3, 2})}},
+      {"repeat_interleave counts flattened, transposed",
+       [flat_counts](V x) { return x[0].repeat_interleave(flat_counts); }, {T({2, 3})}},
+      {"flip dim 0", [](V x) { return flip(x[0], {0}); }, {R({3, 4})}},
+      {"flip dims 1, -1 permuted", [](V x) { return flip(x[0], {1, -1}); }, {Pm({2, 3, 4})}},
+      {"flip method transposed", [](V x) { return x[0].flip({0, 1}); }, {T({3, 4})}},
+      {"roll flattened", [](V x) { return roll(x[0], 2); }, {R({2, 3})}},
+      {"roll dim 1 by -1", [](V x) { return roll(x[0], -1, 1); }, {R({2, 3})}},
+      {"roll dims 0, 2 permuted", [](V x) { return roll(x[0], {1, 3}, {0, 2}); }, {Pm({2, 3, 4})}},
+      {"roll dim -1 stepped", [](V x) { return x[0].roll(5, -1); }, {S({3, 4})}},
+      {"roll one dim twice", [](V x) { return roll(x[0], {1, 1}, {0, 0}); }, {R({3, 2})}},
+      {"outer", [](V x) { return outer(x[0], x[1]); }, {R({3}), R({4})}},
+      {"outer stepped (method)", [](V x) { return x[0].outer(x[1]); }, {S({3}), R({2})}},
+  });
+}
+
+TEST_CASE("gradcheck: einsum") {
+  run_table({
+      // contractions
+      {"einsum ij,jk->ik", [](V x) { return einsum("ij,jk->ik", {x[0], x[1]}); }, {R({2, 3}), R({3, 4})}},
+      {"einsum ij,jk implicit, transposed", [](V x) { return einsum("ij,jk", {x[0], x[1]}); },
+       {T({2, 3}), R({3, 4})}},
+      {"einsum ji,jk->ik (operand taken transposed)", [](V x) { return einsum("ji,jk->ik", {x[0], x[1]}); },
+       {R({3, 2}), R({3, 4})}},
+      {"einsum i,j->ij", [](V x) { return einsum("i,j->ij", {x[0], x[1]}); }, {R({3}), R({2})}},
+      {"einsum i,i->", [](V x) { return einsum("i,i->", {x[0], x[1]}); }, {R({4}), S({4})}},
+      {"einsum ij,jk broadcast size 1", [](V x) { return einsum("ij,jk->ik", {x[0], x[1]}); },
+       {R({2, 1}), R({3, 4})}},
+      {"einsum ij,jk,kl->il", [](V x) { return einsum("ij,jk,kl->il", {x[0], x[1], x[2]}); },
+       {R({2, 3}), R({3, 4}), R({4, 2})}},
+      {"einsum bn,anm,bm->ba", [](V x) { return einsum("bn,anm,bm->ba", {x[0], x[1], x[2]}); },
+       {R({2, 3}), Pm({2, 3, 2}), R({2, 2})}},
+      {"einsum ij,ij,ij->i", [](V x) { return einsum("ij,ij,ij->i", {x[0], x[1], x[2]}); },
+       {R({2, 3}), T({2, 3}), R({2, 3})}},
+      // batch and "..."
+      {"einsum bij,bjk->bik", [](V x) { return einsum("bij,bjk->bik", {x[0], x[1]}); },
+       {R({2, 2, 3}), R({2, 3, 2})}},
+      {"einsum bhqd,bhkd->bhqk", [](V x) { return einsum("bhqd,bhkd->bhqk", {x[0], x[1]}); },
+       {R({2, 2, 3, 2}), Pm({2, 2, 4, 2})}},
+      {"einsum ...ij,...jk->...ik broadcast", [](V x) { return einsum("...ij,...jk->...ik", {x[0], x[1]}); },
+       {R({2, 1, 2, 3}), R({3, 3, 2})}},
+      {"einsum i...,i...->...", [](V x) { return einsum("i...,i...->...", {x[0], x[1]}); },
+       {R({3, 2, 1}), R({3, 4})}},
+      // permutations, sums, diagonals
+      {"einsum ij->ji", [](V x) { return einsum("ij->ji", {x[0]}); }, {R({3, 4})}},
+      {"einsum ijk->kij stepped", [](V x) { return einsum("ijk->kij", {x[0]}); }, {S({2, 3, 4})}},
+      {"einsum ij->", [](V x) { return einsum("ij->", {x[0]}); }, {R({3, 4})}},
+      {"einsum ij->i transposed", [](V x) { return einsum("ij->i", {x[0]}); }, {T({3, 4})}},
+      {"einsum ii->i", [](V x) { return einsum("ii->i", {x[0]}); }, {R({3, 3})}},
+      {"einsum ii-> transposed", [](V x) { return einsum("ii->", {x[0]}); }, {T({3, 3})}},
+      {"einsum bii->bi permuted", [](V x) { return einsum("bii->bi", {x[0]}); }, {Pm({2, 3, 3})}},
+      {"einsum ii,ij->ij", [](V x) { return einsum("ii,ij->ij", {x[0], x[1]}); }, {R({3, 3}), R({3, 2})}},
+      {"einsum ...ij->ij", [](V x) { return einsum("...ij->ij", {x[0]}); }, {R({2, 3, 2})}},
+  });
+}
+
+TEST_CASE("gradcheck: std and norm") {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  run_table({
+      {"std all", [](V x) { return kiln::std(x[0]); }, {R({2, 3})}},
+      {"std dim 1", [](V x) { return kiln::std(x[0], {1}); }, {R({2, 3, 4})}},
+      {"std dims -1, -2 correction 0 keepdim", [](V x) { return kiln::std(x[0], {-1, -2}, 0, true); },
+       {R({2, 3, 4})}},
+      {"std dim 0 transposed", [](V x) { return kiln::std(x[0], {0}); }, {T({3, 4})}},
+      {"std correction 2 permuted (method)", [](V x) { return x[0].std({1, 2}, 2); }, {Pm({2, 3, 4})}},
+      {"norm 2 all", [](V x) { return norm(x[0]); }, {R({2, 3})}},
+      {"norm 2 dim -1 keepdim", [](V x) { return norm(x[0], 2.0, {-1}, true); }, {R({2, 3, 4})}},
+      {"norm 2 stepped (method)", [](V x) { return x[0].norm(2.0, {0}); }, {S({3, 4})}},
+      {"norm 1", [](V x) { return norm(x[0], 1.0, {1}); }, {Z({2, 3})}},
+      {"norm inf dim 1", [inf](V x) { return norm(x[0], inf, {1}); }, {D({2, 3, 4})}},
+      {"norm -inf dim 0 transposed", [inf](V x) { return norm(x[0], -inf, {0}); }, {T(D({3, 4}))}},
+      {"norm 0 (no gradient)", [](V x) { return norm(x[0], 0.0, {1}); }, {Z({2, 3})}},
+      {"norm 0.5", [](V x) { return norm(x[0], 0.5, {-1}); }, {Z({2, 3})}},
+      {"norm 3 dims 0, 2", [](V x) { return norm(x[0], 3.0, {0, 2}); }, {R({2, 3, 4})}},
+      {"norm -1", [](V x) { return norm(x[0], -1.0); }, {Z({2, 3})}},
+      {"norm 1.5 transposed", [](V x) { return norm(x[0], 1.5, {1}, true); }, {T(Z({3, 4}))}},
+      {"norm 4 permuted", [](V x) { return norm(x[0], 4.0, {-2}); }, {Pm({2, 3, 4})}},
+  });
+}
+
 // ------------------------------------------------------------------ fused nn
 
 TEST_CASE("gradcheck: softmax and log_softmax") {

@@ -180,6 +180,20 @@ class Tensor {
   Tensor any() const;
   Tensor any(int64_t dim, bool keepdim = false) const;
 
+  // ---- structure ops, std and norm (ops/triangular.cpp, repeat.cpp, flip_roll.cpp,
+  // einsum.cpp, norms.cpp)
+  Tensor triu(int64_t diagonal = 0) const;
+  Tensor tril(int64_t diagonal = 0) const;
+  Tensor repeat(const Shape& repeats) const;
+  Tensor repeat_interleave(int64_t repeats, std::optional<int64_t> dim = std::nullopt) const;
+  Tensor repeat_interleave(const Tensor& repeats, std::optional<int64_t> dim = std::nullopt) const;
+  Tensor flip(const std::vector<int64_t>& dims) const;
+  Tensor roll(int64_t shifts, std::optional<int64_t> dim = std::nullopt) const;
+  Tensor roll(const std::vector<int64_t>& shifts, const std::vector<int64_t>& dims = {}) const;
+  Tensor outer(const Tensor& other) const;
+  Tensor std(const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false) const;
+  Tensor norm(double p = 2.0, const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
+
   // ---- in place: for optimizers and initialisers. Each bumps the version counter;
   // on a tensor that requires grad they are allowed only under NoGradGuard.
   Tensor& add_(const Tensor& o, double alpha = 1.0);

@@ -165,6 +165,42 @@ Tensor clone(const Tensor& x);
 Tensor to_dtype(const Tensor& x, DType dtype);
 Tensor to_device(const Tensor& x, Device device);
 
+// ---------------------------------------------------------------- structure ops, std, norm
+// Composed from the differentiable ops above (ops/triangular.cpp, repeat.cpp,
+// flip_roll.cpp, einsum.cpp, norms.cpp).
+// x (…, M, N) -> (…, M, N) with the elements below (triu) / above (tril) the given
+// diagonal zeroed (diagonal 0 is the main one, > 0 above it, < 0 below); any dtype.
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+// x (s0, …) tiled: repeats (r0, …) with at least x.dim() entries (x gets leading 1-dims)
+// -> (r0·s0, …).
+Tensor repeat(const Tensor& x, const Shape& repeats);
+// Each element repeated `repeats` times along dim: x (…, N, …) -> (…, N·repeats, …);
+// without dim, x is flattened first -> (numel·repeats).
+Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim = std::nullopt);
+// Element i along dim repeated repeats[i] times: repeats int64 (N) or one count (1)/().
+Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim = std::nullopt);
+// repeats (N) int64 -> (sum(repeats)): index i repeated repeats[i] times.
+Tensor repeat_interleave(const Tensor& repeats);
+// The order of elements reversed along each of dims (same shape).
+Tensor flip(const Tensor& x, const std::vector<int64_t>& dims);
+// Elements shifted along dim by `shifts` (wrapping around); without dim, over the
+// flattened tensor (same shape).
+Tensor roll(const Tensor& x, int64_t shifts, std::optional<int64_t> dim = std::nullopt);
+// shifts[i] along dims[i]; with dims empty, shifts must hold one shift for the flattened tensor.
+Tensor roll(const Tensor& x, const std::vector<int64_t>& shifts, const std::vector<int64_t>& dims = {});
+// a (M), b (N) -> (M, N): a[i]·b[j].
+Tensor outer(const Tensor& a, const Tensor& b);
+// torch.einsum: "ij,jk->ik", "bij,bjk->bik", "...ij->...ji", "ii->i", implicit output
+// (labels seen once, in ASCII order, after the "..." dims). Floating operands of one dtype;
+// contracted pairwise, left to right, through bmm.
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
+// sqrt(var(x, dims, correction, keepdim)); the gradient is 0 where the result is 0.
+Tensor std(const Tensor& x, const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false);
+// torch.linalg.vector_norm: (sum |x|^p)^(1/p) over dims (all when empty); p = inf / -inf
+// give max / min |x|, p = 0 the count of non-zeros. The gradient at a zero norm is 0.
+Tensor norm(const Tensor& x, double p = 2.0, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+
 // ---------------------------------------------------------------- fused nn kernels
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
