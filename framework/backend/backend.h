@@ -26,6 +26,12 @@ enum class UnaryOp : uint8_t {
   MulScalar,   // x * a
   RsubScalar,  // a - x
   RdivScalar,  // a / x
+  // Pointwise math (sin … softplus); floating x only.
+  Sin, Cos, Tan, Erf,
+  Log1p,       // log(1 + x), accurate near 0
+  Expm1,       // exp(x) - 1, accurate near 0
+  Silu,        // x * sigmoid(x)
+  Softplus,    // log(1 + exp(a x)) / a, or x where a x > b (a = beta, b = threshold)
 };
 
 enum class BinaryOp : uint8_t {
@@ -37,6 +43,7 @@ enum class BinaryOp : uint8_t {
   GeluTanhBackward,  // g * gelu_tanh'(x), saved = x
   TanhBackward,      // g * (1 - y^2), saved = y
   SigmoidBackward,   // g * y * (1 - y), saved = y
+  SiluBackward,      // g * silu'(x) = g * s (1 + x (1 - s)), s = sigmoid(x), saved = x
 };
 
 bool is_comparison(BinaryOp op);

@@ -78,6 +78,17 @@ Tensor relu(const Tensor& x);
 // approximate: "none" (the erf form) or "tanh".
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+// ---- pointwise math (issue 12, h1): int64/bool inputs give float32 for sin … expm1, as
+// torch; silu and softplus take floating inputs only.
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor tan(const Tensor& x);
+Tensor erf(const Tensor& x);
+Tensor log1p(const Tensor& x);  // log(1 + x), accurate near 0
+Tensor expm1(const Tensor& x);  // exp(x) - 1, accurate near 0
+Tensor silu(const Tensor& x);   // x * sigmoid(x)
+// log(1 + exp(beta x)) / beta, and x itself where beta x > threshold; beta != 0.
+Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
 
 // Comparisons give bool tensors; broadcast like arithmetic.
 Tensor eq(const Tensor& a, const Tensor& b);
