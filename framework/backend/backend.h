@@ -26,6 +26,12 @@ enum class UnaryOp : uint8_t {
   MulScalar,   // x * a
   RsubScalar,  // a - x
   RdivScalar,  // a / x
+  // Pointwise math (sin … softplus); floating x only.
+  Sin, Cos, Tan, Erf,
+  Log1p,       // log(1 + x), accurate near 0
+  Expm1,       // exp(x) - 1, accurate near 0
+  Silu,        // x * sigmoid(x)
+  Softplus,    // log(1 + exp(a x)) / a, or x where a x > b (a = beta, b = threshold)
 };
 
 enum class BinaryOp : uint8_t {
@@ -37,6 +43,7 @@ enum class BinaryOp : uint8_t {
   GeluTanhBackward,  // g * gelu_tanh'(x), saved = x
   TanhBackward,      // g * (1 - y^2), saved = y
   SigmoidBackward,   // g * y * (1 - y), saved = y
+  SiluBackward,      // g * silu'(x) = g * s (1 + x (1 - s)), s = sigmoid(x), saved = x
 };
 
 bool is_comparison(BinaryOp op);
@@ -106,13 +113,19 @@ class Backend {
   virtual void embedding_backward(const Tensor& g, const Tensor& indices, int64_t padding_idx,
                                   const Tensor& grad_weight) = 0;
 
-  // Cross-entropy on logits (N, C) with targets (N), per row: losses (N), and the row's
-  // weight (1 or 0 when ignored) in `weights` (N). Throws on a target out of range.
-  virtual void cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
-                             double label_smoothing, const Tensor& losses,
+  // Cross-entropy on logits (N, C) with targets (N) and class weights w (C, contiguous,
+  // logits' dtype; undefined = all 1), per row, with logp = log_softmax(logits[n]) and
+  // ε = label_smoothing:
+  //   losses[n] = -(1-ε) w[t_n] logp[t_n] - ε/C Σ_c w[c] logp[c],
+  // and the row's weight w[t_n] (0 when ignored) in `weights` (N). Throws on a target out
+  // of range.
+  virtual void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& class_weight,
+                             int64_t ignore_index, double label_smoothing, const Tensor& losses,
                              const Tensor& weights) = 0;
-  // grad_logits (N, C) = (softmax - smoothed one-hot) * g_row (N).
-  virtual void cross_entropy_backward(const Tensor& logits, const Tensor& targets,
+  // grad_logits (N, C) = g_row[n] · ∂losses[n]/∂logits[n]
+  //   = g_row[n] · (softmax · ((1-ε) w[t_n] + ε/C Σ w) - smoothed weighted one-hot);
+  // without weights, (softmax - smoothed one-hot) · g_row[n].
+  virtual void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& class_weight,
                                       int64_t ignore_index, double label_smoothing,
                                       const Tensor& g_row, const Tensor& grad_logits) = 0;
 

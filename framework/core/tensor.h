@@ -148,6 +148,13 @@ class Tensor {
   Tensor relu() const;
   Tensor gelu(const std::string& approximate = "none") const;
   Tensor clamp(std::optional<double> min, std::optional<double> max) const;
+  // pointwise math (ops/pointwise_math.cpp)
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor tan() const;
+  Tensor erf() const;
+  Tensor log1p() const;
+  Tensor expm1() const;
   Tensor eq(const Tensor& o) const;
   Tensor ne(const Tensor& o) const;
   Tensor lt(const Tensor& o) const;

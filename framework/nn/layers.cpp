@@ -116,6 +116,25 @@ GELU::GELU(std::string a) : UnaryModule("GELU"), approximate(std::move(a)) {
 }
 Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate); }
 
+// ---- activations of the pointwise math ops (issue 12, h1)
+Tensor SiLU::forward(const Tensor& x) { return silu(x); }
+Tensor Tanh::forward(const Tensor& x) { return tanh(x); }
+Tensor Sigmoid::forward(const Tensor& x) { return sigmoid(x); }
+
+Softplus::Softplus(double beta_, double threshold_) : UnaryModule("Softplus"), beta(beta_), threshold(threshold_) {
+  KILN_CHECK(beta != 0 && !std::isnan(beta), "Softplus", "beta must be a non-zero number, got ", beta);
+}
+Tensor Softplus::forward(const Tensor& x) { return softplus(x, beta, threshold); }
+std::string Softplus::extra_repr() const {
+  // torch's defaults are the ints 1 and 20, printed without ".0": integral values print
+  // as integers, others as Python floats.
+  auto num = [](double v) {
+    return std::isfinite(v) && v == std::floor(v) && std::abs(v) < 1e15 ? std::to_string(static_cast<int64_t>(v))
+                                                                         : repr_float(v);
+  };
+  return "beta=" + num(beta) + ", threshold=" + num(threshold);
+}
+
 // ---------------------------------------------------------------- Sequential
 Sequential::Sequential(std::vector<std::shared_ptr<UnaryModule>> modules) : UnaryModule("Sequential") {
   for (auto& m : modules) push_back(std::move(m));

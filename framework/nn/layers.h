@@ -95,6 +95,35 @@ class GELU : public UnaryModule {
   std::string approximate;
 };
 
+// ---- activations of the pointwise math ops (issue 12, h1)
+class SiLU : public UnaryModule {
+ public:
+  SiLU() : UnaryModule("SiLU") {}
+  Tensor forward(const Tensor& x) override;
+};
+
+// softplus(x, beta, threshold); prints "Softplus(beta=1, threshold=20)" as torch does
+// with its integer defaults.
+class Softplus : public UnaryModule {
+ public:
+  explicit Softplus(double beta = 1.0, double threshold = 20.0);
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  double beta, threshold;
+};
+
+class Tanh : public UnaryModule {
+ public:
+  Tanh() : UnaryModule("Tanh") {}
+  Tensor forward(const Tensor& x) override;
+};
+
+class Sigmoid : public UnaryModule {
+ public:
+  Sigmoid() : UnaryModule("Sigmoid") {}
+  Tensor forward(const Tensor& x) override;
+};
+
 class Identity : public UnaryModule {
  public:
   Identity() : UnaryModule("Identity") {}

@@ -163,11 +163,15 @@ Reduction reduction_from_string(const std::string& s) {
   if (s == "none") return Reduction::None;
   if (s == "mean") return Reduction::Mean;
   if (s == "sum") return Reduction::Sum;
-  KILN_FAIL("reduction", "unknown reduction '", s, "' (expected none, mean or sum)");
+  if (s == "batchmean") return Reduction::BatchMean;
+  KILN_FAIL("reduction", "unknown reduction '", s, "' (expected none, mean, sum or batchmean)");
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double label_smoothing,
-                     Reduction reduction) {
+namespace {
+
+// cross_entropy with class weights `weight` (C), or undefined for none.
+Tensor cross_entropy_impl(const Tensor& logits, const Tensor& targets, const Tensor& weight, int64_t ignore_index,
+                          double label_smoothing, Reduction reduction) {
   const char* op = "cross_entropy";
   detail::check_floating(op, logits, "input");
   detail::check_defined(op, targets, "target");
@@ -175,39 +179,56 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
              dtype_name(targets.dtype()));
   KILN_CHECK(label_smoothing >= 0 && label_smoothing <= 1, op, "label_smoothing must be in [0, 1], got ",
              label_smoothing);
+  detail::check_reduction(op, reduction);
   // Bring the class dim last and flatten: (N, C, d1, …) -> (N·d1·…, C).
   detail::ClassRows cr = detail::class_rows(op, logits, targets);
   const Tensor& x2 = cr.rows;
   const Shape& expect = cr.target_shape;  // the target shape that goes with these logits
+  if (weight.defined()) detail::check_class_weight(op, weight, logits, x2.size(1));
   Tensor xc = x2.contiguous().detach();
   Tensor t = targets.contiguous().detach().reshape({-1});
+  Tensor cw = weight.defined() ? weight.contiguous().detach() : Tensor();
   const int64_t N = xc.size(0);
   Tensor losses = detail::new_tensor({N}, xc.dtype(), xc);
   Tensor weights = detail::new_tensor({N}, xc.dtype(), xc);
-  Backend& be = backend_of(op, {&logits, &targets});
-  if (N > 0) be.cross_entropy(xc, t, ignore_index, label_smoothing, losses, weights);
+  Backend& be = backend_of(op, {&logits, &targets, &weight});
+  if (N > 0) be.cross_entropy(xc, t, cw, ignore_index, label_smoothing, losses, weights);
   // The loss as a function of the per-row losses; its gradient per row comes back
   // through a node that applies the fused kernel.
   Tensor per_row = losses;
   if (any_requires_grad({&logits})) {
-    SavedTensor sx(xc, op), st(t, op);
-    Shape xshape = x2.shape();
+    SavedTensor sx(xc, op), st(t, op), sw(cw, op);
     per_row = record(op, losses, {x2}, [=](const Tensor& g) -> TensorList {
       const Tensor& xv = sx.get();
       Tensor gx = detail::new_tensor(xv.shape(), xv.dtype(), xv);
-      backend_of("cross_entropy", {&xv, &g}).cross_entropy_backward(xv, st.get(), ignore_index, label_smoothing,
-                                                                    g.contiguous(), gx);
+      backend_of("cross_entropy", {&xv, &g}).cross_entropy_backward(xv, st.get(), sw.get(), ignore_index,
+                                                                    label_smoothing, g.contiguous(), gx);
       return {gx};
     });
   }
   switch (reduction) {
     case Reduction::None: return per_row.reshape(expect);
     case Reduction::Sum: return sum(per_row);
-    case Reduction::Mean: break;
+    case Reduction::Mean:
+    case Reduction::BatchMean: break;  // BatchMean was rejected above
   }
-  // Mean over the rows that count; no counted row gives NaN, as in PyTorch.
+  // Mean: the sum over the sum of the counted rows' weights (their number without class
+  // weights); none counted gives NaN, as in PyTorch.
   double count = sum(weights).item();
   return div(sum(per_row), count);
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double label_smoothing,
+                     Reduction reduction) {
+  return cross_entropy_impl(logits, targets, Tensor(), ignore_index, label_smoothing, reduction);
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& weight, int64_t ignore_index,
+                     double label_smoothing, Reduction reduction) {
+  detail::check_defined("cross_entropy", weight, "weight");
+  return cross_entropy_impl(logits, targets, weight, ignore_index, label_smoothing, reduction);
 }
 
 }  // namespace kiln

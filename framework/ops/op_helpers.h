@@ -73,4 +73,24 @@ inline ClassRows class_rows(const char* op, const Tensor& input, const Tensor& t
   return r;
 }
 
+// Losses (issue 12, h1): Reduction::BatchMean belongs to kl_div only; the others call this.
+inline void check_reduction(const char* op, Reduction r) {
+  KILN_CHECK(r != Reduction::BatchMean, op, "reduction 'batchmean' is only supported by kl_div; use none, mean or sum");
+}
+
+// A class-weight tensor for `C` classes (cross_entropy, nll_loss): defined, 1-D of C
+// elements, the input's dtype and device, not requiring grad (torch has no gradient for it).
+inline void check_class_weight(const char* op, const Tensor& weight, const Tensor& input, int64_t C) {
+  KILN_CHECK(weight.defined(), op, "weight is an undefined tensor");
+  KILN_CHECK(weight.dim() == 1 && weight.size(0) == C, op, "weight tensor should be defined either for all ", C,
+             " classes or no classes but got weight tensor of shape ", shape_str(weight.shape()));
+  KILN_CHECK(weight.dtype() == input.dtype(), op, "weight has dtype ", dtype_name(weight.dtype()),
+             ", expected the input's ", dtype_name(input.dtype()));
+  KILN_CHECK(weight.device() == input.device(), op, "weight is on ", weight.device().str(), ", the input on ",
+             input.device().str());
+  KILN_CHECK(!any_requires_grad({&weight}), op,
+             "not differentiable with respect to argument 'weight'; this input cannot have requires_grad=True "
+             "(detach it)");
+}
+
 }  // namespace kiln::detail

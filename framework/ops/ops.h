@@ -78,6 +78,17 @@ Tensor relu(const Tensor& x);
 // approximate: "none" (the erf form) or "tanh".
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+// ---- pointwise math (issue 12, h1): int64/bool inputs give float32 for sin … expm1, as
+// torch; silu and softplus take floating inputs only.
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor tan(const Tensor& x);
+Tensor erf(const Tensor& x);
+Tensor log1p(const Tensor& x);  // log(1 + x), accurate near 0
+Tensor expm1(const Tensor& x);  // exp(x) - 1, accurate near 0
+Tensor silu(const Tensor& x);   // x * sigmoid(x)
+// log(1 + exp(beta x)) / beta, and x itself where beta x > threshold; beta != 0.
+Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
 
 // Comparisons give bool tensors; broadcast like arithmetic.
 Tensor eq(const Tensor& a, const Tensor& b);
@@ -227,10 +238,17 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // Rows equal to padding_idx get no gradient (pass -1 for none; negative counts from num).
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx = std::nullopt);
 
-enum class Reduction { None, Mean, Sum };
-Reduction reduction_from_string(const std::string& s);  // "none", "mean", "sum"
+// BatchMean (torch's "batchmean": the sum divided by the input's first dim) is kl_div's
+// only; the other losses reject it.
+enum class Reduction { None, Mean, Sum, BatchMean };
+Reduction reduction_from_string(const std::string& s);  // "none", "mean", "sum", "batchmean"
 // logits (N, C) or (N, C, d1, …) or (C); targets int64 (N) or (N, d1, …) or ().
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
+                     double label_smoothing = 0.0, Reduction reduction = Reduction::Mean);
+// With class weights (issue 12, h1): weight (C), the logits' dtype, no gradient (as torch).
+// A row's loss is scaled by weight[target] (label smoothing: each class's term by its
+// weight); Mean divides by the sum of weight[target] over the rows not ignored.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& weight, int64_t ignore_index = -100,
                      double label_smoothing = 0.0, Reduction reduction = Reduction::Mean);
 
 // ---------------------------------------------------------------- operators

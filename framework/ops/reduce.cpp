@@ -44,7 +44,7 @@ Tensor reduce_kernel(const char* op, ReduceOp kind, const Tensor& x, const std::
   if (dims.empty()) return xin.detach().clone();  // 0-d input: nothing to reduce
   Tensor out = detail::new_tensor(ks, out_dtype, x);
   if (indices) *indices = detail::new_tensor(ks, kInt64, x);
-  backend_of(op, {&x}).reduce(kind, xin, dims, out, indices);
+  if (out.numel() > 0) backend_of(op, {&x}).reduce(kind, xin, dims, out, indices);
   return out;
 }
 
@@ -53,11 +53,15 @@ Tensor expand_back(const Tensor& g, const Shape& x_shape, const std::vector<int6
   return g.reshape(keepdim_shape(x_shape, dims)).expand(x_shape);
 }
 
-void check_nonempty(const char* op, const Tensor& x, const std::vector<int64_t>& dims) {
+// The extremum of an empty set is undefined: an error for a reduced dim of size 0, as
+// torch ("Expected reduction dim 1 to have non-zero size"). An empty tensor reduced over
+// non-empty dims gives an empty result. all_dims: the caller asked for every dim.
+void check_nonempty(const char* op, const Tensor& x, const std::vector<int64_t>& dims, bool all_dims = false) {
+  KILN_CHECK(!all_dims || x.numel() > 0, op, "cannot reduce an empty tensor of shape ", shape_str(x.shape()),
+             " over all its dims; name the dims to reduce");
   for (int64_t d : dims)
     KILN_CHECK(x.size(d) > 0, op, "cannot reduce over dim ", d, " of size 0 (shape ",
                shape_str(x.shape()), ")");
-  KILN_CHECK(x.numel() > 0, op, "cannot reduce an empty tensor of shape ", shape_str(x.shape()));
 }
 
 }  // namespace
@@ -93,7 +97,17 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims_in, int64_t correct
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims_in, bool keepdim) {
   detail::check_floating("logsumexp", x);
   std::vector<int64_t> dims = resolve_dims("logsumexp", dims_in, x.dim());
-  check_nonempty("logsumexp", x, dims);
+  if (x.numel() == 0) {
+    // log Σ over nothing is log 0 = -inf, as torch (logsumexp of a (3, 0) tensor over dim
+    // 1 is [-inf, -inf, -inf]); the gradient of an empty input is empty.
+    Tensor y = full(reduced_shape(x.shape(), dims, keepdim), -std::numeric_limits<double>::infinity(),
+                    TensorOptions(x.dtype()).device(x.device()));
+    if (!any_requires_grad({&x})) return y;
+    Shape sx = x.shape();
+    return record("logsumexp", y, {x}, [sx](const Tensor& g) -> TensorList {
+      return {zeros(sx, TensorOptions(g.dtype()).device(g.device()))};
+    });
+  }
   // Shift by the (constant) max so exp never overflows; a row of -inf keeps -inf.
   Tensor m = amax(x.detach(), dims, true);
   m = masked_fill(m, eq(abs(m), std::numeric_limits<double>::infinity()), 0.0);
@@ -108,7 +122,7 @@ Tensor extremum_all(const char* op, ReduceOp kind, const Tensor& x, const std::v
   detail::check_defined(op, x);
   KILN_CHECK(x.dtype() != kBool, op, "not defined for bool tensors");
   std::vector<int64_t> dims = resolve_dims(op, dims_in, x.dim());
-  check_nonempty(op, x, dims);
+  check_nonempty(op, x, dims, dims_in.empty());
   Tensor yk = reduce_kernel(op, kind, x, dims, x.dtype());
   Tensor y = yk.reshape(reduced_shape(x.shape(), dims, keepdim));
   if (!any_requires_grad({&x})) return y;

@@ -1,6 +1,8 @@
-// Cross-entropy on logits with class-index targets and label smoothing ε:
-//   loss_n = -(1-ε) logp[n, t_n] - ε/C Σ_c logp[n, c],  logp = log_softmax(logits).
-// logits (N, C), targets (N) -> losses (N), weights (N) (0 for ignored rows).
+// Cross-entropy on logits with class-index targets, class weights w (all 1 when not
+// given) and label smoothing ε:
+//   loss_n = -(1-ε) w[t_n] logp[n, t_n] - ε/C Σ_c w[c] logp[n, c],  logp = log_softmax(logits).
+// logits (N, C), targets (N), w (C) -> losses (N), weights (N) (w[t_n]; 0 for ignored rows).
+// The unweighted rows keep their own loops: the weights cost nothing when not given.
 #include <cmath>
 #include <limits>
 
@@ -33,19 +35,44 @@ KILN_MULTIVERSION void row_grad(const T* row, T lse, T gn, T off, T* out, int64_
   for (int64_t c = 0; c < C; ++c) out[c] = gn * (vec::exp(row[c] - lse) - off);
 }
 
+// out (C) = on · softmax(row) - off · w (C), with lse the row's log-sum-exp.
+template <class T>
+KILN_MULTIVERSION void row_grad_weighted(const T* row, T lse, T on, T off, const T* w, T* out, int64_t C) {
+  for (int64_t c = 0; c < C; ++c) out[c] = on * vec::exp(row[c] - lse) - off * w[c];
+}
+
+// -Σ_c w[c] logp[c] of one row (w null: all 1), with lse the row's log-sum-exp and
+// w_sum = Σ w: Σ_c w[c] (lse - row[c]).
+template <class T>
+double smoothing_term(const T* row, const T* w, double lse, double w_sum, int64_t C) {
+  const double dot = w ? rows::dot(row, w, C) : rows::sum(row, C);
+  return w_sum * lse - dot;
+}
+
+// Σ w (C), or C without weights.
+template <class T>
+double weight_sum(const T* w, int64_t C) {
+  return w ? rows::sum(w, C) : static_cast<double>(C);
+}
+
+// Rows of C per parallel task, about kGrainElements elements' work.
+int64_t row_grain(int64_t C) { return std::max<int64_t>(1, kGrainElements / std::max<int64_t>(C * 8, 1)); }
+
 }  // namespace
 
-void CpuBackend::cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
-                               double eps, const Tensor& losses, const Tensor& weights) {
+void CpuBackend::cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& class_weight,
+                               int64_t ignore_index, double eps, const Tensor& losses, const Tensor& weights) {
   const int64_t N = logits.size(0), C = logits.size(1);
   const int64_t* t = targets.data<int64_t>();
   check_targets(t, N, C, ignore_index);
   visit_floating("cross_entropy", logits.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* x = logits.data<T>();
+    const T* cw = class_weight.defined() ? class_weight.data<T>() : nullptr;
+    const double w_sum = weight_sum(cw, C);
     T* loss = losses.data<T>();
     T* w = weights.data<T>();
-    parallel_for(N, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(C * 8, 1)), [&](int64_t n0, int64_t n1) {
+    parallel_for(N, row_grain(C), [&](int64_t n0, int64_t n1) {
       for (int64_t n = n0; n < n1; ++n) {
         if (t[n] == ignore_index) {
           loss[n] = 0;
@@ -53,21 +80,18 @@ void CpuBackend::cross_entropy(const Tensor& logits, const Tensor& targets, int6
           continue;
         }
         const T* row = x + n * C;
-        double lse = row_logsumexp(row, C);
-        double l = -(1.0 - eps) * (row[t[n]] - lse);
-        if (eps > 0) {
-          // Σ_c (row[c] - lse)
-          double sum_logp = rows::sum(row, C) - static_cast<double>(C) * lse;
-          l -= eps / static_cast<double>(C) * sum_logp;
-        }
+        const double lse = row_logsumexp(row, C);
+        const double wt = cw ? static_cast<double>(cw[t[n]]) : 1.0;
+        double l = -(1.0 - eps) * wt * (row[t[n]] - lse);
+        if (eps > 0) l += eps / static_cast<double>(C) * smoothing_term(row, cw, lse, w_sum, C);
         loss[n] = static_cast<T>(l);
-        w[n] = 1;
+        w[n] = static_cast<T>(wt);
       }
     });
   });
 }
 
-void CpuBackend::cross_entropy_backward(const Tensor& logits, const Tensor& targets,
+void CpuBackend::cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& class_weight,
                                         int64_t ignore_index, double eps, const Tensor& g_row,
                                         const Tensor& grad_logits) {
   const int64_t N = logits.size(0), C = logits.size(1);
@@ -75,10 +99,12 @@ void CpuBackend::cross_entropy_backward(const Tensor& logits, const Tensor& targ
   visit_floating("cross_entropy_backward", logits.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* x = logits.data<T>();
+    const T* cw = class_weight.defined() ? class_weight.data<T>() : nullptr;
+    const double w_sum = weight_sum(cw, C);
     const T* g = g_row.data<T>();
     T* gx = grad_logits.data<T>();
     const T off = static_cast<T>(eps / static_cast<double>(C));
-    parallel_for(N, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(C * 8, 1)), [&](int64_t n0, int64_t n1) {
+    parallel_for(N, row_grain(C), [&](int64_t n0, int64_t n1) {
       for (int64_t n = n0; n < n1; ++n) {
         T* out = gx + n * C;
         if (t[n] == ignore_index) {
@@ -88,8 +114,16 @@ void CpuBackend::cross_entropy_backward(const Tensor& logits, const Tensor& targ
         const T* row = x + n * C;
         const T lse = static_cast<T>(row_logsumexp(row, C));
         const T gn = g[n];
-        row_grad(row, lse, gn, off, out, C);
-        out[t[n]] -= gn * static_cast<T>(1.0 - eps);
+        if (cw) {
+          // ∂loss/∂row[c] = p[c] ((1-ε) w[t] + ε/C Σw) - ε/C w[c] - [c = t] (1-ε) w[t]
+          const double wt = cw[t[n]];
+          const T on = static_cast<T>(gn * ((1.0 - eps) * wt + eps / static_cast<double>(C) * w_sum));
+          row_grad_weighted(row, lse, on, static_cast<T>(gn * off), cw, out, C);
+          out[t[n]] -= static_cast<T>(gn * (1.0 - eps) * wt);
+        } else {
+          row_grad(row, lse, gn, off, out, C);
+          out[t[n]] -= gn * static_cast<T>(1.0 - eps);
+        }
       }
     });
   });

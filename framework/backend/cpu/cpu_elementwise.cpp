@@ -43,6 +43,20 @@ template <class T> T sigmoid(T x) {
   return e / (T(1) + e);
 }
 
+// x sigmoid(x) as torch computes it, x / (1 + exp(-x)): exp through vec::exp, which
+// vectorizes for float32; exp(-x) = inf for very negative x gives -0.
+template <class T> T silu(T x) { return x / (T(1) + vec::exp(-x)); }
+template <class T> T silu_grad(T x) {
+  T s = sigmoid(x);
+  return s * (T(1) + x * (T(1) - s));
+}
+// torch's softplus: linear above the threshold, where log1p(exp(bx))/b equals x to
+// within rounding (and exp would overflow).
+template <class T> T softplus(T x, T beta, T threshold) {
+  T z = x * beta;
+  return z > threshold ? x : std::log1p(std::exp(z)) / beta;
+}
+
 // The contiguous runs, compiled per vector ISA. o (n) = f(a (n)); o (n) = f(a (n), b (n)).
 template <class O, class T, class F>
 KILN_MULTIVERSION void contiguous_map1(O* o, const T* a, int64_t n, F f) {
@@ -127,6 +141,14 @@ void unary_float(UnaryOp op, const Tensor& x, const Tensor& out, T a, T b) {
     case UnaryOp::MulScalar: return map1<T, T>(x, out, [a](T v) { return v * a; });
     case UnaryOp::RsubScalar: return map1<T, T>(x, out, [a](T v) { return a - v; });
     case UnaryOp::RdivScalar: return map1<T, T>(x, out, [a](T v) { return a / v; });
+    case UnaryOp::Sin: return map1<T, T>(x, out, [](T v) { return std::sin(v); }, kGrainHeavy);
+    case UnaryOp::Cos: return map1<T, T>(x, out, [](T v) { return std::cos(v); }, kGrainHeavy);
+    case UnaryOp::Tan: return map1<T, T>(x, out, [](T v) { return std::tan(v); }, kGrainHeavy);
+    case UnaryOp::Erf: return map1<T, T>(x, out, [](T v) { return std::erf(v); }, kGrainHeavy);
+    case UnaryOp::Log1p: return map1<T, T>(x, out, [](T v) { return std::log1p(v); }, kGrainHeavy);
+    case UnaryOp::Expm1: return map1<T, T>(x, out, [](T v) { return std::expm1(v); }, kGrainHeavy);
+    case UnaryOp::Silu: return map1<T, T>(x, out, [](T v) { return silu(v); }, kGrainHeavy);
+    case UnaryOp::Softplus: return map1<T, T>(x, out, [a, b](T v) { return softplus(v, a, b); }, kGrainHeavy);
   }
 }
 
@@ -192,6 +214,8 @@ void arithmetic(BinaryOp op, const Tensor& x, const Tensor& y, const Tensor& out
         return map2<T, T>(x, y, out, [](T g, T t) { return g * (T(1) - t * t); });
       case BinaryOp::SigmoidBackward:
         return map2<T, T>(x, y, out, [](T g, T s) { return g * s * (T(1) - s); });
+      case BinaryOp::SiluBackward:
+        return map2<T, T>(x, y, out, [](T g, T v) { return g * silu_grad(v); }, kGrainHeavy);
       default: break;
     }
   }

@@ -40,10 +40,10 @@ class CudaBackend final : public Backend {
   void embedding(const Tensor& weight, const Tensor& indices, const Tensor& out) override;
   void embedding_backward(const Tensor& g, const Tensor& indices, int64_t padding_idx,
                           const Tensor& grad_weight) override;
-  void cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+  void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& class_weight, int64_t ignore_index,
                      double label_smoothing, const Tensor& losses, const Tensor& weights) override;
-  void cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
-                              double label_smoothing, const Tensor& g_row,
+  void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& class_weight,
+                              int64_t ignore_index, double label_smoothing, const Tensor& g_row,
                               const Tensor& grad_logits) override;
   void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                  const Tensor& max_exp_avg_sq, const AdamStepParams& hp) override;

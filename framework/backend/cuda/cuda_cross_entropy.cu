@@ -1,8 +1,8 @@
-// Cross-entropy on logits with class-index targets and label smoothing ε, one block per
-// row, with the CPU's arithmetic (cpu_cross_entropy.cpp):
-//   loss_n = -(1-ε) logp[n, t_n] - ε/C Σ_c logp[n, c],  logp = log_softmax(logits).
-// logits (N, C), targets (N) -> losses (N), weights (N) (0 for ignored rows); backward
-// g_row (N) -> grad_logits (N, C). A target out of range is the CPU's error.
+// Cross-entropy on logits with class-index targets, class weights w (null: all 1) and
+// label smoothing ε, one block per row, with the CPU's arithmetic (cpu_cross_entropy.cpp):
+//   loss_n = -(1-ε) w[t_n] logp[n, t_n] - ε/C Σ_c w[c] logp[n, c],  logp = log_softmax(logits).
+// logits (N, C), targets (N), w (C) -> losses (N), weights (N) (w[t_n]; 0 for ignored rows);
+// backward g_row (N) -> grad_logits (N, C). A target out of range is the CPU's error.
 #include <limits>
 
 #include "backend/cuda/cuda_backend.h"
@@ -35,9 +35,18 @@ __device__ inline double row_logsumexp(const T* row, int64_t C) {
   return static_cast<double>(mx) + log(s);
 }
 
-// x (N, C), t (N) -> loss (N), w (N)
+// Σ cw (C) over the block; C without weights.
 template <class T>
-__global__ void cross_entropy_kernel(const T* x, const int64_t* t, T* loss, T* w, int64_t N, int64_t C,
+__device__ inline double weight_sum(const T* cw, int64_t C) {
+  if (!cw) return static_cast<double>(C);
+  double s = 0;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) s += static_cast<double>(cw[c]);
+  return block_sum(s);
+}
+
+// x (N, C), t (N), cw (C) or null -> loss (N), w (N)
+template <class T>
+__global__ void cross_entropy_kernel(const T* x, const int64_t* t, const T* cw, T* loss, T* w, int64_t N, int64_t C,
                                      int64_t ignore_index, double eps) {
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
     const int64_t target = t[n];
@@ -47,26 +56,31 @@ __global__ void cross_entropy_kernel(const T* x, const int64_t* t, T* loss, T* w
     }
     const T* row = x + n * C;
     const double lse = row_logsumexp(row, C);
-    double sum_row = 0;
+    double dot = 0, w_sum = 0;  // Σ_c cw[c] row[c] and Σ cw, for the smoothing term
     if (eps > 0) {
-      for (int64_t c = threadIdx.x; c < C; c += blockDim.x) sum_row += static_cast<double>(row[c]);
-      sum_row = block_sum(sum_row);
+      for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+        dot += static_cast<double>(row[c]) * (cw ? static_cast<double>(cw[c]) : 1.0);
+      dot = block_sum(dot);
+      w_sum = weight_sum(cw, C);
     }
     if (threadIdx.x == 0) {
-      double l = -(1.0 - eps) * (static_cast<double>(row[target]) - lse);
-      if (eps > 0) l -= eps / static_cast<double>(C) * (sum_row - static_cast<double>(C) * lse);
+      const double wt = cw ? static_cast<double>(cw[target]) : 1.0;
+      double l = -(1.0 - eps) * wt * (static_cast<double>(row[target]) - lse);
+      if (eps > 0) l += eps / static_cast<double>(C) * (w_sum * lse - dot);
       loss[n] = static_cast<T>(l);
-      w[n] = 1;
+      w[n] = static_cast<T>(wt);
     }
   }
 }
 
-// x (N, C), t (N), g (N) -> gx (N, C) = g_n · (softmax - smoothed one-hot)
+// x (N, C), t (N), cw (C) or null, g (N) -> gx (N, C) = g_n · (softmax - smoothed one-hot),
+// with weights g_n · (softmax · ((1-ε) cw[t] + ε/C Σcw) - ε/C cw - [c = t] (1-ε) cw[t]).
 template <class T>
-__global__ void cross_entropy_backward_kernel(const T* x, const int64_t* t, const T* g, T* gx, int64_t N, int64_t C,
-                                              int64_t ignore_index, double eps) {
+__global__ void cross_entropy_backward_kernel(const T* x, const int64_t* t, const T* cw, const T* g, T* gx,
+                                              int64_t N, int64_t C, int64_t ignore_index, double eps) {
   const T off = static_cast<T>(eps / static_cast<double>(C));
   const T on = static_cast<T>(1.0 - eps);
+  const double w_sum = weight_sum(cw, C);
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
     T* out = gx + n * C;
     const int64_t target = t[n];
@@ -77,6 +91,17 @@ __global__ void cross_entropy_backward_kernel(const T* x, const int64_t* t, cons
     const T* row = x + n * C;
     const T lse = static_cast<T>(row_logsumexp(row, C));
     const T gn = g[n];
+    if (cw) {
+      const double wt = static_cast<double>(cw[target]);
+      const T scale = static_cast<T>(gn * ((1.0 - eps) * wt + eps / static_cast<double>(C) * w_sum));
+      const T shift = gn * off;
+      for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+        T v = scale * exp(row[c] - lse) - shift * cw[c];
+        if (c == target) v -= static_cast<T>(gn * (1.0 - eps) * wt);
+        out[c] = v;
+      }
+      continue;
+    }
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
       T v = gn * (exp(row[c] - lse) - off);
       if (c == target) v -= gn * on;
@@ -87,8 +112,8 @@ __global__ void cross_entropy_backward_kernel(const T* x, const int64_t* t, cons
 
 }  // namespace
 
-void CudaBackend::cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double eps,
-                                const Tensor& losses, const Tensor& weights) {
+void CudaBackend::cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& class_weight,
+                                int64_t ignore_index, double eps, const Tensor& losses, const Tensor& weights) {
   const int64_t N = logits.size(0), C = logits.size(1);
   if (N == 0) return;
   DeviceGuard guard(losses);
@@ -104,21 +129,25 @@ void CudaBackend::cross_entropy(const Tensor& logits, const Tensor& targets, int
   }
   visit_floating("cross_entropy", logits.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
+    const T* cw = class_weight.defined() ? class_weight.data<T>() : nullptr;
     cross_entropy_kernel<T><<<grid_for_rows(N), kThreads, 0, stream_of(losses)>>>(
-        logits.data<T>(), t, losses.data<T>(), weights.data<T>(), N, C, ignore_index, eps);
+        logits.data<T>(), t, cw, losses.data<T>(), weights.data<T>(), N, C, ignore_index, eps);
   });
   KILN_CUDA_LAUNCH_CHECK("cross_entropy");
 }
 
-void CudaBackend::cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
-                                         double eps, const Tensor& g_row, const Tensor& grad_logits) {
+void CudaBackend::cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& class_weight,
+                                         int64_t ignore_index, double eps, const Tensor& g_row,
+                                         const Tensor& grad_logits) {
   const int64_t N = logits.size(0), C = logits.size(1);
   if (N == 0) return;
   DeviceGuard guard(grad_logits);
   visit_floating("cross_entropy_backward", logits.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
+    const T* cw = class_weight.defined() ? class_weight.data<T>() : nullptr;
     cross_entropy_backward_kernel<T><<<grid_for_rows(N), kThreads, 0, stream_of(grad_logits)>>>(
-        logits.data<T>(), targets.data<int64_t>(), g_row.data<T>(), grad_logits.data<T>(), N, C, ignore_index, eps);
+        logits.data<T>(), targets.data<int64_t>(), cw, g_row.data<T>(), grad_logits.data<T>(), N, C, ignore_index,
+        eps);
   });
   KILN_CUDA_LAUNCH_CHECK("cross_entropy_backward");
 }

@@ -20,6 +20,7 @@ template <class T> __device__ inline T dsqrt(T v) { return sqrt(v); }
 template <class T> __device__ inline T dtanh(T v) { return tanh(v); }
 template <class T> __device__ inline T derfc(T v) { return erfc(v); }
 template <class T> __device__ inline T dpow(T v, T e) { return pow(v, e); }
+template <class T> __device__ inline T dlog1p(T v) { return log1p(v); }
 
 template <class T> __device__ inline T normal_cdf(T x) { return T(0.5) * derfc(-x * T(0.70710678118654752440)); }
 template <class T> __device__ inline T gelu_erf(T x) { return x * normal_cdf(x); }
@@ -40,6 +41,18 @@ template <class T> __device__ inline T sigmoid(T x) {
   if (x >= T(0)) return T(1) / (T(1) + dexp(-x));  // split by sign: exp never overflows
   T e = dexp(x);
   return e / (T(1) + e);
+}
+
+// x / (1 + exp(-x)), torch's form (-0 where exp(-x) overflows).
+template <class T> __device__ inline T silu(T x) { return x / (T(1) + dexp(-x)); }
+template <class T> __device__ inline T silu_grad(T x) {
+  T s = sigmoid(x);
+  return s * (T(1) + x * (T(1) - s));
+}
+// Linear above the threshold, as torch.
+template <class T> __device__ inline T softplus(T x, T beta, T threshold) {
+  T z = x * beta;
+  return z > threshold ? x : dlog1p(dexp(z)) / beta;
 }
 
 // ---------------------------------------------------------------- fill, arange
@@ -88,6 +101,14 @@ __device__ inline T unary_float(UnaryOp op, T v, T a, T b) {
     case UnaryOp::MulScalar: return v * a;
     case UnaryOp::RsubScalar: return a - v;
     case UnaryOp::RdivScalar: return a / v;
+    case UnaryOp::Sin: return sin(v);
+    case UnaryOp::Cos: return cos(v);
+    case UnaryOp::Tan: return tan(v);
+    case UnaryOp::Erf: return erf(v);
+    case UnaryOp::Log1p: return dlog1p(v);
+    case UnaryOp::Expm1: return expm1(v);
+    case UnaryOp::Silu: return silu(v);
+    case UnaryOp::Softplus: return softplus(v, a, b);
   }
   return v;
 }
@@ -167,6 +188,7 @@ __device__ inline T arithmetic(BinaryOp op, T a, T b) {
       case BinaryOp::GeluTanhBackward: return a * gelu_tanh_grad(b);
       case BinaryOp::TanhBackward: return a * (T(1) - b * b);
       case BinaryOp::SigmoidBackward: return a * b * (T(1) - b);
+      case BinaryOp::SiluBackward: return a * silu_grad(b);
       default: break;
     }
   }
@@ -201,7 +223,7 @@ __global__ void where_kernel(Strided<4> L, T* out, const bool* cond, const T* a,
 
 bool floating_only(BinaryOp op) {
   return op == BinaryOp::ReluBackward || op == BinaryOp::GeluErfBackward || op == BinaryOp::GeluTanhBackward ||
-         op == BinaryOp::TanhBackward || op == BinaryOp::SigmoidBackward;
+         op == BinaryOp::TanhBackward || op == BinaryOp::SigmoidBackward || op == BinaryOp::SiluBackward;
 }
 
 }  // namespace
