@@ -513,7 +513,8 @@ TEST_CASE("gather and scatter errors") {
   CHECK_ERROR(gather(x, 1, zeros({1, 1})), "[gather]", "int64", "float32");
   CHECK_ERROR(gather(Tensor(), 1, zeros({1, 1}, kInt64)), "[gather]", "undefined");
   CHECK_ERROR(scatter(x, 1, ints({4}, {1, 1}), 1.0), "[scatter] index 4 is out of bounds for dim 1 with size 4");
-  CHECK_ERROR(scatter(x, 0, ints({3}, {1, 1}), ones({1, 1})), "[scatter] index 3 is out of bounds for dim 0 with size 3");
+  CHECK_ERROR(scatter(x, 0, ints({3}, {1, 1}), ones({1, 1})),
+              "[scatter] index 3 is out of bounds for dim 0 with size 3");
   CHECK_ERROR(scatter(x, 1, ints({0}, {1, 1}), ones({1, 1}, kFloat64)), "[scatter]", "src has dtype float64",
               "float32");
   CHECK_ERROR(scatter(x, 1, ints({0, 1}, {1, 2}), ones({1, 1})), "[scatter]", "(1, 2)", "larger than src", "(1, 1)");
@@ -531,8 +532,10 @@ TEST_CASE("gather and scatter errors") {
 
 TEST_CASE("index_add errors") {
   Tensor x = zeros({3, 4});
-  CHECK_ERROR(index_add(x, 0, ints({3}, {1}), ones({1, 4})), "[index_add] index 3 is out of bounds for dim 0 with size 3");
-  CHECK_ERROR(index_add(x, 1, ints({-1}, {1}), ones({3, 1})), "[index_add] index -1 is out of bounds for dim 1 with size 4");
+  CHECK_ERROR(index_add(x, 0, ints({3}, {1}), ones({1, 4})),
+              "[index_add] index 3 is out of bounds for dim 0 with size 3");
+  CHECK_ERROR(index_add(x, 1, ints({-1}, {1}), ones({3, 1})),
+              "[index_add] index -1 is out of bounds for dim 1 with size 4");
   CHECK_ERROR(index_add(x, 0, ints({1}, {1}), ones({1, 4}, kFloat64)), "[index_add]", "float64", "float32");
   CHECK_ERROR(index_add(x, 0, ints({1}, {1}), ones({1, 5})), "[index_add]", "(1, 5)", "(3, 4)", "dim 1");
   CHECK_ERROR(index_add(x, 0, ints({1, 2}, {2}), ones({1, 4})), "[index_add]", "number of indices (2)",
