@@ -171,6 +171,51 @@ class Backend {
                                   const Tensor& mask, const Tensor& out, const Tensor& lse, double scale,
                                   double dropout_p, uint64_t seed, uint64_t block, const Tensor& grad_q,
                                   const Tensor& grad_k, const Tensor& grad_v) = 0;
+
+  // ---- indexing, scatter, scan, sort and sampling (issue 12, area h2-index)
+  // Not pure: the base class implements each one by staging through host memory (the
+  // inputs copied to the CPU, the CPU backend's kernel run on them, the results copied
+  // back into the device tensors), so a backend without kernels of its own for these
+  // (CUDA today) works unchanged at the price of the copies; a backend overrides them
+  // for speed. Every tensor has at least one dim (ops/ views a 0-D tensor as (1)); index
+  // tensors are int64. Only the kernel sees index values, so it checks them: one out of
+  // range throws "[op] index 7 is out of bounds for dim 1 with size 4". Work along `dim`
+  // runs in index order, so repeated indices give the same result (the last write of a
+  // scatter, the order of a sum) whatever the thread count.
+
+  // out = x gathered along dim: out[.., j, ..] = x[.., index[.., j, ..], ..] ("[gather]").
+  // index and out the same shape, index.size(d) <= x.size(d) for d != dim; any strides.
+  virtual void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out);
+  // In place: self[.., index[.., j, ..], ..] = src[.., j, ..], or += when accumulate (bool:
+  // logical or) ("[scatter]" / "[scatter_add]"). src has index's shape (a window of the
+  // caller's src, or a scalar expanded with stride 0) and self's dtype;
+  // index.size(d) <= self.size(d) for d != dim; any strides.
+  virtual void scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, bool accumulate);
+  // In place: self.select(dim, index[i]) += alpha * source.select(dim, i) ("[index_add]").
+  // index (K), source self's shape with K at dim, same dtype; alpha already representable
+  // in it (an integer for int64 self). Any strides.
+  virtual void index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                         double alpha);
+  // out = the running sum of x along dim, from the last element down when `reverse` (the
+  // gradient of a cumsum). x and out the same shape and dtype (not bool); float32 sums in
+  // double as torch does on the CPU, int64 wraps around on overflow. Any strides.
+  virtual void cumsum(const Tensor& x, int64_t dim, bool reverse, const Tensor& out);
+  // values (x's shape) = x sorted along dim, indices (int64) = where each came from. NaN is
+  // larger than every number. Ties keep their order (a stable sort, whatever `stable`).
+  virtual void sort(const Tensor& x, int64_t dim, bool descending, const Tensor& values, const Tensor& indices);
+  // values, indices (x's shape with k at dim) = the k largest (or smallest) of x along dim,
+  // best first, ties in index order; NaN is larger than every number; 0 <= k <= x.size(dim).
+  virtual void topk(const Tensor& x, int64_t k, int64_t dim, bool largest, const Tensor& values,
+                    const Tensor& indices);
+  // out (R, S) int64 contiguous = S category indices per row of probs (R, C), floating, any
+  // strides, not necessarily normalised. Throws "[multinomial] …" on a negative, inf or
+  // NaN entry or a row summing to 0. With replacement, sample s of row r is the inverse
+  // CDF of the uniform double of Philox block (block + r·S + s); without, row r keeps the
+  // S largest keys p_c / E_c, E_c = -log(1 - u_c) (exponential) from block (block + r·C + c)
+  // (zero-weight categories last), which draws in order without replacement. Uses
+  // R·S or R·C blocks from (seed, block).
+  virtual void multinomial(const Tensor& probs, int64_t num_samples, bool replacement, uint64_t seed,
+                           uint64_t block, const Tensor& out);
 };
 
 // The backend of a device; throws "[device] …" if none is registered for it.

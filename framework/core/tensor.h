@@ -201,6 +201,26 @@ class Tensor {
   Tensor std(const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false) const;
   Tensor norm(double p = 2.0, const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
 
+  // ---- indexing, scatter, scan, sort and sampling (issue 12, area h2-index; semantics in
+  // ops/ops.h). `struct ValuesIndices` and `class Generator` name the types of ops/ops.h
+  // and core/generator.h without including them here.
+  Tensor gather(int64_t dim, const Tensor& index) const;
+  Tensor scatter(int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor scatter(int64_t dim, const Tensor& index, double value) const;
+  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1.0) const;
+  Tensor cumsum(int64_t dim, std::optional<DType> dtype = std::nullopt) const;
+  struct ValuesIndices sort(int64_t dim = -1, bool descending = false, bool stable = false) const;
+  Tensor argsort(int64_t dim = -1, bool descending = false, bool stable = false) const;
+  struct ValuesIndices topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
+  Tensor multinomial(int64_t num_samples, bool replacement = false, class Generator* gen = nullptr) const;
+  // In place, like the in-place ops below (bump the version; refused on a tensor that
+  // requires grad while grad mode is on).
+  Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src);
+  Tensor& scatter_(int64_t dim, const Tensor& index, double value);
+  Tensor& scatter_add_(int64_t dim, const Tensor& index, const Tensor& src);
+  Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1.0);
+
   // ---- in place: for optimizers and initialisers. Each bumps the version counter;
   // on a tensor that requires grad they are allowed only under NoGradGuard.
   Tensor& add_(const Tensor& o, double alpha = 1.0);

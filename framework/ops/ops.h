@@ -212,6 +212,47 @@ Tensor std(const Tensor& x, const std::vector<int64_t>& dims = {}, int64_t corre
 // give max / min |x|, p = 0 the count of non-zeros. The gradient at a zero norm is 0.
 Tensor norm(const Tensor& x, double p = 2.0, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 
+// ---------------------------------------------------------------- indexing, scatter, scan,
+// sort and sampling (issue 12, area h2-index)
+// Index tensors are int64 with values in [0, size) (negative ones are errors, as in
+// torch): "[gather] index 7 is out of bounds for dim 1 with size 4". For the rank rules a
+// 0-D tensor counts as 1-D of size 1, as in torch.
+//
+// x (.., N, ..), index (.., n, ..) of x's rank, index.size(d) <= x.size(d) for d != dim
+// -> (.., n, ..): out[.., j, ..] = x[.., index[.., j, ..], ..]. Gradient to x.
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+// x with x[.., index[.., j, ..], ..] = src[.., j, ..]: x (.., N, ..), index (.., n, ..),
+// src (x's dtype) at least index's size in every dim (its leading window is read)
+// -> x's shape. Repeated indices: the last one in index order wins (torch leaves it
+// undefined). Gradients to x (zero where overwritten) and to src (its window).
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, double value);
+// The same with src added in (repeats sum up, in index order: deterministic).
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+// x with alpha * source.select(dim, i) added to x.select(dim, index[i]): index (K) or 0-D,
+// source (x's dtype) x's shape with K at dim -> x's shape. Gradients to x and source.
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1.0);
+// Running sum along dim -> x's shape, in `dtype` when given, else x's dtype (int64 for
+// int64 and bool inputs). float32 accumulates in double, as torch on the CPU.
+Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
+// x sorted along dim (x's shape) and where each value came from (int64). NaN sorts above
+// every number. Kiln's sort is always stable (with stable = false torch may order ties
+// either way). The gradient goes to the picked elements.
+ValuesIndices sort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
+// The k largest (or smallest) along dim: (.., k, ..) values and int64 indices, best first,
+// ties in index order (sorted = false lets torch return any order; Kiln still sorts).
+// NaN counts as the largest. The gradient goes to the picked elements.
+ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true);
+// num_samples category indices (int64) per row of non-negative weights (not necessarily
+// normalised): probs (C) -> (num_samples), (R, C) -> (R, num_samples). Without replacement
+// a row's samples are distinct (num_samples <= C); categories of weight 0 come only once
+// the positive ones are used up, as torch 1.13 does. Reproducible from `gen` (the default
+// generator when null): see Backend::multinomial for the Philox stream it draws.
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false, Generator* gen = nullptr);
+// F.one_hot: int64 indices (*) -> int64 (*, num_classes); num_classes = -1 takes max + 1.
+Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
+
 // ---------------------------------------------------------------- fused nn kernels
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);

@@ -45,6 +45,17 @@ class CpuBackend final : public Backend {
                           const Tensor& out, const Tensor& lse, double scale, double dropout_p, uint64_t seed,
                           uint64_t block, const Tensor& grad_q, const Tensor& grad_k,
                           const Tensor& grad_v) override;
+  // ---- indexing, scatter, scan, sort and sampling (issue 12, area h2-index):
+  // cpu_index.cpp, cpu_cumsum.cpp, cpu_sort.cpp, cpu_multinomial.cpp
+  void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out) override;
+  void scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, bool accumulate) override;
+  void index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, double alpha) override;
+  void cumsum(const Tensor& x, int64_t dim, bool reverse, const Tensor& out) override;
+  void sort(const Tensor& x, int64_t dim, bool descending, const Tensor& values, const Tensor& indices) override;
+  void topk(const Tensor& x, int64_t k, int64_t dim, bool largest, const Tensor& values,
+            const Tensor& indices) override;
+  void multinomial(const Tensor& probs, int64_t num_samples, bool replacement, uint64_t seed, uint64_t block,
+                   const Tensor& out) override;
 };
 
 CpuBackend& cpu_backend();

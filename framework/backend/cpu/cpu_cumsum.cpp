@@ -1,0 +1,38 @@
+// Running sums along one dim, one line per thread at a time (dim_lines.h): each sum runs
+// in element order, so results do not depend on the thread count.
+#include <type_traits>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/dim_lines.h"
+#include "backend/cpu/wrapping_sum.h"
+
+namespace kiln::cpu {
+
+// x (.., N, ..) -> out (.., N, ..): out[.., j, ..] = sum of x[.., i, ..] over i <= j, or over
+// i >= j when reverse. float32 accumulates in double (torch's CPU accumulate type).
+void CpuBackend::cumsum(const Tensor& x, int64_t dim, bool reverse, const Tensor& out) {
+  KILN_CHECK(x.dtype() != kBool, "cumsum", "the kernel takes no bool tensors (convert to int64 first)");
+  if (x.numel() == 0) return;
+  const int64_t n = x.size(dim);
+  const Shape grid = without_dim(x.shape(), dim);
+  const int64_t so = out.stride(dim), sx = x.stride(dim);
+  visit_dtype(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+    for_each_line<2>({line_grid(out, dim, grid), line_grid(x, dim, grid)}, n,
+                     [&](std::array<char*, 2> p, const std::array<int64_t, 2>& step, int64_t count) {
+                       for (int64_t l = 0; l < count; ++l) {
+                         T* o = reinterpret_cast<T*>(p[0] + l * step[0]);
+                         const T* xi = reinterpret_cast<const T*>(p[1] + l * step[1]);
+                         Acc acc = Acc(0);
+                         for (int64_t k = 0; k < n; ++k) {
+                           const int64_t j = reverse ? n - 1 - k : k;
+                           acc = wrapping_add(acc, static_cast<Acc>(xi[j * sx]));
+                           o[j * so] = static_cast<T>(acc);
+                         }
+                       }
+                     });
+  });
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,60 @@
+#pragma once
+// Kernels that work along one dim (gather, scatter, index_add, cumsum, sort, topk) see
+// each operand as a grid of "lines": the operand with `dim` taken out, each grid point
+// the start of a line that runs along dim. for_each_line walks the grids of N operands
+// together (any strides), in parallel over whole lines: one thread handles a line from
+// its start to its end, so work along a line is ordered and never races with another
+// thread's, and results do not depend on the thread count.
+#include <array>
+#include <memory>
+
+#include "backend/cpu/strided_loop.h"
+
+namespace kiln::cpu {
+
+// shape without dim.
+inline Shape without_dim(const Shape& shape, int64_t dim) {
+  Shape s = shape;
+  s.erase(s.begin() + dim);
+  return s;
+}
+
+// t's grid of lines along dim: shape `grid` (t's shape without dim, or a window of it
+// starting at 0), t's strides without dim's, t's offset. A view of t's storage that
+// reads nothing itself, so t.size(dim) may be 0.
+inline Tensor line_grid(const Tensor& t, int64_t dim, const Shape& grid) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = t.impl()->storage;
+  impl->shape = grid;
+  impl->strides = t.strides();
+  impl->strides.erase(impl->strides.begin() + dim);
+  impl->offset = t.offset();
+  impl->dtype = t.dtype();
+  return Tensor(std::move(impl));
+}
+
+// f(std::array<char*, N> first, const std::array<int64_t, N>& step, int64_t count): `count`
+// neighbouring lines, the first of operand k at first[k], each next one step[k] bytes
+// further. grids all have the same shape; line_len (the length of a line) sets the grain.
+template <size_t N, class F>
+void for_each_line(const std::array<Tensor, N>& grids, int64_t line_len, F f) {
+  std::array<const Tensor*, N> ops;
+  for (size_t k = 0; k < N; ++k) ops[k] = &grids[k];
+  for_each_strided<N>(ops, f, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, line_len)));
+}
+
+// Throws "[op] index 7 is out of bounds for dim 1 with size 4" for the first element of
+// index (int64, any strides, row-major order) outside [0, size).
+inline void check_index_range(const char* op, const Tensor& index, int64_t dim, int64_t size) {
+  if (index.numel() == 0) return;
+  StridedLayout<1> L = make_layout<1>({&index});
+  auto check = [&](std::array<char*, 1> p, const std::array<int64_t, 1>& step, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t v = *reinterpret_cast<const int64_t*>(p[0] + i * step[0]);
+      KILN_CHECK(v >= 0 && v < size, op, "index ", v, " is out of bounds for dim ", dim, " with size ", size);
+    }
+  };
+  run_strided_range(L, 0, index.numel(), check);
+}
+
+}  // namespace kiln::cpu

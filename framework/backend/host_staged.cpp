@@ -1,0 +1,78 @@
+// The Backend base class's default kernels for indexing, scatter, cumsum, sort, topk and
+// multinomial: each stages through host memory. The inputs are copied to fresh CPU
+// tensors, the CPU backend's kernel runs on them, and what it wrote is copied back into
+// the device tensors. A backend with no kernels of its own for these (CUDA today) thus
+// gives the CPU's results, index errors included, at the price of the copies.
+#include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
+
+namespace kiln {
+namespace {
+
+// A contiguous CPU copy of t (a device tensor of `be`, or already on the CPU).
+Tensor to_host(Backend& be, const Tensor& t) {
+  Tensor h = Tensor::empty(t.shape(), TensorOptions(t.dtype()));
+  if (t.numel() > 0) be.copy(t, h);
+  return h;
+}
+
+// An uninitialised CPU tensor to receive a result meant for t.
+Tensor host_like(const Tensor& t) { return Tensor::empty(t.shape(), TensorOptions(t.dtype())); }
+
+// t (on be's device) = h (on the CPU).
+void from_host(Backend& be, const Tensor& h, const Tensor& t) {
+  if (t.numel() > 0) be.copy(h, t);
+}
+
+cpu::CpuBackend& host() { return cpu::cpu_backend(); }
+
+}  // namespace
+
+void Backend::gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out) {
+  Tensor h = host_like(out);
+  host().gather(to_host(*this, x), dim, to_host(*this, index), h);
+  from_host(*this, h, out);
+}
+
+void Backend::scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, bool accumulate) {
+  Tensor h = to_host(*this, self);
+  host().scatter(h, dim, to_host(*this, index), to_host(*this, src), accumulate);
+  from_host(*this, h, self);
+}
+
+void Backend::index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                        double alpha) {
+  Tensor h = to_host(*this, self);
+  host().index_add(h, dim, to_host(*this, index), to_host(*this, source), alpha);
+  from_host(*this, h, self);
+}
+
+void Backend::cumsum(const Tensor& x, int64_t dim, bool reverse, const Tensor& out) {
+  Tensor h = host_like(out);
+  host().cumsum(to_host(*this, x), dim, reverse, h);
+  from_host(*this, h, out);
+}
+
+void Backend::sort(const Tensor& x, int64_t dim, bool descending, const Tensor& values, const Tensor& indices) {
+  Tensor hv = host_like(values), hi = host_like(indices);
+  host().sort(to_host(*this, x), dim, descending, hv, hi);
+  from_host(*this, hv, values);
+  from_host(*this, hi, indices);
+}
+
+void Backend::topk(const Tensor& x, int64_t k, int64_t dim, bool largest, const Tensor& values,
+                   const Tensor& indices) {
+  Tensor hv = host_like(values), hi = host_like(indices);
+  host().topk(to_host(*this, x), k, dim, largest, hv, hi);
+  from_host(*this, hv, values);
+  from_host(*this, hi, indices);
+}
+
+void Backend::multinomial(const Tensor& probs, int64_t num_samples, bool replacement, uint64_t seed,
+                          uint64_t block, const Tensor& out) {
+  Tensor h = host_like(out);
+  host().multinomial(to_host(*this, probs), num_samples, replacement, seed, block, h);
+  from_host(*this, h, out);
+}
+
+}  // namespace kiln

@@ -1,0 +1,183 @@
+// gather, scatter and scatter_add, their in-place forms and Tensor methods: elements moved
+// along one dim at the places an int64 index tensor names. The backend kernels check the
+// index values (only they see them); the shapes are checked here.
+#include <cmath>
+
+#include "ops/index_op_helpers.h"
+
+namespace kiln {
+namespace {
+
+using detail::as_1d_view;
+using detail::rank_at_least_1;
+using detail::size_at_least_1d;
+
+// torch's shape rules for gather / scatter: index of x's rank, no larger than x apart
+// from dim, and no larger than src (when given, of x's dtype) in any dim. Returns the
+// wrapped dim.
+int64_t check_gather_scatter(const char* op, const Tensor& x, int64_t dim, const Tensor& index, const Tensor* src) {
+  detail::check_defined(op, x);
+  detail::check_defined(op, index, "index");
+  KILN_CHECK(index.dtype() == kInt64, op, "index must be an int64 tensor, got ", dtype_name(index.dtype()));
+  const int64_t d = wrap_dim(op, dim, x.dim());
+  KILN_CHECK(rank_at_least_1(index) == rank_at_least_1(x), op, "index of shape ", shape_str(index.shape()),
+             " must have as many dimensions as the input of shape ", shape_str(x.shape()));
+  for (int64_t k = 0; k < rank_at_least_1(x); ++k) {
+    KILN_CHECK(k == d || size_at_least_1d(index, k) <= size_at_least_1d(x, k), op, "index of shape ",
+               shape_str(index.shape()), " is larger than the input of shape ", shape_str(x.shape()), " at dim ", k,
+               " (only dim ", d, " may be larger)");
+  }
+  if (src) {
+    detail::check_defined(op, *src, "src");
+    KILN_CHECK(src->dtype() == x.dtype(), op, "src has dtype ", dtype_name(src->dtype()), " but the input has ",
+               dtype_name(x.dtype()), " (they must be the same)");
+    KILN_CHECK(rank_at_least_1(*src) == rank_at_least_1(index), op, "src of shape ", shape_str(src->shape()),
+               " must have as many dimensions as index of shape ", shape_str(index.shape()));
+    for (int64_t k = 0; k < rank_at_least_1(index); ++k) {
+      KILN_CHECK(size_at_least_1d(index, k) <= size_at_least_1d(*src, k), op, "index of shape ",
+                 shape_str(index.shape()), " is larger than src of shape ", shape_str(src->shape()), " at dim ", k);
+    }
+  }
+  return d;
+}
+
+// A double scattered into a tensor of dtype t must be representable there (a NaN or an
+// out-of-range value has no int64, and converting it would be undefined behaviour).
+void check_value_fits(const char* op, double value, DType t) {
+  if (t != kInt64) return;
+  constexpr double kTwo63 = 9223372036854775808.0;
+  KILN_CHECK(std::isfinite(value) && value >= -kTwo63 && value < kTwo63, op, "value ", value,
+             " cannot be converted to int64 without overflow");
+}
+
+// The leading window of t (at least 1-D) with the given shape: a view.
+Tensor leading_window(const Tensor& t, const Shape& shape) {
+  Strides st = t.strides();
+  return detail::make_view(t, shape, st, t.offset());
+}
+
+// self[.., index[.., j, ..], ..] (+)= src[.., j, ..] in place; self, index and src
+// validated; src's leading window of index's shape is read.
+void scatter_into(Backend& be, const Tensor& self, int64_t d, const Tensor& index, const Tensor& src, bool accumulate) {
+  Tensor i1 = as_1d_view(index.detach());
+  be.scatter(as_1d_view(self), d, i1, leading_window(as_1d_view(src.detach()), i1.shape()), accumulate);
+}
+
+// self[.., index[.., j, ..], ..] = value in place.
+void scatter_value_into(Backend& be, const Tensor& self, int64_t d, const Tensor& index, double value) {
+  Tensor i1 = as_1d_view(index.detach());
+  Tensor v = full({}, value, TensorOptions(self.dtype()).device(self.device()));
+  Tensor src = detail::make_view(v, i1.shape(), Strides(i1.shape().size(), 0), v.offset());  // expanded
+  be.scatter(as_1d_view(self), d, i1, src, false);
+}
+
+// The gradient of src from g: g at index's places, padded with zeros to src's shape when
+// src is larger than index (only its window was read).
+Tensor src_grad(const Tensor& g, int64_t d, const Tensor& index, const Shape& src_shape) {
+  Tensor picked = gather(g, d, index);
+  if (picked.shape() == src_shape) return picked;
+  if (picked.numel() == shape_numel(src_shape)) return picked.reshape(src_shape);  // () vs (1)
+  Tensor full_grad = zeros(src_shape, TensorOptions(picked.dtype()).device(picked.device()));
+  NoGradGuard no_grad;
+  leading_window(full_grad, picked.shape()).copy_(picked);
+  return full_grad;
+}
+
+Tensor scatter_src_op(const char* op, const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
+                      bool accumulate) {
+  const int64_t d = check_gather_scatter(op, x, dim, index, &src);
+  Backend& be = backend_of(op, {&x, &index, &src});
+  Tensor out = x.detach().clone();
+  scatter_into(be, out, d, index, src, accumulate);
+  if (!any_requires_grad({&x, &src})) return out;
+  SavedTensor si(index, op);
+  const Shape src_shape = src.shape();
+  const bool gx = detail::needs_grad(x), gs = detail::needs_grad(src);
+  return record(op, out, {x, src}, [=](const Tensor& g) -> TensorList {
+    const Tensor& idx = si.get();
+    Tensor grad_x, grad_src;
+    if (gx) grad_x = accumulate ? g : scatter(g, d, idx, 0.0);  // overwritten places get nothing
+    if (gs) grad_src = src_grad(g, d, idx, src_shape);
+    return {grad_x, grad_src};
+  });
+}
+
+}  // namespace
+
+// x (.., N, ..), index (.., n, ..) -> (.., n, ..)
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  const char* op = "gather";
+  const int64_t d = check_gather_scatter(op, x, dim, index, nullptr);
+  Backend& be = backend_of(op, {&x, &index});
+  Tensor out = detail::new_tensor(index.shape(), x.dtype(), x);
+  be.gather(as_1d_view(x.detach()), d, as_1d_view(index.detach()), as_1d_view(out));
+  if (!any_requires_grad({&x})) return out;
+  SavedTensor si(index, op);
+  const Shape x_shape = x.shape();
+  return record(op, out, {x}, [si, d, x_shape](const Tensor& g) -> TensorList {
+    return {scatter_add(zeros(x_shape, TensorOptions(g.dtype()).device(g.device())), d, si.get(), g)};
+  });
+}
+
+// x (.., N, ..), index (.., n, ..), src (>= index's shape) -> x's shape
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  return scatter_src_op("scatter", x, dim, index, src, false);
+}
+
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  return scatter_src_op("scatter_add", x, dim, index, src, true);
+}
+
+// x (.., N, ..), index (.., n, ..) -> x's shape
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, double value) {
+  const char* op = "scatter";
+  const int64_t d = check_gather_scatter(op, x, dim, index, nullptr);
+  check_value_fits(op, value, x.dtype());
+  Backend& be = backend_of(op, {&x, &index});
+  Tensor out = x.detach().clone();
+  scatter_value_into(be, out, d, index, value);
+  if (!any_requires_grad({&x})) return out;
+  SavedTensor si(index, op);
+  return record(op, out, {x}, [si, d](const Tensor& g) -> TensorList { return {scatter(g, d, si.get(), 0.0)}; });
+}
+
+Tensor Tensor::gather(int64_t dim, const Tensor& index) const { return kiln::gather(*this, dim, index); }
+Tensor Tensor::scatter(int64_t dim, const Tensor& index, const Tensor& src) const {
+  return kiln::scatter(*this, dim, index, src);
+}
+Tensor Tensor::scatter(int64_t dim, const Tensor& index, double value) const {
+  return kiln::scatter(*this, dim, index, value);
+}
+Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const {
+  return kiln::scatter_add(*this, dim, index, src);
+}
+
+Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, const Tensor& src) {
+  const char* op = "scatter_";
+  detail::check_inplace(op, *this);
+  const int64_t d = check_gather_scatter(op, *this, dim, index, &src);
+  scatter_into(backend_of(op, {this, &index, &src}), *this, d, index, src, false);
+  bump_version();
+  return *this;
+}
+
+Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, double value) {
+  const char* op = "scatter_";
+  detail::check_inplace(op, *this);
+  const int64_t d = check_gather_scatter(op, *this, dim, index, nullptr);
+  check_value_fits(op, value, dtype());
+  scatter_value_into(backend_of(op, {this, &index}), *this, d, index, value);
+  bump_version();
+  return *this;
+}
+
+Tensor& Tensor::scatter_add_(int64_t dim, const Tensor& index, const Tensor& src) {
+  const char* op = "scatter_add_";
+  detail::check_inplace(op, *this);
+  const int64_t d = check_gather_scatter(op, *this, dim, index, &src);
+  scatter_into(backend_of(op, {this, &index, &src}), *this, d, index, src, true);
+  bump_version();
+  return *this;
+}
+
+}  // namespace kiln
