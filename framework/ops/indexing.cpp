@@ -28,7 +28,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   Tensor rows;
   if (is_floating(x.dtype())) {
     Tensor wrapped = from_vector<int64_t>(ids, {k}, TensorOptions(kInt64).device(x.device()));
-    rows = embedding(front.reshape({n, -1}), wrapped);
+    rows = embedding(front.reshape({n, shape_numel(rest)}), wrapped);  // not -1: n may be 0
   } else {
     std::vector<Tensor> picked;
     for (int64_t i : ids) picked.push_back(front.select(0, i));
