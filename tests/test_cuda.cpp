@@ -605,6 +605,51 @@ TEST_SUITE("gpu") {
     });
   }
 
+  // ---- issue 12, h1: pointwise math and losses
+  TEST_CASE("pointwise math and losses, forward and backward") {
+    using RD = Reduction;
+    // Class or element weights on the case's device, in the inputs' dtype.
+    auto wts = [](const std::vector<double>& v, const Shape& shape, const Tensor& like) {
+      return from_vector<double>(v, shape).to(like.dtype()).to(like.device());
+    };
+    run_table({
+        {"sin, cos", [](V x, Device) { return sin(x[0]) + cos(x[0] * 3.0); }, {T({3, 4})}},
+        {"tan", [](V x, Device) { return tan(x[0] * 0.4); }, {R({2, 3})}},
+        {"erf", [](V x, Device) { return erf(x[0] * 2.0); }, {S({3, 4})}},
+        {"log1p, expm1", [](V x, Device) { return log1p(x[0] - 1.2) + expm1(x[0]); }, {P({2, 3})}},
+        {"silu", [](V x, Device) { return silu(x[0] * 10.0); }, {Pm({2, 3, 4})}},
+        {"softplus", [](V x, Device) { return softplus(x[0] * 30.0); }, {R({4, 5})}},
+        {"softplus beta, threshold", [](V x, Device) { return softplus(x[0], 2.0, 1.0); }, {D({3, 4})}},
+        {"cross_entropy weighted, smoothing, ignore", [wts](V x, Device d) {
+           return cross_entropy(x[0], ids({1, -100, 4, 2}, {4}, d), wts({0.2, 1, 2.5, 0.7, 1.3}, {5}, x[0]), -100, 0.1);
+         }, {S({4, 5})}},
+        {"cross_entropy weighted (N,C,d) none", [wts](V x, Device d) {
+           return cross_entropy(x[0], ids({0, 3, 1, 2, 2, 0}, {2, 3}, d), wts({0.5, 2, 1, 0.3}, {4}, x[0]), -100, 0.0,
+                                RD::None);
+         }, {Pm({2, 4, 3})}},
+        {"cross_entropy weighted wide", [wts](V x, Device d) {
+           std::vector<int64_t> t(6);
+           std::vector<double> w(1000);
+           for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<int64_t>(i * 331 % 1000);
+           for (size_t i = 0; i < w.size(); ++i) w[i] = 0.5 + static_cast<double>(i % 7) * 0.25;
+           return cross_entropy(x[0], ids(t, {6}, d), wts(w, {1000}, x[0]), 3, 0.1, RD::Sum);
+         }, {R({6, 1000})}},
+        {"nll_loss weighted", [wts](V x, Device d) {
+           return nn::nll_loss(log_softmax(x[0], 1), ids({2, 0, 1}, {3}, d), wts({0.5, 2, 1, 0.3}, {4}, x[0]));
+         }, {R({3, 4})}},
+        {"l1, smooth_l1", [](V x, Device) {
+           return nn::l1_loss(x[0], x[1], RD::None) + nn::smooth_l1_loss(x[0], x[1], RD::None, 0.5);
+         }, {R({3, 4}), R({4})}},
+        {"bce with logits, weight, pos_weight", [wts](V x, Device) {
+           return nn::binary_cross_entropy_with_logits(x[0] * 20.0, x[1], wts({1.2, 0.3, 0.8}, {3, 1}, x[0]), RD::Sum,
+                                                       wts({0.5, 1, 2, 3}, {4}, x[0]));
+         }, {R({3, 4}), T({3, 4})}},
+        {"kl_div batchmean, log_target", [](V x, Device) {
+           return nn::kl_div(x[0], x[1], RD::BatchMean) + nn::kl_div(x[0], x[2], RD::BatchMean, true);
+         }, {R({3, 4}), P({3, 4}), R({4})}},
+    });
+  }
+
   TEST_CASE("scaled_dot_product_attention, forward and backward") {
     auto allowed = [](Device d) {
       return from_vector<bool>({1, 1, 0, 1, 0, 1, 0, 1, 1, 1, 0, 0, 1, 0, 1}, {3, 5}).to(d);

@@ -276,6 +276,128 @@ TEST_CASE("gradcheck: elementwise unary, non-contiguous") {
   });
 }
 
+// ------------------------------------------------------------------ issue 12, h1: pointwise math and losses
+
+TEST_CASE("gradcheck: sin, cos, tan, erf, log1p, expm1, silu, softplus") {
+  run_table({
+      {"sin", [](V x) { return sin(x[0]); }, {R({2, 3})}},
+      {"sin transposed", [](V x) { return sin(x[0]); }, {T({3, 4})}},
+      {"cos", [](V x) { return cos(x[0]); }, {R({2, 3})}},
+      {"cos stepped", [](V x) { return cos(x[0]); }, {S({2, 3})}},
+      {"tan of 0.4 x", [](V x) { return tan(x[0] * 0.4); }, {R({2, 3})}},
+      {"erf", [](V x) { return erf(x[0]); }, {R({2, 3})}},
+      {"erf permuted", [](V x) { return erf(x[0]); }, {Pm({2, 3, 4})}},
+      {"log1p positive", [](V x) { return log1p(x[0]); }, {P({2, 3})}},
+      {"log1p of x - 1.2 (in (-1, 0) and above)", [](V x) { return log1p(x[0] - 1.2); }, {P({2, 3})}},
+      {"expm1", [](V x) { return expm1(x[0]); }, {R({2, 3})}},
+      {"silu", [](V x) { return silu(x[0]); }, {R({2, 3})}},
+      {"silu permuted", [](V x) { return silu(x[0]); }, {Pm({2, 3, 4})}},
+      {"silu of 8 x (saturated tails)", [](V x) { return silu(x[0] * 8.0); }, {R({2, 3})}},
+      {"softplus", [](V x) { return softplus(x[0]); }, {R({2, 3})}},
+      {"softplus beta 2 threshold 1 (both sides)", [](V x) { return softplus(x[0], 2.0, 1.0); }, {D({3, 4})}},
+      {"softplus beta -1.5", [](V x) { return softplus(x[0], -1.5, 3.0); }, {D({3, 4})}},
+      {"softplus transposed", [](V x) { return softplus(x[0], 0.5); }, {T({3, 4})}},
+      {"methods chain", [](V x) { return x[0].sin().cos().erf().expm1().log1p(); }, {R({2, 3})}},
+      {"broadcast into silu", [](V x) { return silu(x[0] + x[1]); }, {R({2, 3}), R({3})}},
+  });
+}
+
+TEST_CASE("gradcheck: mse_loss, l1_loss, smooth_l1_loss (input and target)") {
+  using RD = Reduction;
+  run_table({
+      {"mse mean", [](V x) { return nn::mse_loss(x[0], x[1]); }, {R({3, 4}), R({3, 4})}},
+      {"mse sum", [](V x) { return nn::mse_loss(x[0], x[1], RD::Sum); }, {R({3, 4}), R({3, 4})}},
+      {"mse none", [](V x) { return nn::mse_loss(x[0], x[1], RD::None); }, {R({3, 4}), R({3, 4})}},
+      {"mse broadcast target (4)", [](V x) { return nn::mse_loss(x[0], x[1]); }, {R({3, 4}), R({4})}},
+      {"mse transposed input", [](V x) { return nn::mse_loss(x[0], x[1], RD::Sum); }, {T({3, 4}), R({3, 4})}},
+      {"l1 mean", [](V x) { return nn::l1_loss(x[0], x[1]); }, {R({3, 4}), R({3, 4})}},
+      {"l1 sum", [](V x) { return nn::l1_loss(x[0], x[1], RD::Sum); }, {R({3, 4}), R({3, 4})}},
+      {"l1 none broadcast (3,1)", [](V x) { return nn::l1_loss(x[0], x[1], RD::None); }, {R({3, 4}), R({3, 1})}},
+      {"smooth_l1 mean", [](V x) { return nn::smooth_l1_loss(x[0], x[1]); }, {R({3, 4}), R({3, 4})}},
+      {"smooth_l1 sum beta 0.5", [](V x) { return nn::smooth_l1_loss(x[0], x[1], RD::Sum, 0.5); },
+       {R({3, 4}), R({3, 4})}},
+      {"smooth_l1 none beta 2 broadcast", [](V x) { return nn::smooth_l1_loss(x[0], x[1], RD::None, 2.0); },
+       {R({3, 4}), R({4})}},
+      {"smooth_l1 beta 0 (l1)", [](V x) { return nn::smooth_l1_loss(x[0], x[1], RD::Mean, 0.0); },
+       {R({3, 4}), R({3, 4})}},
+      {"smooth_l1 stepped input", [](V x) { return nn::smooth_l1_loss(x[0], x[1]); }, {S({3, 4}), R({3, 4})}},
+  });
+}
+
+TEST_CASE("gradcheck: binary_cross_entropy_with_logits (input and target)") {
+  using RD = Reduction;
+  Tensor w4 = from_vector<double>({0.5, 1.5, 2.0, 0.25}, {4});
+  Tensor wrow = from_vector<double>({1.2, 0.3, 0.8}, {3, 1});
+  Tensor pw = from_vector<double>({0.5, 1.0, 2.0, 3.0}, {4});
+  auto bce = [](const Tensor& x, const Tensor& t, const Tensor& w, RD r, const Tensor& p) {
+    return nn::binary_cross_entropy_with_logits(x, t, w, r, p);
+  };
+  run_table({
+      {"bce mean", [&](V x) { return bce(x[0], x[1], Tensor(), RD::Mean, Tensor()); }, {R({3, 4}), R({3, 4})}},
+      {"bce sum", [&](V x) { return bce(x[0], x[1], Tensor(), RD::Sum, Tensor()); }, {R({3, 4}), R({3, 4})}},
+      {"bce none", [&](V x) { return bce(x[0], x[1], Tensor(), RD::None, Tensor()); }, {R({3, 4}), R({3, 4})}},
+      {"bce large logits", [&](V x) { return bce(x[0] * 20.0, x[1], Tensor(), RD::Sum, Tensor()); },
+       {R({3, 4}), R({3, 4})}},
+      {"bce weight (4)", [&](V x) { return bce(x[0], x[1], w4, RD::Mean, Tensor()); }, {R({3, 4}), R({3, 4})}},
+      {"bce weight (3,1) none", [&](V x) { return bce(x[0], x[1], wrow, RD::None, Tensor()); },
+       {R({3, 4}), R({3, 4})}},
+      {"bce pos_weight", [&](V x) { return bce(x[0], x[1], Tensor(), RD::Mean, pw); }, {R({3, 4}), R({3, 4})}},
+      {"bce weight and pos_weight sum", [&](V x) { return bce(x[0], x[1], wrow, RD::Sum, pw); },
+       {R({3, 4}), R({3, 4})}},
+      {"bce transposed input", [&](V x) { return bce(x[0], x[1], w4, RD::Mean, pw); }, {T({3, 4}), R({3, 4})}},
+  });
+}
+
+TEST_CASE("gradcheck: kl_div (input and target)") {
+  using RD = Reduction;
+  run_table({
+      {"kl_div mean", [](V x) { return nn::kl_div(x[0], x[1]); }, {R({3, 4}), P({3, 4})}},
+      {"kl_div batchmean", [](V x) { return nn::kl_div(x[0], x[1], RD::BatchMean); }, {R({3, 4}), P({3, 4})}},
+      {"kl_div sum", [](V x) { return nn::kl_div(x[0], x[1], RD::Sum); }, {R({3, 4}), P({3, 4})}},
+      {"kl_div none", [](V x) { return nn::kl_div(x[0], x[1], RD::None); }, {R({3, 4}), P({3, 4})}},
+      {"kl_div broadcast target (4)", [](V x) { return nn::kl_div(x[0], x[1], RD::BatchMean); },
+       {R({3, 4}), P({4})}},
+      {"kl_div log_target batchmean", [](V x) { return nn::kl_div(x[0], x[1], RD::BatchMean, true); },
+       {R({3, 4}), R({3, 4})}},
+      {"kl_div log_target none transposed", [](V x) { return nn::kl_div(x[0], x[1], RD::None, true); },
+       {T({3, 4}), R({3, 4})}},
+      {"kl_div of log_softmax", [](V x) { return nn::kl_div(log_softmax(x[0], 1), softmax(x[1], 1), RD::BatchMean); },
+       {R({3, 4}), R({3, 4})}},
+  });
+}
+
+TEST_CASE("gradcheck: cross_entropy and nll_loss with class weights") {
+  using RD = Reduction;
+  Tensor w5 = from_vector<double>({0.2, 1.0, 2.5, 0.7, 1.3}, {5});
+  Tensor w4 = from_vector<double>({0.5, 2.0, 1.0, 0.3}, {4});
+  Tensor t4 = index_of({1, 0, 4, 2}, {4});
+  Tensor t4_ign = index_of({1, -100, 4, 2}, {4});
+  Tensor t4_ign3 = index_of({3, 0, 3, 2}, {4});  // ignore_index 3
+  Tensor tnd_ign = index_of({0, -100, 1, 2, 3, 3}, {2, 3});
+  run_table({
+      {"ce weight mean", [=](V x) { return cross_entropy(x[0], t4, w5); }, {R({4, 5})}},
+      {"ce weight sum", [=](V x) { return cross_entropy(x[0], t4, w5, -100, 0.0, RD::Sum); }, {R({4, 5})}},
+      {"ce weight none", [=](V x) { return cross_entropy(x[0], t4, w5, -100, 0.0, RD::None); }, {R({4, 5})}},
+      {"ce weight ignore -100 mean", [=](V x) { return cross_entropy(x[0], t4_ign, w5); }, {R({4, 5})}},
+      {"ce weight ignore 3 mean", [=](V x) { return cross_entropy(x[0], t4_ign3, w5, 3); }, {R({4, 5})}},
+      {"ce weight smoothing mean", [=](V x) { return cross_entropy(x[0], t4, w5, -100, 0.2); }, {R({4, 5})}},
+      {"ce weight smoothing ignore mean", [=](V x) { return cross_entropy(x[0], t4_ign, w5, -100, 0.3); },
+       {R({4, 5})}},
+      {"ce weight smoothing ignore 3 none", [=](V x) { return cross_entropy(x[0], t4_ign3, w5, 3, 0.1, RD::None); },
+       {R({4, 5})}},
+      {"ce weight (N,C,d) permuted smoothing", [=](V x) { return cross_entropy(x[0], tnd_ign, w4, -100, 0.1); },
+       {Pm({2, 4, 3})}},
+      {"ce weight transposed", [=](V x) { return cross_entropy(x[0], t4, w5, -100, 0.1, RD::Sum); }, {T({4, 5})}},
+      {"nll weight mean", [=](V x) { return nn::nll_loss(x[0], t4, w5); }, {R({4, 5})}},
+      {"nll weight ignore -100 mean", [=](V x) { return nn::nll_loss(x[0], t4_ign, w5); }, {R({4, 5})}},
+      {"nll weight ignore 3 sum", [=](V x) { return nn::nll_loss(x[0], t4_ign3, w5, 3, RD::Sum); }, {R({4, 5})}},
+      {"nll weight none", [=](V x) { return nn::nll_loss(x[0], t4_ign, w5, -100, RD::None); }, {R({4, 5})}},
+      {"nll weight (N,C,d) of log_softmax", [=](V x) { return nn::nll_loss(log_softmax(x[0], 1), tnd_ign, w4); },
+       {R({2, 4, 3})}},
+  });
+}
+// ------------------------------------------------------------------ (end of issue 12, h1)
+
 TEST_CASE("gradcheck: where and masked_fill") {
   Tensor cond = mask_of({1, 0, 0, 1, 1, 0}, {2, 3});
   Tensor cond_b = mask_of({1, 0, 1}, {3, 1});  // broadcast over (2, 3, 4)
@@ -951,126 +1073,5 @@ TEST_CASE("gradcheck: cross_entropy") {
       {"cross_entropy permuted (N,C,d) logits", [tnd](V x) { return cross_entropy(x[0], tnd); }, {Pm({2, 4, 3})}},
       {"cross_entropy of a matmul", [t4](V x) { return cross_entropy(matmul(x[0], x[1]), t4); },
        {R({4, 3}), R({3, 5})}},
-  });
-}
-
-// ------------------------------------------------------------------ issue 12, h1: pointwise math and losses
-
-TEST_CASE("gradcheck: sin, cos, tan, erf, log1p, expm1, silu, softplus") {
-  run_table({
-      {"sin", [](V x) { return sin(x[0]); }, {R({2, 3})}},
-      {"sin transposed", [](V x) { return sin(x[0]); }, {T({3, 4})}},
-      {"cos", [](V x) { return cos(x[0]); }, {R({2, 3})}},
-      {"cos stepped", [](V x) { return cos(x[0]); }, {S({2, 3})}},
-      {"tan of 0.4 x", [](V x) { return tan(x[0] * 0.4); }, {R({2, 3})}},
-      {"erf", [](V x) { return erf(x[0]); }, {R({2, 3})}},
-      {"erf permuted", [](V x) { return erf(x[0]); }, {Pm({2, 3, 4})}},
-      {"log1p positive", [](V x) { return log1p(x[0]); }, {P({2, 3})}},
-      {"log1p of x - 1.2 (in (-1, 0) and above)", [](V x) { return log1p(x[0] - 1.2); }, {P({2, 3})}},
-      {"expm1", [](V x) { return expm1(x[0]); }, {R({2, 3})}},
-      {"silu", [](V x) { return silu(x[0]); }, {R({2, 3})}},
-      {"silu permuted", [](V x) { return silu(x[0]); }, {Pm({2, 3, 4})}},
-      {"silu of 8 x (saturated tails)", [](V x) { return silu(x[0] * 8.0); }, {R({2, 3})}},
-      {"softplus", [](V x) { return softplus(x[0]); }, {R({2, 3})}},
-      {"softplus beta 2 threshold 1 (both sides)", [](V x) { return softplus(x[0], 2.0, 1.0); }, {D({3, 4})}},
-      {"softplus beta -1.5", [](V x) { return softplus(x[0], -1.5, 3.0); }, {D({3, 4})}},
-      {"softplus transposed", [](V x) { return softplus(x[0], 0.5); }, {T({3, 4})}},
-      {"methods chain", [](V x) { return x[0].sin().cos().erf().expm1().log1p(); }, {R({2, 3})}},
-      {"broadcast into silu", [](V x) { return silu(x[0] + x[1]); }, {R({2, 3}), R({3})}},
-  });
-}
-
-TEST_CASE("gradcheck: mse_loss, l1_loss, smooth_l1_loss (input and target)") {
-  using RD = Reduction;
-  run_table({
-      {"mse mean", [](V x) { return nn::mse_loss(x[0], x[1]); }, {R({3, 4}), R({3, 4})}},
-      {"mse sum", [](V x) { return nn::mse_loss(x[0], x[1], RD::Sum); }, {R({3, 4}), R({3, 4})}},
-      {"mse none", [](V x) { return nn::mse_loss(x[0], x[1], RD::None); }, {R({3, 4}), R({3, 4})}},
-      {"mse broadcast target (4)", [](V x) { return nn::mse_loss(x[0], x[1]); }, {R({3, 4}), R({4})}},
-      {"mse transposed input", [](V x) { return nn::mse_loss(x[0], x[1], RD::Sum); }, {T({3, 4}), R({3, 4})}},
-      {"l1 mean", [](V x) { return nn::l1_loss(x[0], x[1]); }, {R({3, 4}), R({3, 4})}},
-      {"l1 sum", [](V x) { return nn::l1_loss(x[0], x[1], RD::Sum); }, {R({3, 4}), R({3, 4})}},
-      {"l1 none broadcast (3,1)", [](V x) { return nn::l1_loss(x[0], x[1], RD::None); }, {R({3, 4}), R({3, 1})}},
-      {"smooth_l1 mean", [](V x) { return nn::smooth_l1_loss(x[0], x[1]); }, {R({3, 4}), R({3, 4})}},
-      {"smooth_l1 sum beta 0.5", [](V x) { return nn::smooth_l1_loss(x[0], x[1], RD::Sum, 0.5); },
-       {R({3, 4}), R({3, 4})}},
-      {"smooth_l1 none beta 2 broadcast", [](V x) { return nn::smooth_l1_loss(x[0], x[1], RD::None, 2.0); },
-       {R({3, 4}), R({4})}},
-      {"smooth_l1 beta 0 (l1)", [](V x) { return nn::smooth_l1_loss(x[0], x[1], RD::Mean, 0.0); },
-       {R({3, 4}), R({3, 4})}},
-      {"smooth_l1 stepped input", [](V x) { return nn::smooth_l1_loss(x[0], x[1]); }, {S({3, 4}), R({3, 4})}},
-  });
-}
-
-TEST_CASE("gradcheck: binary_cross_entropy_with_logits (input and target)") {
-  using RD = Reduction;
-  Tensor w4 = from_vector<double>({0.5, 1.5, 2.0, 0.25}, {4});
-  Tensor wrow = from_vector<double>({1.2, 0.3, 0.8}, {3, 1});
-  Tensor pw = from_vector<double>({0.5, 1.0, 2.0, 3.0}, {4});
-  auto bce = [](const Tensor& x, const Tensor& t, const Tensor& w, RD r, const Tensor& p) {
-    return nn::binary_cross_entropy_with_logits(x, t, w, r, p);
-  };
-  run_table({
-      {"bce mean", [&](V x) { return bce(x[0], x[1], Tensor(), RD::Mean, Tensor()); }, {R({3, 4}), R({3, 4})}},
-      {"bce sum", [&](V x) { return bce(x[0], x[1], Tensor(), RD::Sum, Tensor()); }, {R({3, 4}), R({3, 4})}},
-      {"bce none", [&](V x) { return bce(x[0], x[1], Tensor(), RD::None, Tensor()); }, {R({3, 4}), R({3, 4})}},
-      {"bce large logits", [&](V x) { return bce(x[0] * 20.0, x[1], Tensor(), RD::Sum, Tensor()); },
-       {R({3, 4}), R({3, 4})}},
-      {"bce weight (4)", [&](V x) { return bce(x[0], x[1], w4, RD::Mean, Tensor()); }, {R({3, 4}), R({3, 4})}},
-      {"bce weight (3,1) none", [&](V x) { return bce(x[0], x[1], wrow, RD::None, Tensor()); },
-       {R({3, 4}), R({3, 4})}},
-      {"bce pos_weight", [&](V x) { return bce(x[0], x[1], Tensor(), RD::Mean, pw); }, {R({3, 4}), R({3, 4})}},
-      {"bce weight and pos_weight sum", [&](V x) { return bce(x[0], x[1], wrow, RD::Sum, pw); },
-       {R({3, 4}), R({3, 4})}},
-      {"bce transposed input", [&](V x) { return bce(x[0], x[1], w4, RD::Mean, pw); }, {T({3, 4}), R({3, 4})}},
-  });
-}
-
-TEST_CASE("gradcheck: kl_div (input and target)") {
-  using RD = Reduction;
-  run_table({
-      {"kl_div mean", [](V x) { return nn::kl_div(x[0], x[1]); }, {R({3, 4}), P({3, 4})}},
-      {"kl_div batchmean", [](V x) { return nn::kl_div(x[0], x[1], RD::BatchMean); }, {R({3, 4}), P({3, 4})}},
-      {"kl_div sum", [](V x) { return nn::kl_div(x[0], x[1], RD::Sum); }, {R({3, 4}), P({3, 4})}},
-      {"kl_div none", [](V x) { return nn::kl_div(x[0], x[1], RD::None); }, {R({3, 4}), P({3, 4})}},
-      {"kl_div broadcast target (4)", [](V x) { return nn::kl_div(x[0], x[1], RD::BatchMean); },
-       {R({3, 4}), P({4})}},
-      {"kl_div log_target batchmean", [](V x) { return nn::kl_div(x[0], x[1], RD::BatchMean, true); },
-       {R({3, 4}), R({3, 4})}},
-      {"kl_div log_target none transposed", [](V x) { return nn::kl_div(x[0], x[1], RD::None, true); },
-       {T({3, 4}), R({3, 4})}},
-      {"kl_div of log_softmax", [](V x) { return nn::kl_div(log_softmax(x[0], 1), softmax(x[1], 1), RD::BatchMean); },
-       {R({3, 4}), R({3, 4})}},
-  });
-}
-
-TEST_CASE("gradcheck: cross_entropy and nll_loss with class weights") {
-  using RD = Reduction;
-  Tensor w5 = from_vector<double>({0.2, 1.0, 2.5, 0.7, 1.3}, {5});
-  Tensor w4 = from_vector<double>({0.5, 2.0, 1.0, 0.3}, {4});
-  Tensor t4 = index_of({1, 0, 4, 2}, {4});
-  Tensor t4_ign = index_of({1, -100, 4, 2}, {4});
-  Tensor t4_ign3 = index_of({3, 0, 3, 2}, {4});  // ignore_index 3
-  Tensor tnd_ign = index_of({0, -100, 1, 2, 3, 3}, {2, 3});
-  run_table({
-      {"ce weight mean", [=](V x) { return cross_entropy(x[0], t4, w5); }, {R({4, 5})}},
-      {"ce weight sum", [=](V x) { return cross_entropy(x[0], t4, w5, -100, 0.0, RD::Sum); }, {R({4, 5})}},
-      {"ce weight none", [=](V x) { return cross_entropy(x[0], t4, w5, -100, 0.0, RD::None); }, {R({4, 5})}},
-      {"ce weight ignore -100 mean", [=](V x) { return cross_entropy(x[0], t4_ign, w5); }, {R({4, 5})}},
-      {"ce weight ignore 3 mean", [=](V x) { return cross_entropy(x[0], t4_ign3, w5, 3); }, {R({4, 5})}},
-      {"ce weight smoothing mean", [=](V x) { return cross_entropy(x[0], t4, w5, -100, 0.2); }, {R({4, 5})}},
-      {"ce weight smoothing ignore mean", [=](V x) { return cross_entropy(x[0], t4_ign, w5, -100, 0.3); },
-       {R({4, 5})}},
-      {"ce weight smoothing ignore 3 none", [=](V x) { return cross_entropy(x[0], t4_ign3, w5, 3, 0.1, RD::None); },
-       {R({4, 5})}},
-      {"ce weight (N,C,d) permuted smoothing", [=](V x) { return cross_entropy(x[0], tnd_ign, w4, -100, 0.1); },
-       {Pm({2, 4, 3})}},
-      {"ce weight transposed", [=](V x) { return cross_entropy(x[0], t4, w5, -100, 0.1, RD::Sum); }, {T({4, 5})}},
-      {"nll weight mean", [=](V x) { return nn::nll_loss(x[0], t4, w5); }, {R({4, 5})}},
-      {"nll weight ignore -100 mean", [=](V x) { return nn::nll_loss(x[0], t4_ign, w5); }, {R({4, 5})}},
-      {"nll weight ignore 3 sum", [=](V x) { return nn::nll_loss(x[0], t4_ign3, w5, 3, RD::Sum); }, {R({4, 5})}},
-      {"nll weight none", [=](V x) { return nn::nll_loss(x[0], t4_ign, w5, -100, RD::None); }, {R({4, 5})}},
-      {"nll weight (N,C,d) of log_softmax", [=](V x) { return nn::nll_loss(log_softmax(x[0], 1), tnd_ign, w4); },
-       {R({2, 4, 3})}},
   });
 }
