@@ -403,6 +403,26 @@ TEST_CASE("in-place scatters are refused on a tensor that requires grad in grad 
   CHECK_ERROR(y.sum().backward(), "[gather]", "modified");
 }
 
+TEST_CASE("in-place scatters refuse a self whose memory is shared (expanded, or read by the op)") {
+  Tensor row = zeros({1, 4}, kFloat64);
+  Tensor wide = row.expand({3, 4});
+  CHECK_ERROR(wide.scatter_add_(1, zeros({3, 1}, kInt64), ones({3, 1}, kFloat64)), "[scatter_add_]", "stride 0",
+              "clone()");
+  CHECK_ERROR(wide.scatter_(1, zeros({3, 1}, kInt64), 1.0), "[scatter_]", "stride 0");
+  CHECK_ERROR(wide.index_add_(0, ints({0}, {1}), ones({1, 4}, kFloat64)), "[index_add_]", "stride 0");
+  Tensor x = f64({1, 2, 3, 4, 5, 6}, {2, 3});
+  CHECK_ERROR(x.scatter_(1, ints({0, 0}, {2, 1}), x.slice(1, 2, 3)), "[scatter_]", "same memory");
+  CHECK_ERROR(x.index_add_(1, ints({0}, {1}), x.slice(1, 1, 2)), "[index_add_]", "same memory");
+  Tensor xi = zeros({2, 2}, kInt64);
+  CHECK_ERROR(xi.scatter_(0, xi, 1.0), "[scatter_]", "same memory");
+  CHECK(equal(x, f64({1, 2, 3, 4, 5, 6}, {2, 3})));
+  // Disjoint parts of one storage are fine: row 1 into row 0.
+  Tensor y = f64({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor top = y.slice(0, 0, 1);
+  top.scatter_(1, ints({2, 1, 0}, {1, 3}), y.slice(0, 1, 2));
+  CHECK(equal(y, f64({6, 5, 4, 4, 5, 6}, {2, 3})));
+}
+
 TEST_CASE("scatter with a src larger than index: the src gradient is zero outside the window read") {
   Tensor x = zeros({2, 3}, kFloat64).requires_grad_();
   Tensor src = f64({1, 2, 3, 4, 5, 6, 7, 8, 9}, {3, 3}).requires_grad_();
