@@ -552,6 +552,53 @@ TEST_SUITE("gpu") {
     });
   }
 
+  // ------------------------------------------------ indexing, scatter, scan, sort and
+  // sampling (issue 12, area h2-index). No CUDA kernels yet: Backend's host-staged
+  // defaults run them on the CPU, so results, errors and random draws must be the CPU's.
+  TEST_CASE("gather, scatter, index_add, cumsum, sort, topk, one_hot, multinomial match the CPU") {
+    run_table({
+        {"gather", [](V x, Device d) { return gather(x[0], 1, ids({3, 0, 0, 2, 1, 1}, {3, 2}, d)); }, {T({3, 4})}},
+        {"scatter src larger than index",
+         [](V x, Device d) { return scatter(x[0], 1, ids({4, 0, 2, 1, 3, 0}, {2, 3}, d), x[1]); },
+         {R({3, 5}), S({4, 4})}},
+        {"scatter value", [](V x, Device d) { return x[0].scatter(0, ids({2, 0, 1}, {1, 3}, d), -1.5); }, {Pm({3, 3})}},
+        {"scatter_add repeats",
+         [](V x, Device d) { return scatter_add(x[0], 1, ids({4, 4, 0, 2, 4, 1}, {2, 3}, d), x[1]); },
+         {R({2, 5}), T({2, 3})}},
+        {"index_add", [](V x, Device d) { return index_add(x[0], 0, ids({0, 2, 0, 4}, {4}, d), x[1], 2.5); },
+         {R({5, 3}), S({4, 3})}},
+        {"cumsum", [](V x, Device) { return cumsum(x[0], 0) + cumsum(x[0], -1); }, {T({3, 4})}},
+        {"sort values and indices",
+         [](V x, Device) {
+           ValuesIndices r = sort(x[0], 1, true);
+           return r.values * r.indices.to(x[0].dtype());
+         },
+         {D({3, 5})}},
+        {"topk values and indices",
+         [](V x, Device) {
+           ValuesIndices r = topk(x[0], 2, 0, false);
+           return r.values + r.indices.to(x[0].dtype());
+         },
+         {Pm(D({4, 3}))}},
+        {"one_hot", [](V, Device d) { return one_hot(ids({0, 3, 1, 2}, {2, 2}, d), 5); }, {R({1})}},
+        {"multinomial", [](V x, Device) {
+           Generator g(11);
+           return cat({multinomial(x[0].abs(), 6, true, &g), multinomial(x[0].abs() + 0.1, 3, false, &g)}, 1);
+         }, {R({2, 5})}},
+    });
+    Tensor x = randn({3, 4});
+    Tensor bad = from_vector<int64_t>({1, 4}, {2, 1});
+    std::string on_cpu = error_of([&] { (void)gather(x, 1, bad); });
+    CHECK(on_cpu == "[gather] index 4 is out of bounds for dim 1 with size 4");
+    CHECK(error_of([&] { (void)gather(x.to(gpu()), 1, bad.to(gpu())); }) == on_cpu);
+    Tensor neg = from_vector<double>({1, -1}, {2});
+    CHECK(error_of([&] { (void)multinomial(neg.to(gpu()), 1); }) == error_of([&] { (void)multinomial(neg, 1); }));
+    // In place on a GPU tensor: the staged result is written back into it.
+    Tensor y = zeros({2, 3}, gpu());
+    y.index_add_(1, from_vector<int64_t>({2, 2}, {2}).to(gpu()), ones({2, 2}, gpu()));
+    check_same("index_add_ in place", y, from_vector<float>({0, 0, 2, 0, 0, 2}, {2, 3}));
+  }
+
   TEST_CASE("fused nn ops, forward and backward") {
     using RD = Reduction;
     run_table({

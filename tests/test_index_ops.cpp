@@ -10,6 +10,7 @@
 #include <limits>
 #include <set>
 
+#include "backend/backend.h"
 #include "test_util.h"
 
 using namespace kiln;
@@ -403,6 +404,26 @@ TEST_CASE("in-place scatters are refused on a tensor that requires grad in grad 
   CHECK_ERROR(y.sum().backward(), "[gather]", "modified");
 }
 
+TEST_CASE("in-place scatters refuse a self whose memory is shared (expanded, or read by the op)") {
+  Tensor row = zeros({1, 4}, kFloat64);
+  Tensor wide = row.expand({3, 4});
+  CHECK_ERROR(wide.scatter_add_(1, zeros({3, 1}, kInt64), ones({3, 1}, kFloat64)), "[scatter_add_]", "stride 0",
+              "clone()");
+  CHECK_ERROR(wide.scatter_(1, zeros({3, 1}, kInt64), 1.0), "[scatter_]", "stride 0");
+  CHECK_ERROR(wide.index_add_(0, ints({0}, {1}), ones({1, 4}, kFloat64)), "[index_add_]", "stride 0");
+  Tensor x = f64({1, 2, 3, 4, 5, 6}, {2, 3});
+  CHECK_ERROR(x.scatter_(1, ints({0, 0}, {2, 1}), x.slice(1, 2, 3)), "[scatter_]", "same memory");
+  CHECK_ERROR(x.index_add_(1, ints({0}, {1}), x.slice(1, 1, 2)), "[index_add_]", "same memory");
+  Tensor xi = zeros({2, 2}, kInt64);
+  CHECK_ERROR(xi.scatter_(0, xi, 1.0), "[scatter_]", "same memory");
+  CHECK(equal(x, f64({1, 2, 3, 4, 5, 6}, {2, 3})));
+  // Disjoint parts of one storage are fine: row 1 into row 0.
+  Tensor y = f64({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor top = y.slice(0, 0, 1);
+  top.scatter_(1, ints({2, 1, 0}, {1, 3}), y.slice(0, 1, 2));
+  CHECK(equal(y, f64({6, 5, 4, 4, 5, 6}, {2, 3})));
+}
+
 TEST_CASE("scatter with a src larger than index: the src gradient is zero outside the window read") {
   Tensor x = zeros({2, 3}, kFloat64).requires_grad_();
   Tensor src = f64({1, 2, 3, 4, 5, 6, 7, 8, 9}, {3, 3}).requires_grad_();
@@ -410,6 +431,52 @@ TEST_CASE("scatter with a src larger than index: the src gradient is zero outsid
   y.backward(f64({10, 20, 30, 40, 50, 60}, {2, 3}));
   CHECK(equal(src.grad(), f64({30, 0, 0, 40, 0, 0, 0, 0, 0}, {3, 3})));
   CHECK(equal(x.grad(), f64({10, 20, 0, 0, 50, 60}, {2, 3})));
+}
+
+// ---------------------------------------------------------------- host staging
+TEST_CASE("Backend's host-staged defaults (what CUDA runs today) give the CPU kernels' results") {
+  // The base-class versions, called on the CPU backend: inputs copied to fresh host
+  // tensors, the CPU kernel run, results copied back into the (strided) outputs.
+  Backend& be = backend_for(kCPU);
+  Generator g(21);
+  Tensor x = randn({5, 4}, kFloat64, &g).t();  // (4, 5), non-contiguous
+  Tensor idx = randint(0, 5, {4, 3}, kInt64, &g);
+  Tensor want = Tensor::empty({4, 3}, kFloat64), got = zeros({3, 4}, kFloat64).t();
+  be.gather(x, 1, idx, want);
+  be.Backend::gather(x, 1, idx, got);
+  CHECK(equal(got, want));
+  Tensor self_a = x.clone(), self_b = x.t().contiguous().t();
+  Tensor src = randn({4, 3}, kFloat64, &g);
+  be.scatter(self_a, 1, idx, src, true);
+  be.Backend::scatter(self_b, 1, idx, src, true);
+  CHECK(equal(self_b, self_a));
+  Tensor ia = from_vector<int64_t>({4, 0, 4}, {3});
+  be.index_add(self_a, 1, ia, src, 0.5);
+  be.Backend::index_add(self_b, 1, ia, src, 0.5);
+  CHECK(equal(self_b, self_a));
+  Tensor cs_a = Tensor::empty({4, 5}, kFloat64), cs_b = Tensor::empty({4, 5}, kFloat64);
+  be.cumsum(x, 1, true, cs_a);
+  be.Backend::cumsum(x, 1, true, cs_b);
+  CHECK(equal(cs_b, cs_a));
+  Tensor va = Tensor::empty({4, 5}, kFloat64), vb = Tensor::empty({4, 5}, kFloat64);
+  Tensor ja = Tensor::empty({4, 5}, kInt64), jb = Tensor::empty({4, 5}, kInt64);
+  be.sort(x, 0, true, va, ja);
+  be.Backend::sort(x, 0, true, vb, jb);
+  CHECK(equal(vb, va));
+  CHECK(equal(jb, ja));
+  Tensor ka = Tensor::empty({4, 2}, kFloat64), kb = Tensor::empty({4, 2}, kFloat64);
+  Tensor la = Tensor::empty({4, 2}, kInt64), lb = Tensor::empty({4, 2}, kInt64);
+  be.topk(x, 2, 1, false, ka, la);
+  be.Backend::topk(x, 2, 1, false, kb, lb);
+  CHECK(equal(kb, ka));
+  CHECK(equal(lb, la));
+  Tensor ma = Tensor::empty({4, 7}, kInt64), mb = Tensor::empty({4, 7}, kInt64);
+  be.multinomial(x.abs(), 7, true, 5, 100, ma);
+  be.Backend::multinomial(x.abs(), 7, true, 5, 100, mb);
+  CHECK(equal(mb, ma));
+  // Errors come through unchanged.
+  CHECK_ERROR(be.Backend::gather(x, 1, from_vector<int64_t>({9}, {1, 1}), Tensor::empty({1, 1}, kFloat64)),
+              "[gather] index 9 is out of bounds for dim 1 with size 5");
 }
 
 // ---------------------------------------------------------------- multinomial

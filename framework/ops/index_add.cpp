@@ -84,6 +84,7 @@ Tensor& Tensor::index_add_(int64_t dim, const Tensor& index, const Tensor& sourc
   detail::check_inplace(op, *this);
   const int64_t d = check_index_add(op, *this, dim, index, source);
   const double a = kernel_alpha(op, alpha, dtype());
+  detail::check_inplace_no_overlap(op, *this, {&index, &source});
   index_add_into(backend_of(op, {this, &index, &source}), *this, d, index, source, a);
   bump_version();
   return *this;

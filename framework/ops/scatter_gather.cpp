@@ -156,6 +156,7 @@ Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, const Tensor& src) {
   const char* op = "scatter_";
   detail::check_inplace(op, *this);
   const int64_t d = check_gather_scatter(op, *this, dim, index, &src);
+  detail::check_inplace_no_overlap(op, *this, {&index, &src});
   scatter_into(backend_of(op, {this, &index, &src}), *this, d, index, src, false);
   bump_version();
   return *this;
@@ -166,6 +167,7 @@ Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, double value) {
   detail::check_inplace(op, *this);
   const int64_t d = check_gather_scatter(op, *this, dim, index, nullptr);
   check_value_fits(op, value, dtype());
+  detail::check_inplace_no_overlap(op, *this, {&index});
   scatter_value_into(backend_of(op, {this, &index}), *this, d, index, value);
   bump_version();
   return *this;
@@ -175,6 +177,7 @@ Tensor& Tensor::scatter_add_(int64_t dim, const Tensor& index, const Tensor& src
   const char* op = "scatter_add_";
   detail::check_inplace(op, *this);
   const int64_t d = check_gather_scatter(op, *this, dim, index, &src);
+  detail::check_inplace_no_overlap(op, *this, {&index, &src});
   scatter_into(backend_of(op, {this, &index, &src}), *this, d, index, src, true);
   bump_version();
   return *this;
