@@ -209,10 +209,10 @@ class Tensor {
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
 
-  // ---- in place, as torch's: each bumps the version counter. Under grad mode an op on
-  // a tensor in the graph (or with an operand that requires grad) is recorded, and on a
-  // leaf that requires grad it is an error; under NoGradGuard (optimizers, initialisers)
-  // nothing is recorded. The rules: ops/op_helpers.h, apply_inplace.
+  // ---- in place: for optimizers and initialisers. Each bumps the version counter;
+  // under grad mode, as in torch, an op on a tensor in the graph (or with an operand
+  // that requires grad) is recorded and one on a leaf that requires grad is an error;
+  // under NoGradGuard nothing is recorded. The rules: ops/op_helpers.h, apply_inplace.
   Tensor& add_(const Tensor& o, double alpha = 1.0);
   Tensor& add_(double v);
   Tensor& sub_(const Tensor& o, double alpha = 1.0);
