@@ -21,9 +21,9 @@ int64_t nbytes(const Tensor& t) { return t.numel() * static_cast<int64_t>(t.elem
 }  // namespace
 
 TEST_CASE("backward fills .grad() of leaves and accumulates across calls") {
-  Tensor x = tensor({1, 2, 3}, TensorOptions().requires_grad());
-  Tensor w = tensor({4, 5, 6}, TensorOptions().requires_grad());
-  Tensor c = tensor({1, 1, 1});  // no grad
+  Tensor x = tensor({1.0, 2.0, 3.0}, TensorOptions().requires_grad());
+  Tensor w = tensor({4.0, 5.0, 6.0}, TensorOptions().requires_grad());
+  Tensor c = tensor({1.0, 1.0, 1.0});  // no grad
   CHECK(x.is_leaf());
   CHECK_FALSE(x.grad().defined());
 
@@ -72,7 +72,7 @@ TEST_CASE("gradients through shared subexpressions sum") {
 }
 
 TEST_CASE("retain_graph allows a second backward; the grads double") {
-  Tensor x = tensor({1, 2}, TensorOptions().requires_grad());
+  Tensor x = tensor({1.0, 2.0}, TensorOptions().requires_grad());
   Tensor y = (exp(x) * x).sum();
   y.backward(Tensor(), /*retain_graph=*/true);
   std::vector<double> first = vec(x.grad());
@@ -86,13 +86,13 @@ TEST_CASE("retain_graph allows a second backward; the grads double") {
 }
 
 TEST_CASE("backward of a non-scalar with an explicit gradient") {
-  Tensor x = tensor({{1, 2, 3}, {4, 5, 6}}, TensorOptions().requires_grad());
+  Tensor x = tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}}, TensorOptions().requires_grad());
   Tensor y = x * x;  // (2, 3)
   Tensor g = tensor({{1, 0, 2}, {0, 1, 0.5}});
   y.backward(g);
   CHECK(vec(x.grad()) == std::vector<double>{2, 0, 12, 0, 10, 6});  // 2 x g
   // A one-element non-scalar works without one.
-  Tensor z = tensor({3}, TensorOptions().requires_grad());
+  Tensor z = tensor({3.0}, TensorOptions().requires_grad());
   (z * 2.0).backward();
   CHECK(vec(z.grad()) == std::vector<double>{2});
 }
@@ -132,7 +132,7 @@ TEST_CASE("NoGradGuard stops recording") {
 }
 
 TEST_CASE("detach() shares storage and cuts the graph") {
-  Tensor x = tensor({1, 2, 3}, TensorOptions().requires_grad());
+  Tensor x = tensor({1.0, 2.0, 3.0}, TensorOptions().requires_grad());
   Tensor y = x * 2.0;
   Tensor d = y.detach();
   CHECK(d.same_storage(y));
@@ -151,7 +151,7 @@ TEST_CASE("detach() shares storage and cuts the graph") {
 }
 
 TEST_CASE("requires_grad_ turns recording on for a leaf") {
-  Tensor x = tensor({1, 2});
+  Tensor x = tensor({1.0, 2.0});
   CHECK_FALSE(x.requires_grad());
   CHECK((x * 2.0).grad_fn() == nullptr);
   x.requires_grad_();
@@ -177,7 +177,7 @@ TEST_CASE("requires_grad_ turns recording on for a leaf") {
 }
 
 TEST_CASE("zero_grad: set to none, or zeroed in place") {
-  Tensor x = tensor({1, 2}, TensorOptions().requires_grad());
+  Tensor x = tensor({1.0, 2.0}, TensorOptions().requires_grad());
   (x * x).sum().backward();
   CHECK(vec(x.grad()) == std::vector<double>{2, 4});
 
@@ -201,7 +201,7 @@ TEST_CASE("zero_grad: set to none, or zeroed in place") {
 }
 
 TEST_CASE("retain_grad() keeps the gradient of a non-leaf") {
-  Tensor x = tensor({1, 2, 3}, TensorOptions().requires_grad());
+  Tensor x = tensor({1.0, 2.0, 3.0}, TensorOptions().requires_grad());
   Tensor y = x * 2.0;
   Tensor z = y * y;
   y.retain_grad();
@@ -217,7 +217,7 @@ TEST_CASE("retain_grad() keeps the gradient of a non-leaf") {
 }
 
 TEST_CASE("retain_grad() accumulates with retain_graph") {
-  Tensor x = tensor({1, 2}, TensorOptions().requires_grad());
+  Tensor x = tensor({1.0, 2.0}, TensorOptions().requires_grad());
   Tensor y = x * 3.0;
   y.retain_grad();
   Tensor s = y.sum();
@@ -340,8 +340,8 @@ TEST_CASE("memory: a graph dropped without backward frees everything") {
 
 TEST_CASE("version counter: in-place change of what backward needs") {
   SUBCASE("a saved input modified under NoGradGuard makes backward throw") {
-    Tensor x = tensor({1, 2, 3}, TensorOptions().requires_grad());
-    Tensor w = tensor({4, 5, 6}, TensorOptions().requires_grad());
+    Tensor x = tensor({1.0, 2.0, 3.0}, TensorOptions().requires_grad());
+    Tensor w = tensor({4.0, 5.0, 6.0}, TensorOptions().requires_grad());
     Tensor y = (x * w).sum();  // saves both
     {
       NoGradGuard no_grad;
@@ -349,10 +349,10 @@ TEST_CASE("version counter: in-place change of what backward needs") {
     }
     std::string msg = error_of([&] { y.backward(); });
     CHECK(msg.find("[mul]") == 0);
-    CHECK(msg.find("modified by an in-place operation") != std::string::npos);
+    CHECK(msg.find("modified by an inplace operation") != std::string::npos);
   }
   SUBCASE("a saved output modified makes backward throw") {
-    Tensor x = tensor({1, 2, 3}, TensorOptions().requires_grad());
+    Tensor x = tensor({1.0, 2.0, 3.0}, TensorOptions().requires_grad());
     Tensor y = sigmoid(x);  // saves its output
     Tensor s = y.sum();
     {
@@ -362,14 +362,14 @@ TEST_CASE("version counter: in-place change of what backward needs") {
     CHECK(error_of([&] { s.backward(); }).find("[sigmoid]") == 0);
   }
   SUBCASE("modifying a tensor backward does not need is fine") {
-    Tensor x = tensor({1, 2, 3}, TensorOptions().requires_grad());
-    Tensor c = tensor({4, 5, 6});
+    Tensor x = tensor({1.0, 2.0, 3.0}, TensorOptions().requires_grad());
+    Tensor c = tensor({4.0, 5.0, 6.0});
     Tensor y = (x * c).sum();  // only c is saved (x's own gradient needs c, c needs none)
     {
       NoGradGuard no_grad;
       x.add_(10.0);
     }
-    Tensor d = tensor({1, 1, 1});
+    Tensor d = tensor({1.0, 1.0, 1.0});
     Tensor z = (x + d).sum();  // add saves nothing
     d.mul_(5.0);
     CHECK(error_of([&] { y.backward(); }).empty());
@@ -419,11 +419,11 @@ TEST_CASE("views share the version counter with their base") {
   CHECK(c.version() == 0);
 
   // Saved for backward through a view, modified through the base: caught.
-  Tensor x = tensor({1, 2, 3, 4}, TensorOptions().requires_grad());
+  Tensor x = tensor({1.0, 2.0, 3.0, 4.0}, TensorOptions().requires_grad());
   Tensor p = zeros({2, 2});
   Tensor y = (x.view({2, 2}) * p.t()).sum();  // saves the view p.t()
   p.fill_(1.0);
-  CHECK(error_of([&] { y.backward(); }).find("modified by an in-place operation") != std::string::npos);
+  CHECK(error_of([&] { y.backward(); }).find("modified by an inplace operation") != std::string::npos);
 }
 
 TEST_CASE("a leaf receiving gradient through a broadcast gets its own shape") {
@@ -446,7 +446,7 @@ TEST_CASE("a leaf receiving gradient through a broadcast gets its own shape") {
   CHECK(vec(one3.grad()) == std::vector<double>{-2, -2, -2});
 
   // Through expand, and with a batched matmul whose batch dims broadcast.
-  Tensor e = tensor({5}, TensorOptions().requires_grad());
+  Tensor e = tensor({5.0}, TensorOptions().requires_grad());
   e.expand({4, 3}).sum().backward();
   CHECK(e.grad().shape() == Shape{1});
   CHECK(e.grad().item() == 12.0);
@@ -462,7 +462,7 @@ TEST_CASE("a leaf receiving gradient through a broadcast gets its own shape") {
 }
 
 TEST_CASE("gradients keep the leaf's dtype through conversions") {
-  Tensor x = tensor({1, 2}, TensorOptions().requires_grad());  // float32
+  Tensor x = tensor({1.0, 2.0}, TensorOptions().requires_grad());  // float32
   Tensor y = x.to(kFloat64) * from_vector<double>({3, 4}, {2});
   CHECK(y.dtype() == kFloat64);
   y.sum().backward();
@@ -485,7 +485,7 @@ TEST_CASE("gradients of the chunks of one tensor are gathered into one buffer, i
   // already gathered for the sliced tensor (q, k, v of one projection), and sums into a
   // buffer in place when it alone holds it. The values must be those of the plain sums,
   // and nothing anyone else can see may change.
-  Tensor x = tensor({1, 2, 3, 4, 5, 6}, TensorOptions().requires_grad());
+  Tensor x = tensor({1.0, 2.0, 3.0, 4.0, 5.0, 6.0}, TensorOptions().requires_grad());
   Tensor y = x * 1.0;
   y.retain_grad();
   std::vector<Tensor> p = chunk(y, 3, 0);
@@ -494,7 +494,7 @@ TEST_CASE("gradients of the chunks of one tensor are gathered into one buffer, i
   CHECK(vec(x.grad()) == std::vector<double>{2, 2, 3, 3, 10, 12});
 
   // Only some chunks used: the others get zeros; overlapping windows add up.
-  Tensor a = tensor({1, 1, 1, 1}, TensorOptions().requires_grad());
+  Tensor a = tensor({1.0, 1.0, 1.0, 1.0}, TensorOptions().requires_grad());
   (a.narrow(0, 1, 2) * 5.0 + a.narrow(0, 2, 2) * 7.0).sum().backward();
   CHECK(vec(a.grad()) == std::vector<double>{0, 5, 12, 7});
   a.zero_grad(/*set_to_none=*/true);
@@ -502,23 +502,23 @@ TEST_CASE("gradients of the chunks of one tensor are gathered into one buffer, i
   CHECK(vec(a.grad()) == std::vector<double>{4, 4, 0, 0});
 
   // A gradient handed to backward by the caller is never changed in place.
-  Tensor b = tensor({1, 2, 3, 4}, TensorOptions().requires_grad());
-  Tensor g = tensor({10, 20, 30, 40});
+  Tensor b = tensor({1.0, 2.0, 3.0, 4.0}, TensorOptions().requires_grad());
+  Tensor g = tensor({10.0, 20.0, 30.0, 40.0});
   cat({b.narrow(0, 2, 2), b.narrow(0, 0, 2)}, 0).backward(g);
   CHECK(vec(g) == std::vector<double>{10, 20, 30, 40});
   CHECK(vec(b.grad()) == std::vector<double>{30, 40, 10, 20});
 
   // The same gradient reaching one tensor twice (add's backward passes it on as is) is
   // summed into a new buffer, not into itself.
-  Tensor c = tensor({1, 2}, TensorOptions().requires_grad());
-  Tensor h = tensor({3, 4});
+  Tensor c = tensor({1.0, 2.0}, TensorOptions().requires_grad());
+  Tensor h = tensor({3.0, 4.0});
   (c + c).backward(h);
   CHECK(vec(c.grad()) == std::vector<double>{6, 8});
   CHECK(vec(h) == std::vector<double>{3, 4});
 
   // A retained gradient is not changed by what is later summed with it: y's gradient
   // flows on to x as a view of itself, and x gets a second gradient from elsewhere.
-  Tensor x0 = tensor({1, 2, 3}, TensorOptions().requires_grad());
+  Tensor x0 = tensor({1.0, 2.0, 3.0}, TensorOptions().requires_grad());
   Tensor x1 = x0 * 1.0;
   Tensor y1 = x1.reshape({3, 1});
   y1.retain_grad();

@@ -285,16 +285,15 @@ TEST_CASE("backward misuse") {
 
 TEST_CASE("in-place modification under grad mode") {
   Tensor w = ones({3}, TensorOptions().requires_grad());
-  CHECK_ERROR(w.add_(1.0), "[add_]", "leaf", "requires grad", "NoGradGuard");
+  CHECK_ERROR(w.add_(1.0), "[add_]", "leaf", "requires grad", "in-place operation");
   CHECK_ERROR(w.mul_(ones({3})), "[mul_]", "leaf");
   CHECK_ERROR(w.fill_(0.0), "[fill_]", "leaf");
-  CHECK_ERROR(w.zero_(), "[fill_]", "leaf");
+  CHECK_ERROR(w.zero_(), "[zero_]", "leaf");
   CHECK_ERROR(w.copy_(zeros({3})), "[copy_]", "leaf");
   CHECK_ERROR(w.normal_(), "[normal_]", "leaf");
   CHECK(w.to_vector<float>() == std::vector<float>{1, 1, 1});
   CHECK(w.version() == 0);
-  Tensor y = w * 2.0;
-  CHECK_ERROR(y.add_(1.0), "[add_]", "part of the graph");
+  // A non-leaf is recorded instead (tests/test_core_api.cpp).
   // Under NoGradGuard it is allowed (an optimizer step).
   {
     NoGradGuard no_grad;
@@ -308,7 +307,7 @@ TEST_CASE("a tensor saved for backward modified in place is caught at backward t
   Tensor c = full({3}, 2.0);
   Tensor y = (x * c).sum();  // mul saves c for x's gradient
   c.add_(1.0);
-  CHECK_ERROR(y.backward(), "[mul]", "modified by an in-place operation", "version is 1", "expected 0");
+  CHECK_ERROR(y.backward(), "[mul]", "modified by an inplace operation", "is at version 1", "expected version 0");
   CHECK_FALSE(x.grad().defined());
 
   // The same through a view of the saved tensor (views share the version counter).
@@ -319,7 +318,7 @@ TEST_CASE("a tensor saved for backward modified in place is caught at backward t
     NoGradGuard no_grad;
     e.select(0, 1).mul_(0.0);
   }
-  CHECK_ERROR(loss.backward(), "[exp]", "modified by an in-place operation");
+  CHECK_ERROR(loss.backward(), "[exp]", "modified by an inplace operation");
 }
 
 TEST_CASE("bad linear arguments") {

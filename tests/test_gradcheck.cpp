@@ -1075,3 +1075,108 @@ TEST_CASE("gradcheck: cross_entropy") {
        {R({4, 3}), R({3, 5})}},
   });
 }
+
+// ------------------------------------------------------------------ core API (issue 12): in-place ops
+// Each in-place op on a non-leaf (a copy of the input, so the op is recorded on the
+// graph), through an operator, on a view (the base's history rebased), on a tensor that
+// did not require grad before, and with non-contiguous and broadcast operands.
+namespace {
+Tensor copy_of(const Tensor& x) { return x * 1.0; }  // a non-leaf with x's values
+}  // namespace
+
+TEST_CASE("gradcheck: in-place ops on a non-leaf") {
+  Tensor mask = mask_of({1, 0, 0, 1, 1, 0}, {2, 3});
+  Tensor row_mask = mask_of({0, 1, 1}, {3});
+  run_table({
+      {"add_", [](V x) { Tensor y = copy_of(x[0]); y.add_(x[1]); return y; }, {R({2, 3}), R({2, 3})}},
+      {"add_ alpha, broadcast (3)", [](V x) { Tensor y = copy_of(x[0]); y.add_(x[1], -1.5); return y; },
+       {R({2, 3}), R({3})}},
+      {"add_ scalar", [](V x) { Tensor y = copy_of(x[0]); y.add_(2.5); return y * x[0]; }, {R({2, 3})}},
+      {"sub_", [](V x) { Tensor y = copy_of(x[0]); y.sub_(x[1]); return y; }, {R({2, 3}), R({2, 3})}},
+      {"sub_ alpha, broadcast (2,1)", [](V x) { Tensor y = copy_of(x[0]); y.sub_(x[1], 0.5); return y * y; },
+       {R({2, 3}), R({2, 1})}},
+      {"sub_ scalar", [](V x) { Tensor y = copy_of(x[0]); y.sub_(0.75); return y * y; }, {R({2, 3})}},
+      {"mul_", [](V x) { Tensor y = copy_of(x[0]); y.mul_(x[1]); return y; }, {R({2, 3}), R({2, 3})}},
+      {"mul_ broadcast (3,1)", [](V x) { Tensor y = copy_of(x[0]); y.mul_(x[1]); return y * x[1]; },
+       {R({2, 3, 4}), R({3, 1})}},
+      {"mul_ scalar", [](V x) { Tensor y = copy_of(x[0]); y.mul_(-3.0); return y * y; }, {R({2, 3})}},
+      {"div_", [](V x) { Tensor y = copy_of(x[0]); y.div_(x[1]); return y; }, {R({2, 3}), Z({2, 3})}},
+      {"div_ broadcast (3)", [](V x) { Tensor y = copy_of(x[0]); y.div_(x[1]); return y * x[0]; },
+       {R({2, 3}), Z({3})}},
+      {"div_ scalar", [](V x) { Tensor y = copy_of(x[0]); y.div_(4.0); return y * y; }, {R({2, 3})}},
+      {"masked_fill_", [mask](V x) { Tensor y = copy_of(x[0]); y.masked_fill_(mask, -2.0); return y * x[0]; },
+       {R({2, 3})}},
+      {"masked_fill_ broadcast mask",
+       [row_mask](V x) { Tensor y = x[0] * x[1]; y.masked_fill_(row_mask, 0.5); return y; }, {R({2, 3}), R({2, 3})}},
+      {"copy_", [](V x) { Tensor y = copy_of(x[0]); y.copy_(x[1]); return y * x[0]; }, {R({2, 3}), R({2, 3})}},
+      {"copy_ broadcast (3)", [](V x) { Tensor y = copy_of(x[0]); y.copy_(x[1]); return y * x[0]; },
+       {R({2, 3}), R({3})}},
+      {"fill_", [](V x) { Tensor y = x[0] * x[1]; y.fill_(2.0); return y * x[0]; }, {R({2, 3}), R({2, 3})}},
+      {"zero_", [](V x) { Tensor y = x[0] * x[1]; y.zero_(); return y + x[1]; }, {R({2, 3}), R({2, 3})}},
+      {"clamp_", [](V x) { Tensor y = copy_of(x[0]); y.clamp_(-0.5, 0.6); return y * x[0]; }, {D({3, 4})}},
+      {"clamp_ min only", [](V x) { Tensor y = copy_of(x[0]); y.clamp_(0.1, std::nullopt); return y; }, {D({3, 4})}},
+      {"operators += -= *= /=",
+       [](V x) {
+         Tensor y = copy_of(x[0]);
+         y += x[1];
+         y *= x[1];
+         y -= 0.5;
+         y /= x[2];
+         y *= 2.0;
+         y += 1.0;
+         y -= x[0];
+         y /= 3.0;
+         return y;
+       },
+       {R({2, 3}), R({2, 3}), Z({2, 3})}},
+      {"a chain of in-place ops on one tensor",
+       [](V x) { Tensor y = copy_of(x[0]); y.mul_(x[1]).add_(x[1]).mul_(x[0]).div_(x[2]); return y; },
+       {R({2, 3}), R({2, 3}), Z({2, 3})}},
+      {"mul_ non-contiguous self and operand",
+       [](V x) { Tensor y = copy_of(x[0]).t(); y.mul_(x[1]); return y; }, {R({3, 4}), T({4, 3})}},
+      {"add_ stepped operand", [](V x) { Tensor y = copy_of(x[0]); y.add_(x[1], 2.0); return y * y; },
+       {R({3, 4}), S({3, 4})}},
+  });
+}
+
+TEST_CASE("gradcheck: in-place ops on views and on tensors outside the graph") {
+  run_table({
+      {"narrow(0, 0, 1).mul_(2)", [](V x) { Tensor y = copy_of(x[0]); y.narrow(0, 0, 1).mul_(2.0); return y * y; },
+       {R({2, 3})}},
+      {"select(1, 0).zero_()", [](V x) { Tensor y = copy_of(x[0]); y.select(1, 0).zero_(); return y * x[0]; },
+       {R({2, 3})}},
+      {"select(0, 1).mul_(tensor)", [](V x) { Tensor y = copy_of(x[0]); y.select(0, 1).mul_(x[1]); return y; },
+       {R({2, 3}), R({3})}},
+      {"t().add_(tensor)", [](V x) { Tensor y = copy_of(x[0]); y.t().add_(x[1]); return y * x[0]; },
+       {R({2, 3}), R({3, 2})}},
+      {"view of a view: narrow(1, 1, 2).select(0, 1).div_",
+       [](V x) { Tensor y = copy_of(x[0]); y.narrow(1, 1, 2).select(0, 1).div_(x[1]); return y; },
+       {R({3, 4}), Z({2})}},
+      {"slice with step .masked_fill_",
+       [](V x) {
+         Tensor y = copy_of(x[0]);
+         y.slice(1, 0, 4, 2).masked_fill_(mask_of({1, 0, 0, 1, 1, 0}, {3, 2}), 0.25);
+         return y * x[0];
+       },
+       {R({3, 4})}},
+      {"view(-1).clamp_", [](V x) { Tensor y = copy_of(x[0]); y.view({-1}).clamp_(-0.5, 0.6); return y; },
+       {D({3, 4})}},
+      {"the view itself used after", [](V x) { Tensor y = copy_of(x[0]); Tensor r = y.select(0, 0); r.mul_(x[1]); return r * r; },
+       {R({2, 3}), R({3})}},
+      {"an older view used after the base changed",
+       [](V x) { Tensor y = copy_of(x[0]); Tensor col = y.select(1, 2); y.mul_(x[1]); return col * 1.0; },
+       {R({2, 3}), R({2, 3})}},
+      {"view of a non-contiguous input", [](V x) { Tensor y = copy_of(x[0]); y.narrow(1, 0, 2).sub_(x[1]); return y; },
+       {T({3, 4}), R({3, 2})}},
+      {"copy_ into a zeros buffer's row", [](V x) {
+         Tensor buf = zeros({2, 3}, kFloat64);
+         buf.select(0, 1).copy_(x[0]);
+         return buf * x[1];
+       },
+       {R({3}), R({2, 3})}},
+      {"copy_ into a tensor that did not require grad",
+       [](V x) { Tensor z = zeros({2, 3}, kFloat64); z.copy_(x[0]); return z * x[0]; }, {R({2, 3})}},
+      {"add_ of an operand into a constant", [](V x) { Tensor z = ones({2, 3}, kFloat64); z.add_(x[0], 3.0); return z * z; },
+       {R({3})}},
+  });
+}

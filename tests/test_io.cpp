@@ -295,7 +295,7 @@ TEST_CASE("safetensors: every dtype round-trips bit for bit") {
 }
 
 TEST_CASE("safetensors: the bytes follow the format (header size, JSON, 8-byte alignment, packed data)") {
-  TensorMap in{{"w", tensor({{1, 2, 3}, {4, 5, 6}})}, {"n", tensor({1, 2}, kInt64)}, {"m", from_vector<bool>({true}, {1})}};
+  TensorMap in{{"w", tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}})}, {"n", tensor({1, 2}, kInt64)}, {"m", from_vector<bool>({true}, {1})}};
   std::string bytes = serialize_safetensors(in, {{"who", "me"}});
   REQUIRE(bytes.size() >= 8);
   uint64_t n = 0;
@@ -854,7 +854,7 @@ TEST_CASE("safetensors: a broken file leaves the module unchanged") {
 TEST_CASE("save: writes are atomic; a failing save leaves the previous file and no temporary file") {
   fs::path dir = fresh_dir("atomic");
   std::string path = (dir / "model.safetensors").string();
-  save_safetensors(path, {{"x", tensor({1, 2, 3})}}, {{"v", "1"}});
+  save_safetensors(path, {{"x", tensor({1.0, 2.0, 3.0})}}, {{"v", "1"}});
   const std::string good = read_bytes(path);
   CHECK(list_dir(dir) == std::vector<std::string>{"model.safetensors"});
 

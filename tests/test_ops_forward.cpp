@@ -570,7 +570,7 @@ TEST_CASE("factories: arange, eye, full") {
   check_matches("zeros", zeros({2}, kFloat64), from_vector<double>({0, 0}, {2}));
   check_matches("ones_like", ones_like(arange(3)), from_vector<int64_t>({1, 1, 1}, {3}));
   check_matches("scalar_tensor", scalar_tensor(2.5, kFloat64), from_vector<double>({2.5}, {}));
-  check_matches("tensor 2-D", tensor({{1, 2}, {3, 4}}), from_vector<float>({1, 2, 3, 4}, {2, 2}));
+  check_matches("tensor 2-D", tensor({{1.0, 2.0}, {3.0, 4.0}}), from_vector<float>({1, 2, 3, 4}, {2, 2}));
 }
 
 TEST_CASE("dtype conversions: truncation toward zero, nonzero is true") {

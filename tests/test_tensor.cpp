@@ -123,10 +123,10 @@ TEST_CASE("from_vector, tensor({...}), scalar_tensor") {
   CHECK(s.dim() == 0);
   CHECK(s.item() == 9.0);
 
-  Tensor t1 = tensor({1, 2, 3});
+  Tensor t1 = tensor({1.0, 2.0, 3.0});
   CHECK(t1.dtype() == kFloat32);
   CHECK(t1.shape() == Shape{3});
-  Tensor t2 = tensor({{1, 2}, {3, 4}, {5, 6}});
+  Tensor t2 = tensor({{1.0, 2.0}, {3.0, 4.0}, {5.0, 6.0}});
   CHECK(t2.shape() == Shape{3, 2});
   CHECK(vec(t2) == std::vector<double>{1, 2, 3, 4, 5, 6});
   Tensor t3 = tensor({{1, 2}}, kInt64);
@@ -262,7 +262,7 @@ TEST_CASE("random: statistics are plausible") {
     Tensor bp = bernoulli(p, &g);
     CHECK(bp.dtype() == kFloat64);
     CHECK(std::abs(mean_of(vec(bp)) - 0.8) < 0.01);
-    Tensor edges = tensor({0, 1, 0, 1});
+    Tensor edges = tensor({0.0, 1.0, 0.0, 1.0});
     CHECK(vec(bernoulli(edges, &g)) == std::vector<double>{0, 1, 0, 1});
   }
   SUBCASE("uniform_ and normal_ fill in place") {
@@ -397,7 +397,7 @@ TEST_CASE("expand gives stride 0") {
   CHECK(e.strides() == Strides{1, 0});
   CHECK(e.same_storage(c));
   CHECK(e.at({2, 3}) == 3.0);
-  Tensor r = tensor({1, 2, 3}).expand({2, 3});
+  Tensor r = tensor({1.0, 2.0, 3.0}).expand({2, 3});
   CHECK(r.strides() == Strides{0, 1});
   CHECK(vec(r) == std::vector<double>{1, 2, 3, 1, 2, 3});
   CHECK(c.expand({2, -1, 5}).shape() == Shape{2, 3, 5});
@@ -507,10 +507,10 @@ TEST_CASE("item, at, set, to_vector") {
 // ---------------------------------------------------------------- printing
 
 TEST_CASE("printing: floats, as PyTorch") {
-  CHECK(tensor({1, 2, 3}).str() == "tensor([1., 2., 3.])");
+  CHECK(tensor({1.0, 2.0, 3.0}).str() == "tensor([1., 2., 3.])");
   CHECK(tensor({{1.5, 2}, {3, 4}}).str() == "tensor([[1.5000, 2.0000],\n        [3.0000, 4.0000]])");
   CHECK(tensor({{1.5, -2}, {3, 4}}).str() == "tensor([[ 1.5000, -2.0000],\n        [ 3.0000,  4.0000]])");
-  CHECK(tensor({-1, 20, 3}).str() == "tensor([-1., 20.,  3.])");
+  CHECK(tensor({-1.0, 20.0, 3.0}).str() == "tensor([-1., 20.,  3.])");
   CHECK(tensor({-0.5, 0}).str() == "tensor([-0.5000,  0.0000])");
   CHECK(zeros({3}).str() == "tensor([0., 0., 0.])");
   CHECK(ones({2, 3, 4}).str() ==
@@ -531,8 +531,8 @@ TEST_CASE("printing: scientific notation, as PyTorch") {
   CHECK(tensor({0.5, 501}).str() == "tensor([5.0000e-01, 5.0100e+02])");
   CHECK(tensor({123456.5, 1}).str() == "tensor([1.2346e+05, 1.0000e+00])");
   // Integer-valued floats switch to it too when the range passes 1000 or 1e8.
-  CHECK(tensor({1000, 1}).str() == "tensor([1000.,    1.])");
-  CHECK(tensor({1001, 1}).str() == "tensor([1.0010e+03, 1.0000e+00])");
+  CHECK(tensor({1000.0, 1.0}).str() == "tensor([1000.,    1.])");
+  CHECK(tensor({1001.0, 1.0}).str() == "tensor([1.0010e+03, 1.0000e+00])");
   CHECK(tensor({1e8, 2e8}).str() == "tensor([1.0000e+08, 2.0000e+08])");
   CHECK(scalar_tensor(1e-7).str() == "tensor(1.0000e-07)");
 }
@@ -555,7 +555,7 @@ TEST_CASE("printing: integers and bools, as PyTorch") {
   // PyTorch pads True to the width of False.
   CHECK(from_vector<bool>({true, false}, {2}).str() == "tensor([ True, False])");
   CHECK(ones({2, 2}, kBool).str() == "tensor([[True, True],\n        [True, True]])");
-  CHECK((tensor({1, 5}) > 2.0).str() == "tensor([False,  True])");
+  CHECK((tensor({1.0, 5.0}) > 2.0).str() == "tensor([False,  True])");
 }
 
 TEST_CASE("printing: 0-d tensors, as PyTorch") {
@@ -571,7 +571,7 @@ TEST_CASE("printing: 0-d tensors, as PyTorch") {
 TEST_CASE("printing: dtype, requires_grad and grad_fn suffixes, as PyTorch") {
   CHECK(tensor({1, 2}, kFloat64).str() == "tensor([1., 2.], dtype=kiln.float64)");
   CHECK(tensor({1.5, 2.25}, kFloat64).str() == "tensor([1.5000, 2.2500], dtype=kiln.float64)");
-  Tensor x = tensor({1, 2}, TensorOptions().requires_grad());
+  Tensor x = tensor({1.0, 2.0}, TensorOptions().requires_grad());
   CHECK(x.str() == "tensor([1., 2.], requires_grad=True)");
   CHECK((x * 2.0).str() == "tensor([2., 4.], grad_fn=<MulBackward>)");
   CHECK((x * x).str() == "tensor([1., 4.], grad_fn=<MulBackward>)");
@@ -678,7 +678,7 @@ TEST_CASE("printing: views print their own elements") {
   Tensor m = arange(0, 6, 1, kFloat32).reshape({2, 3});
   CHECK(m.t().str() == "tensor([[0., 3.],\n        [1., 4.],\n        [2., 5.]])");
   CHECK(m.select(1, 2).str() == "tensor([2., 5.])");
-  CHECK(tensor({7}).expand({2, 2}).str() == "tensor([[7., 7.],\n        [7., 7.]])");
+  CHECK(tensor({7.0}).expand({2, 2}).str() == "tensor([[7., 7.],\n        [7., 7.]])");
 }
 
 TEST_CASE("the CPU allocator keeps freed blocks by size class and hands them back") {

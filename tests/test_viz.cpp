@@ -561,7 +561,7 @@ TEST_CASE("heatmap: given range clamps, constant matrices, int dtypes") {
   o.vmin = 0.0;
   o.vmax = 10.0;
   Rect area;
-  Image img = viz::heatmap(tensor({{-5, 5, 20}}), o, &area);
+  Image img = viz::heatmap(tensor({{-5.0, 5.0, 20.0}}), o, &area);
   CHECK(cell_is(img, area, 3, 0, 0, viz::colormap(0.0)) == "");
   CHECK(cell_is(img, area, 3, 0, 1, viz::colormap(0.5)) == "");
   CHECK(cell_is(img, area, 3, 0, 2, viz::colormap(1.0)) == "");

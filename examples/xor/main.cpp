@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
     else if (f == "--epochs") epochs = std::stoi(argv[i + 1]);
   }
   kiln::manual_seed(seed);
-  kiln::Tensor x = kiln::tensor({{0, 0}, {0, 1}, {1, 0}, {1, 1}});
+  kiln::Tensor x = kiln::tensor({{0.0, 0.0}, {0.0, 1.0}, {1.0, 0.0}, {1.0, 1.0}});
   kiln::Tensor y = kiln::from_vector<int64_t>({0, 1, 1, 0}, {4});
 
   auto model = std::make_shared<kiln::nn::Sequential>();

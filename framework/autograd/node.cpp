@@ -58,10 +58,10 @@ SavedTensor::SavedTensor(const Tensor& t, const char* op)
 const Tensor& SavedTensor::get() const {
   if (tensor_.defined()) {
     KILN_CHECK(tensor_.version() == version_, op_,
-               "a tensor saved for backward was modified by an in-place operation (its version "
-               "is ",
-               tensor_.version(), ", expected ", version_,
-               "); clone it before modifying it, or modify it after backward");
+               "one of the variables needed for gradient computation has been modified by an inplace "
+               "operation: ",
+               dtype_name(tensor_.dtype()), " tensor of shape ", shape_str(tensor_.shape()), ", is at version ",
+               tensor_.version(), "; expected version ", version_, " instead");
   }
   return tensor_;
 }
@@ -118,7 +118,9 @@ Tensor record_node(Tensor result, const std::vector<Tensor>& inputs, std::shared
   if (!any_requires_grad(inputs)) return result;
   node->next.reserve(inputs.size());
   for (const Tensor& in : inputs) node->next.push_back(gradient_edge(in));
-  result.impl()->grad_fn = std::move(node);
+  TensorImpl& r = *result.impl();
+  r.grad_fn = std::move(node);
+  r.view_base.reset();  // an op's result is its own base (a view op marks its result after this)
   return result;
 }
 

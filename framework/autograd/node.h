@@ -75,7 +75,9 @@ class SavedTensor {
  public:
   SavedTensor() = default;
   SavedTensor(const Tensor& t, const char* op);
-  // Throws "[op] a tensor saved for backward was modified in place …" if changed.
+  // Throws torch's "[op] one of the variables needed for gradient computation has been
+  // modified by an inplace operation: float32 tensor of shape (2, 3), is at version 1;
+  // expected version 0 instead" if it was changed since.
   const Tensor& get() const;
   bool defined() const { return tensor_.defined(); }
 

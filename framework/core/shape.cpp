@@ -1,19 +1,20 @@
 #include "core/shape.h"
 
 #include <algorithm>
+#include <ostream>
 #include <sstream>
 
 #include "core/error.h"
 
 namespace kiln {
 
-int64_t shape_numel(const Shape& s) {
+int64_t shape_numel(const std::vector<int64_t>& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
   return n;
 }
 
-Strides contiguous_strides(const Shape& s) {
+Strides contiguous_strides(const std::vector<int64_t>& s) {
   Strides st(s.size());
   int64_t acc = 1;
   for (size_t i = s.size(); i-- > 0;) {
@@ -23,13 +24,20 @@ Strides contiguous_strides(const Shape& s) {
   return st;
 }
 
-std::string shape_str(const Shape& s) {
+std::string shape_str(const std::vector<int64_t>& s) {
   std::ostringstream os;
   os << '(';
   for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
   if (s.size() == 1) os << ',';
   os << ')';
   return os.str();
+}
+
+// Like torch.Size's repr, under Kiln's name: "kiln.Size([2, 3])", "kiln.Size([])".
+std::ostream& operator<<(std::ostream& os, const Shape& s) {
+  os << "kiln.Size([";
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  return os << "])";
 }
 
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {

@@ -1,17 +1,39 @@
 #pragma once
+#include <concepts>
 #include <cstdint>
 #include <initializer_list>
+#include <iosfwd>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kiln {
 
-using Shape = std::vector<int64_t>;    // sizes, outermost first
+// Sizes, outermost first: a std::vector<int64_t> in every respect (its constructors,
+// methods and comparisons; it converts to and from a vector both ways) that prints like
+// torch.Size, with Kiln's name: `std::cout << x.sizes()` shows "kiln.Size([2, 3])". Being
+// a class of namespace kiln, its operator<< is found without `using namespace kiln`.
+class Shape : public std::vector<int64_t> {
+ public:
+  using std::vector<int64_t>::vector;
+  Shape() = default;
+  Shape(const std::vector<int64_t>& v) : std::vector<int64_t>(v) {}             // NOLINT: implicit
+  Shape(std::vector<int64_t>&& v) noexcept : std::vector<int64_t>(std::move(v)) {}  // NOLINT: implicit
+};
+std::ostream& operator<<(std::ostream& os, const Shape& s);  // "kiln.Size([2, 3])"
+
 using Strides = std::vector<int64_t>;  // in elements, not bytes
 
-int64_t shape_numel(const Shape& s);
-Strides contiguous_strides(const Shape& s);
-std::string shape_str(const Shape& s);  // "(2, 3)"
+// A single dim given as an integer (x.sum(-1)): any integral type but bool. Overloads
+// taking one are templates so that a braced list ({0, 1}, {} or {0}) can never pick
+// them: it always means the list-of-dims overload.
+template <class T>
+concept DimIndex = std::integral<T> && !std::same_as<T, bool>;
+
+// These take any vector of sizes (a Shape, Strides or dims) without a copy.
+int64_t shape_numel(const std::vector<int64_t>& s);
+Strides contiguous_strides(const std::vector<int64_t>& s);
+std::string shape_str(const std::vector<int64_t>& s);  // "(2, 3)"
 
 // NumPy/PyTorch broadcasting: align from the right, sizes must match or be 1.
 // Throws "[op] shapes (…) and (…) cannot be broadcast".

@@ -2,6 +2,7 @@
 
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
+#include "autograd/views.h"
 #include "backend/backend.h"
 #include "ops/ops.h"
 
@@ -118,9 +119,12 @@ template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 template std::vector<bool> Tensor::to_vector<bool>() const;
 
 // ---------------------------------------------------------------- autograd
-bool Tensor::requires_grad() const {
-  const TensorImpl& t = checked();
-  return t.requires_grad || t.grad_fn != nullptr;
+bool Tensor::requires_grad() const { return checked().requires_grad || grad_fn() != nullptr; }
+
+const std::shared_ptr<Node>& Tensor::grad_fn() const {
+  TensorImpl& t = checked();
+  refresh_view(t);
+  return t.grad_fn;
 }
 
 Tensor& Tensor::requires_grad_(bool on) {

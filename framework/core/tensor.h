@@ -33,6 +33,16 @@ struct TensorImpl {
   std::shared_ptr<Node> grad_fn;
   std::weak_ptr<Node> grad_accumulator;  // leaves: the node that sums into `grad`
   std::shared_ptr<TensorImpl> grad;
+
+  // Views (autograd/views.h). A tensor made by a view op (view, reshape, permute,
+  // expand, slice, …) keeps the tensor that owns its storage's history, never itself a
+  // view: an in-place op on the view rebases that base's history, and a view whose
+  // storage was written in place since `view_version` gets a grad_fn that is a window of
+  // its base's current history. `view_no_grad`: made under NoGradGuard (or from such
+  // a view); it keeps no base and is never rebased, as in torch.
+  std::shared_ptr<TensorImpl> view_base;
+  uint64_t view_version = 0;
+  bool view_no_grad = false;
 };
 
 // What a factory builds: dtype, device and whether the result is a leaf requiring grad.
@@ -40,11 +50,12 @@ struct TensorOptions {
   DType dtype_ = kFloat32;
   Device device_ = Device();
   bool requires_grad_ = false;
+  bool has_dtype_ = false;  // a dtype was given (tensor() literals infer theirs otherwise)
 
   TensorOptions() = default;
-  TensorOptions(DType t) : dtype_(t) {}           // NOLINT: implicit like torch's
+  TensorOptions(DType t) : dtype_(t), has_dtype_(true) {}  // NOLINT: implicit like torch's
   TensorOptions(Device d) : device_(d) {}         // NOLINT
-  TensorOptions dtype(DType t) const { auto o = *this; o.dtype_ = t; return o; }
+  TensorOptions dtype(DType t) const { auto o = *this; o.dtype_ = t; o.has_dtype_ = true; return o; }
   TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
   TensorOptions requires_grad(bool r = true) const { auto o = *this; o.requires_grad_ = r; return o; }
 };
@@ -97,8 +108,10 @@ class Tensor {
   // ---- autograd
   bool requires_grad() const;
   Tensor& requires_grad_(bool on = true);
-  bool is_leaf() const { return checked().grad_fn == nullptr; }
-  const std::shared_ptr<Node>& grad_fn() const { return checked().grad_fn; }
+  bool is_leaf() const { return grad_fn() == nullptr; }
+  // The node that made this tensor (null for a leaf). A view whose storage was written
+  // in place since gets a fresh one first (a window of its base's history).
+  const std::shared_ptr<Node>& grad_fn() const;
   Tensor grad() const;  // undefined until a backward reaches it
   void set_grad(const Tensor& g) const;
   void zero_grad(bool set_to_none = true) const;
@@ -161,6 +174,31 @@ class Tensor {
   Tensor le(const Tensor& o) const;
   Tensor gt(const Tensor& o) const;
   Tensor ge(const Tensor& o) const;
+  // ---- core API (issue 12): comparisons with a scalar, single int dims, in-place operators
+  Tensor eq(double v) const;
+  Tensor ne(double v) const;
+  Tensor lt(double v) const;
+  Tensor le(double v) const;
+  Tensor gt(double v) const;
+  Tensor ge(double v) const;
+  template <DimIndex I> Tensor sum(I dim, bool keepdim = false) const { return sum(dims_of(dim), keepdim); }
+  template <DimIndex I> Tensor mean(I dim, bool keepdim = false) const { return mean(dims_of(dim), keepdim); }
+  template <DimIndex I> Tensor amax(I dim, bool keepdim = false) const { return amax(dims_of(dim), keepdim); }
+  template <DimIndex I> Tensor amin(I dim, bool keepdim = false) const { return amin(dims_of(dim), keepdim); }
+  template <DimIndex I> Tensor logsumexp(I dim, bool keepdim = false) const { return logsumexp(dims_of(dim), keepdim); }
+  template <DimIndex I> Tensor var(I dim, int64_t correction = 1, bool keepdim = false) const {
+    return var(dims_of(dim), correction, keepdim);
+  }
+  // x += y is x.add_(y), and so on: in place, under the in-place rules (ops/op_helpers.h).
+  Tensor& operator+=(const Tensor& o) { return add_(o); }
+  Tensor& operator-=(const Tensor& o) { return sub_(o); }
+  Tensor& operator*=(const Tensor& o) { return mul_(o); }
+  Tensor& operator/=(const Tensor& o) { return div_(o); }
+  Tensor& operator+=(double v) { return add_(v); }
+  Tensor& operator-=(double v) { return sub_(v); }
+  Tensor& operator*=(double v) { return mul_(v); }
+  Tensor& operator/=(double v) { return div_(v); }
+  Tensor& sub_(double v);
   Tensor masked_fill(const Tensor& mask, double value) const;
   Tensor matmul(const Tensor& o) const;
   Tensor sum() const;
@@ -222,7 +260,9 @@ class Tensor {
   Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1.0);
 
   // ---- in place: for optimizers and initialisers. Each bumps the version counter;
-  // on a tensor that requires grad they are allowed only under NoGradGuard.
+  // under grad mode, as in torch, an op on a tensor in the graph (or with an operand
+  // that requires grad) is recorded and one on a leaf that requires grad is an error;
+  // under NoGradGuard nothing is recorded. The rules: ops/op_helpers.h, apply_inplace.
   Tensor& add_(const Tensor& o, double alpha = 1.0);
   Tensor& add_(double v);
   Tensor& sub_(const Tensor& o, double alpha = 1.0);
@@ -239,6 +279,7 @@ class Tensor {
   Tensor& normal_(double mean = 0.0, double std = 1.0);
 
  private:
+  template <class I> static std::vector<int64_t> dims_of(I dim) { return {static_cast<int64_t>(dim)}; }
   TensorImpl& checked() const {
     KILN_CHECK(impl_ != nullptr, "tensor", "use of an undefined tensor");
     return *impl_;

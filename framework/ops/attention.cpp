@@ -112,7 +112,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   Tensor out = out4.reshape(out_shape);
   if (!any_requires_grad({&q, &k, &v})) return out;
 
-  SavedTensor sq(q4, kOp), sk(k4, kOp), sv(v4, kOp), so(out4, kOp);
+  // The mask too: a float mask is the caller's tensor, which could be changed in place.
+  SavedTensor sq(q4, kOp), sk(k4, kOp), sv(v4, kOp), so(out4, kOp), smask(mask, kOp);
   const Shape q_shape = q.shape(), k_shape = k.shape(), v_shape = v.shape();
   return record(kOp, out, {q, k, v}, [=](const Tensor& g) -> TensorList {
     const Tensor &qs = sq.get(), &ks = sk.get(), &vs = sv.get(), &os = so.get();
@@ -123,8 +124,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     Tensor g4 = rows_contiguous(g.reshape({N, H, L, Ev}));
     Tensor gq = new_heads(N, H, L, qs.size(3), qs), gk = new_heads(N, H, S, ks.size(3), ks),
            gv = new_heads(N, H, S, Ev, vs);
-    backend_of(kOp, {&g4, &qs}).attention_backward(g4, qs, ks, vs, mask, os, lse, scale, dropout_p, seed, block, gq,
-                                                  gk, gv);
+    backend_of(kOp, {&g4, &qs}).attention_backward(g4, qs, ks, vs, smask.get(), os, lse, scale, dropout_p, seed,
+                                                  block, gq, gk, gv);
     return {gq.reshape(q_shape), gk.reshape(k_shape), gv.reshape(v_shape)};
   });
 }

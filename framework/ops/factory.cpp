@@ -1,5 +1,8 @@
 // Factories: tensors from shapes, values, ranges and random generators.
 #include <cmath>
+#include <sstream>
+#include <string>
+#include <type_traits>
 
 #include "ops/op_helpers.h"
 
@@ -84,19 +87,92 @@ template Tensor from_vector<double>(const std::vector<double>&, const Shape&, Te
 template Tensor from_vector<int64_t>(const std::vector<int64_t>&, const Shape&, TensorOptions);
 template Tensor from_vector<bool>(const std::vector<bool>&, const Shape&, TensorOptions);
 
-Tensor tensor(std::initializer_list<double> values, TensorOptions opts) {
-  return from_vector<double>(std::vector<double>(values), {static_cast<int64_t>(values.size())}, opts);
+namespace {
+
+// The shape of a tensor literal, checked to be rectangular, and the kind of its values.
+struct LiteralLayout {
+  Shape shape;
+  TensorLiteral::Kind kind = TensorLiteral::Kind::Bool;  // the widest seen: Bool < Int < Float
+  bool any_value = false;
+};
+
+// "[1][0]" for the path of indices to a nested element.
+std::string position_str(const std::vector<int64_t>& path) {
+  std::ostringstream os;
+  for (int64_t i : path) os << '[' << i << ']';
+  return path.empty() ? "[]" : os.str();
 }
 
-Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, TensorOptions opts) {
-  std::vector<double> flat;
-  int64_t cols = rows.size() ? static_cast<int64_t>(rows.begin()->size()) : 0;
-  for (const auto& r : rows) {
-    KILN_CHECK(static_cast<int64_t>(r.size()) == cols, "tensor",
-               "rows must have equal lengths, got ", cols, " and ", r.size());
-    flat.insert(flat.end(), r.begin(), r.end());
+// Walks lit at depth `dim`: the first list met at each depth sets that dim's size, every
+// other must agree, and scalars may only sit below the deepest list.
+void walk_literal(const TensorLiteral& lit, size_t dim, std::vector<int64_t>& path, LiteralLayout& out,
+                  bool& depth_known) {
+  if (!lit.is_list()) {
+    KILN_CHECK(!depth_known || dim == out.shape.size(), "tensor", "expected a sequence at dim ", dim,
+               ", got a number (at position ", position_str(path), ")");
+    if (!depth_known) {
+      depth_known = true;
+      out.shape.resize(dim);
+    }
+    out.any_value = true;
+    if (lit.kind() > out.kind) out.kind = lit.kind();
+    return;
   }
-  return from_vector<double>(flat, {static_cast<int64_t>(rows.size()), cols}, opts);
+  const auto n = static_cast<int64_t>(lit.items().size());
+  if (dim == out.shape.size() && !depth_known) {
+    out.shape.push_back(n);
+  } else {
+    KILN_CHECK(dim < out.shape.size(), "tensor", "expected a number at dim ", dim, ", got a sequence (at position ",
+               position_str(path), ")");
+    KILN_CHECK(out.shape[dim] == n, "tensor", "expected a sequence of length ", out.shape[dim], " at dim ", dim,
+               ", got ", n, " (at position ", position_str(path), ")");
+  }
+  if (n == 0 && !depth_known) depth_known = true;  // an empty list ends the nesting
+  for (int64_t i = 0; i < n; ++i) {
+    path.push_back(i);
+    walk_literal(lit.items()[static_cast<size_t>(i)], dim + 1, path, out, depth_known);
+    path.pop_back();
+  }
+}
+
+template <class T>
+void flatten_literal(const TensorLiteral& lit, std::vector<T>& out) {
+  if (lit.is_list()) {
+    for (const TensorLiteral& item : lit.items()) flatten_literal(item, out);
+  } else if constexpr (std::is_same_v<T, double>) {
+    out.push_back(lit.float_value());
+  } else {
+    out.push_back(static_cast<T>(lit.int_value()));
+  }
+}
+
+template <class T>
+Tensor literal_as(const TensorLiteral& lit, const Shape& shape, TensorOptions opts) {
+  std::vector<T> flat;
+  flat.reserve(static_cast<size_t>(shape_numel(shape)));
+  flatten_literal(lit, flat);
+  return from_vector<T>(flat, shape, opts);
+}
+
+}  // namespace
+
+// data (nested lists of numbers) -> a tensor of their nesting's shape
+Tensor tensor(const TensorLiteral& data, TensorOptions opts) {
+  LiteralLayout layout;
+  std::vector<int64_t> path;
+  bool depth_known = false;
+  walk_literal(data, 0, path, layout, depth_known);
+  using K = TensorLiteral::Kind;
+  if (!opts.has_dtype_) opts = opts.dtype(!layout.any_value || layout.kind == K::Float ? kFloat32
+                                          : layout.kind == K::Int                       ? kInt64
+                                                                                        : kBool);
+  KILN_CHECK(!opts.requires_grad_ || is_floating(opts.dtype_), "tensor",
+             "only floating-point tensors can require gradients, got ", dtype_name(opts.dtype_),
+             " (integer values make an int64 tensor: write 1.0 for a float, or pass a dtype)");
+  // Integers and bools go through int64 (exact beyond 2^53), anything with a float
+  // through double; from_vector converts to the dtype asked for.
+  if (layout.kind == K::Float) return literal_as<double>(data, layout.shape, opts);
+  return literal_as<int64_t>(data, layout.shape, opts);
 }
 
 Tensor rand(const Shape& shape, TensorOptions opts, Generator* gen) {

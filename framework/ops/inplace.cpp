@@ -1,23 +1,85 @@
-// In-place ops, for optimizers and initialisers. They bump the storage's version so
-// that a backward needing the old values fails loudly instead of computing garbage.
+// In-place ops, with torch's autograd rules (see apply_inplace in op_helpers.h): each
+// bumps the storage's version so that a backward needing the old values fails loudly,
+// and under grad mode an op on a tensor in the graph is recorded.
 #include <cmath>
 #include <limits>
 
+#include "autograd/views.h"
 #include "ops/op_helpers.h"
 
 namespace kiln {
 
+// ---------------------------------------------------------------- the in-place path
+bool detail::inplace_prologue(const char* op, const Tensor& self, std::initializer_list<const Tensor*> operands) {
+  detail::check_defined(op, self);
+  const TensorImpl& s = *self.impl();
+  for (size_t d = 0; d < s.shape.size(); ++d) {
+    KILN_CHECK(s.strides[d] != 0 || s.shape[d] <= 1, op,
+               "unsupported operation: more than one element of the written-to tensor (shape ", shape_str(s.shape),
+               ", strides ", shape_str(s.strides), ") refers to a single memory location; clone() it first");
+  }
+  if (!is_grad_enabled()) return false;
+  bool record = self.requires_grad();
+  for (const Tensor* o : operands) record = record || (o && o->defined() && o->requires_grad());
+  if (!record) return false;
+  KILN_CHECK(!(s.requires_grad && self.is_leaf()), op,
+             "a leaf tensor that requires grad is being used in an in-place operation");
+  KILN_CHECK(!s.view_no_grad, op,
+             "a view made under NoGradGuard is being modified in place with grad mode on, so its base's "
+             "history cannot follow; make the view with grad mode on, or clone() it");
+  if (s.view_base) {
+    const TensorImpl& b = *s.view_base;
+    KILN_CHECK(!(b.requires_grad && !b.grad_fn), op,
+               "a view of a leaf tensor that requires grad is being used in an in-place operation");
+    for (size_t d = 0; d < b.shape.size(); ++d) {
+      KILN_CHECK(b.strides[d] != 0 || b.shape[d] <= 1, op, "in-place on a view of a tensor whose elements share "
+                 "memory (shape ", shape_str(b.shape), ", strides ", shape_str(b.strides), ") is not supported");
+    }
+  }
+  return true;
+}
+
+detail::InplaceEdges detail::inplace_edges(const Tensor& self, std::initializer_list<const Tensor*> operands) {
+  InplaceEdges e;
+  const TensorImpl& s = *self.impl();
+  e.self_edge = s.view_base ? gradient_edge(Tensor(s.view_base)) : gradient_edge(self);
+  e.operands.reserve(operands.size());
+  for (const Tensor* o : operands) e.operands.push_back(o ? gradient_edge(*o) : nullptr);
+  return e;
+}
+
+void detail::inplace_record(const char* op, const Tensor& self, InplaceEdges edges, BackwardFn fn) {
+  TensorImpl& s = *self.impl();
+  if (s.view_base) {
+    rebase_view(op, self, std::move(edges.self_edge), std::move(edges.operands), std::move(fn));
+    return;
+  }
+  auto node = std::make_shared<FunctionNode>(op, std::move(fn));
+  node->next.reserve(1 + edges.operands.size());
+  node->next.push_back(std::move(edges.self_edge));
+  for (auto& e : edges.operands) node->next.push_back(std::move(e));
+  // retain_grad() follows the tensor: .grad() is the gradient of its new value.
+  if (s.grad_fn && s.grad_fn->retained_output.lock().get() == &s) {
+    node->retained_output = s.grad_fn->retained_output;
+    s.grad_fn->retained_output.reset();
+  }
+  s.grad_fn = std::move(node);
+}
+
 void detail::check_inplace(const char* op, const Tensor& self) {
   detail::check_defined(op, self);
   KILN_CHECK(!(is_grad_enabled() && self.requires_grad()), op,
-             self.is_leaf() ? "a leaf tensor that requires grad" : "a tensor that is part of the graph",
-             " cannot be modified in place while grad mode is on; wrap the update in NoGradGuard");
+             "does not record in-place changes yet: a tensor that requires grad cannot be modified by it "
+             "while grad mode is on");
 }
 
 namespace {
 
+using detail::apply_inplace;
+
 // `other` broadcast to self's shape and cast to self's dtype, for an in-place update.
 Tensor operand_for(const char* op, const Tensor& self, const Tensor& other) {
+  detail::check_defined(op, self);
   detail::check_defined(op, other, "operand");
   Shape s = broadcast_shapes(op, self.shape(), other.shape());
   KILN_CHECK(s == self.shape(), op, "output of shape ", shape_str(self.shape()),
@@ -29,101 +91,197 @@ Tensor operand_for(const char* op, const Tensor& self, const Tensor& other) {
   return o.shape() == s ? o : o.expand(s);
 }
 
-Tensor& binary_inplace(const char* op, BinaryOp kind, Tensor& self, const Tensor& other) {
-  detail::check_inplace(op, self);
-  Tensor o = operand_for(op, self, other);
-  backend_of(op, {&self, &other}).binary(kind, self, o, self);
-  self.bump_version();
-  return self;
+// The gradient of an operand from one of self's shape: summed over what was broadcast,
+// in the operand's dtype.
+Tensor operand_grad(const Tensor& g, const Shape& shape, DType dtype) { return sum_to(g, shape).to(dtype); }
+
+void check_not_bool(const char* op, const Tensor& self) {
+  detail::check_defined(op, self);
+  KILN_CHECK(self.dtype() != kBool, op, "not defined for bool tensors");
 }
 
-Tensor& unary_inplace(const char* op, UnaryOp kind, Tensor& self, double a, double b = 0) {
-  detail::check_inplace(op, self);
-  KILN_CHECK(self.dtype() != kBool, op, "not defined for bool tensors");
-  backend_of(op, {&self}).unary(kind, self, self, a, b);
-  self.bump_version();
-  return self;
+void check_true_division(const Tensor& self) {
+  detail::check_defined("div_", self);
+  KILN_CHECK(is_floating(self.dtype()), "div_", "true division into a ", dtype_name(self.dtype()),
+             " tensor is not supported");
+}
+
+// self += alpha * other, recorded as `op` (add_ or sub_).
+Tensor& add_scaled(const char* op, Tensor& self, const Tensor& other, double alpha) {
+  Tensor o = operand_for(op, self, other);
+  if (alpha != 1.0) {
+    NoGradGuard no_grad;
+    o = kiln::mul(o, alpha);
+  }
+  return apply_inplace(
+      op, self, {&other}, [&] { backend_of(op, {&self, &o}).binary(BinaryOp::Add, self, o, self); },
+      [&]() -> BackwardFn {
+        Shape so = other.shape();
+        DType dt = other.dtype();
+        bool go = detail::needs_grad(other);
+        return [=](const Tensor& g) -> TensorList {
+          return {g, go ? operand_grad(alpha == 1.0 ? g : mul(g, alpha), so, dt) : Tensor()};
+        };
+      });
+}
+
+// self = self <op> v for a scalar v through a unary kernel; the gradient is g * slope.
+Tensor& scalar_inplace(const char* op, UnaryOp kind, Tensor& self, double v, double slope) {
+  check_not_bool(op, self);
+  return apply_inplace(
+      op, self, {}, [&] { backend_of(op, {&self}).unary(kind, self, self, v, 0); },
+      [&]() -> BackwardFn {
+        return [slope](const Tensor& g) -> TensorList { return {slope == 1.0 ? g : mul(g, slope)}; };
+      });
+}
+
+// The gradient of self's old value for ops that overwrite it entirely: zero.
+BackwardFn zero_grad_fn() {
+  return [](const Tensor& g) -> TensorList { return {zeros_like(g)}; };
 }
 
 }  // namespace
 
-Tensor& Tensor::add_(const Tensor& o, double alpha) {
-  if (alpha == 1.0) return binary_inplace("add_", BinaryOp::Add, *this, o);
-  NoGradGuard no_grad;
-  return binary_inplace("add_", BinaryOp::Add, *this, kiln::mul(o.detach(), alpha));
-}
-Tensor& Tensor::sub_(const Tensor& o, double alpha) { return add_(o, -alpha); }
-Tensor& Tensor::mul_(const Tensor& o) { return binary_inplace("mul_", BinaryOp::Mul, *this, o); }
-Tensor& Tensor::div_(const Tensor& o) {
-  KILN_CHECK(is_floating(dtype()), "div_", "true division into a ", dtype_name(dtype()), " tensor is not supported");
-  return binary_inplace("div_", BinaryOp::Div, *this, o);
-}
-Tensor& Tensor::add_(double v) { return unary_inplace("add_", UnaryOp::AddScalar, *this, v); }
-Tensor& Tensor::mul_(double v) { return unary_inplace("mul_", UnaryOp::MulScalar, *this, v); }
+// ---------------------------------------------------------------- arithmetic
+// self (S) op other (broadcastable to S) -> self (S)
+Tensor& Tensor::add_(const Tensor& o, double alpha) { return add_scaled("add_", *this, o, alpha); }
+Tensor& Tensor::sub_(const Tensor& o, double alpha) { return add_scaled("sub_", *this, o, -alpha); }
+Tensor& Tensor::add_(double v) { return scalar_inplace("add_", UnaryOp::AddScalar, *this, v, 1.0); }
+Tensor& Tensor::sub_(double v) { return scalar_inplace("sub_", UnaryOp::AddScalar, *this, -v, 1.0); }
+Tensor& Tensor::mul_(double v) { return scalar_inplace("mul_", UnaryOp::MulScalar, *this, v, v); }
 Tensor& Tensor::div_(double v) {
-  KILN_CHECK(is_floating(dtype()), "div_", "true division into a ", dtype_name(dtype()), " tensor is not supported");
-  return unary_inplace("div_", UnaryOp::MulScalar, *this, 1.0 / v);
-}
-Tensor& Tensor::clamp_(std::optional<double> lo, std::optional<double> hi) {
-  KILN_CHECK(lo || hi, "clamp_", "at least one of min and max must be given");
-  constexpr double inf = std::numeric_limits<double>::infinity();
-  return unary_inplace("clamp_", UnaryOp::Clamp, *this, lo.value_or(-inf), hi.value_or(inf));
+  check_true_division(*this);
+  return scalar_inplace("div_", UnaryOp::MulScalar, *this, 1.0 / v, 1.0 / v);
 }
 
+Tensor& Tensor::mul_(const Tensor& other) {
+  Tensor o = operand_for("mul_", *this, other);
+  Tensor& self = *this;
+  return apply_inplace(
+      "mul_", self, {&other}, [&] { backend_of("mul_", {&self, &o}).binary(BinaryOp::Mul, self, o, self); },
+      [&]() -> BackwardFn {
+        // d self = g * other; d other = g * (self's old value), kept as a clone.
+        bool gs = self.requires_grad(), go = detail::needs_grad(other);
+        SavedTensor so(gs ? other : Tensor(), "mul_"), old(go ? self.detach().clone() : Tensor(), "mul_");
+        Shape sh = other.shape();
+        DType ds = self.dtype(), dt = other.dtype();
+        return [=](const Tensor& g) -> TensorList {
+          return {gs ? kiln::mul(g, so.get()).to(ds) : Tensor(), go ? operand_grad(kiln::mul(g, old.get()), sh, dt) : Tensor()};
+        };
+      });
+}
+
+Tensor& Tensor::div_(const Tensor& other) {
+  check_true_division(*this);
+  Tensor o = operand_for("div_", *this, other);
+  Tensor& self = *this;
+  return apply_inplace(
+      "div_", self, {&other}, [&] { backend_of("div_", {&self, &o}).binary(BinaryOp::Div, self, o, self); },
+      [&]() -> BackwardFn {
+        // d self = g / other; d other = -g * old / other^2.
+        bool go = detail::needs_grad(other);
+        SavedTensor so(other, "div_"), old(go ? self.detach().clone() : Tensor(), "div_");
+        Shape sh = other.shape();
+        DType ds = self.dtype(), dt = other.dtype();
+        return [=](const Tensor& g) -> TensorList {
+          Tensor g_over = kiln::div(g, so.get());
+          return {g_over.to(ds), go ? operand_grad(kiln::neg(kiln::mul(g_over, kiln::div(old.get(), so.get()))), sh, dt) : Tensor()};
+        };
+      });
+}
+
+Tensor& Tensor::clamp_(std::optional<double> lo, std::optional<double> hi) {
+  check_not_bool("clamp_", *this);
+  KILN_CHECK(lo || hi, "clamp_", "at least one of min and max must be given");
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  const double a = lo.value_or(-inf), b = hi.value_or(inf);
+  Tensor& self = *this;
+  return apply_inplace(
+      "clamp_", self, {}, [&] { backend_of("clamp_", {&self}).unary(UnaryOp::Clamp, self, self, a, b); },
+      [&]() -> BackwardFn {
+        // The gradient passes where the old value was inside [a, b] (as clamp's).
+        SavedTensor inside(logical_and(kiln::ge(self, a), kiln::le(self, b)), "clamp_");
+        return [inside](const Tensor& g) -> TensorList { return {where(inside.get(), g, 0.0)}; };
+      });
+}
+
+// ---------------------------------------------------------------- copies and fills
+// self (S) <- src (broadcastable to S, any dtype, any device) -> self (S)
 Tensor& Tensor::copy_(const Tensor& src) {
-  detail::check_inplace("copy_", *this);
+  detail::check_defined("copy_", *this);
   detail::check_defined("copy_", src, "source");
   Shape s = broadcast_shapes("copy_", shape(), src.shape());
   KILN_CHECK(s == shape(), "copy_", "source of shape ", shape_str(src.shape()),
              " cannot be broadcast to the destination's shape ", shape_str(shape()));
   Tensor sv = src.detach();
   if (sv.shape() != s) sv = sv.expand(s);
-  Backend& be = backend_for(device().is_cpu() ? sv.device() : device());
-  be.copy(sv, *this);
-  bump_version();
-  return *this;
+  Tensor& self = *this;
+  return apply_inplace(
+      "copy_", self, {&src},
+      [&] { backend_for(device().is_cpu() ? sv.device() : device()).copy(sv, self); },
+      [&]() -> BackwardFn {
+        // Self's old value is gone (zero gradient); src's is g, back in its shape, dtype and device.
+        bool gsrc = detail::needs_grad(src);
+        Shape sh = src.shape();
+        DType dt = src.dtype();
+        Device dev = src.device();
+        return [=](const Tensor& g) -> TensorList {
+          return {zeros_like(g), gsrc ? operand_grad(g, sh, dt).to(dev) : Tensor()};
+        };
+      });
 }
 
 Tensor& Tensor::fill_(double v) {
-  detail::check_inplace("fill_", *this);
-  backend_for(device()).fill(*this, v);
-  bump_version();
-  return *this;
+  Tensor& self = *this;
+  return apply_inplace("fill_", self, {}, [&] { backend_for(device()).fill(self, v); }, zero_grad_fn);
 }
 
-Tensor& Tensor::zero_() { return fill_(0.0); }
+Tensor& Tensor::zero_() {
+  Tensor& self = *this;
+  return apply_inplace("zero_", self, {}, [&] { backend_for(device()).fill(self, 0.0); }, zero_grad_fn);
+}
 
+// self (S), mask (bool, broadcastable to S) -> self (S) with `value` where mask is true
 Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
-  detail::check_inplace("masked_fill_", *this);
+  detail::check_defined("masked_fill_", *this);
   Tensor filled;
   {
     NoGradGuard no_grad;
-    filled = kiln::masked_fill(detach(), mask, value);
+    filled = kiln::masked_fill(detach(), mask, value);  // validates the mask
   }
-  backend_for(device()).copy(filled, *this);
-  bump_version();
-  return *this;
+  Tensor& self = *this;
+  return apply_inplace(
+      "masked_fill_", self, {&mask}, [&] { backend_for(device()).copy(filled, self); },
+      [&]() -> BackwardFn {
+        SavedTensor sm(mask, "masked_fill_");
+        return [sm](const Tensor& g) -> TensorList {
+          return {where(sm.get(), zeros({}, TensorOptions(g.dtype()).device(g.device())), g), Tensor()};
+        };
+      });
 }
 
+// ---------------------------------------------------------------- random fills
 namespace {
 // Fills self from a generator: directly if contiguous, else through a temporary.
 template <class F>
 Tensor& random_inplace(const char* op, Tensor& self, F fill) {
-  detail::check_inplace(op, self);
   detail::check_floating(op, self);
-  Generator& g = default_generator();
-  uint64_t seed = g.seed();
-  uint64_t block = g.reserve(static_cast<uint64_t>(self.numel()));
-  Backend& be = backend_for(self.device());
-  if (self.is_contiguous()) {
-    fill(be, self, seed, block);
-  } else {
-    Tensor tmp = Tensor::empty(self.shape(), TensorOptions(self.dtype()).device(self.device()));
-    fill(be, tmp, seed, block);
-    be.copy(tmp, self);
-  }
-  self.bump_version();
-  return self;
+  return apply_inplace(
+      op, self, {},
+      [&] {
+        Generator& g = default_generator();
+        uint64_t seed = g.seed();
+        uint64_t block = g.reserve(static_cast<uint64_t>(self.numel()));
+        Backend& be = backend_for(self.device());
+        if (self.is_contiguous()) {
+          fill(be, self, seed, block);
+        } else {
+          Tensor tmp = Tensor::empty(self.shape(), TensorOptions(self.dtype()).device(self.device()));
+          fill(be, tmp, seed, block);
+          be.copy(tmp, self);
+        }
+      },
+      zero_grad_fn);
 }
 }  // namespace
 

@@ -40,7 +40,69 @@ inline Shape keepdim_shape(const Shape& s, const std::vector<int64_t>& dims) {
 // A new view of x's storage with the given geometry (no history).
 Tensor make_view(const Tensor& x, const Shape& shape, const Strides& strides, int64_t offset);
 
-// In-place ops are for tensors outside the graph (or under NoGradGuard).
+// ---------------------------------------------------------------- in-place ops
+// Every in-place op (add_, mul_, copy_, masked_fill_, …; scatter_ and friends too) runs
+// through apply_inplace, which applies torch's rules in one place:
+//   1. self is defined and no two of its elements share memory (an expanded view);
+//   2. the op is recorded when grad mode is on and self or an operand requires grad;
+//      then self must not be a leaf that requires grad ("[add_] a leaf tensor that
+//      requires grad is being used in an in-place operation"), nor a view of one, nor a
+//      view made under NoGradGuard. Optimizers and initialisers run under NoGradGuard:
+//      there nothing is checked beyond 1, nothing is allocated, nothing is recorded;
+//   3. when recorded, make_backward() runs BEFORE the write, so it can save what its
+//      backward needs (SavedTensor of an operand, a clone of self's old value). It
+//      returns g -> {gradient of self's old value, then one per operand, in order}
+//      (undefined where none: the old value's is then zero);
+//   4. write() computes the new values into self (under NoGradGuard when recording);
+//   5. the storage's version is bumped: a backward that saved the old values throws;
+//   6. when recorded, self's grad_fn becomes a node named `op` with edges to self's old
+//      history and the operands'; when self is a view, its base's history is rebased
+//      instead (torch's CopySlices, autograd/views.h).
+// Validate the operands before calling it. A whole op:
+//   Tensor& Tensor::mul_(double v) {
+//     Tensor& self = *this;
+//     return detail::apply_inplace("mul_", self, {},
+//         [&] { backend_for(self.device()).unary(UnaryOp::MulScalar, self, self, v, 0); },
+//         [&]() -> BackwardFn { return [v](const Tensor& g) -> TensorList { return {mul(g, v)}; }; });
+//   }
+// An op whose derivative is not written yet omits make_backward: recording it throws
+// "[op] the derivative for op is not implemented" before anything is written.
+bool inplace_prologue(const char* op, const Tensor& self, std::initializer_list<const Tensor*> operands);
+struct InplaceEdges {
+  std::shared_ptr<Node> self_edge;  // self's old history (its base's, for a view)
+  std::vector<std::shared_ptr<Node>> operands;
+};
+InplaceEdges inplace_edges(const Tensor& self, std::initializer_list<const Tensor*> operands);
+void inplace_record(const char* op, const Tensor& self, InplaceEdges edges, BackwardFn fn);
+
+template <class Write, class MakeBackward>
+Tensor& apply_inplace(const char* op, Tensor& self, std::initializer_list<const Tensor*> operands, Write&& write,
+                      MakeBackward&& make_backward) {
+  if (!inplace_prologue(op, self, operands)) {
+    write();
+    self.bump_version();
+    return self;
+  }
+  InplaceEdges edges = inplace_edges(self, operands);  // before the write changes anything
+  BackwardFn fn = make_backward();
+  {
+    NoGradGuard no_grad;
+    write();
+  }
+  self.bump_version();
+  inplace_record(op, self, std::move(edges), std::move(fn));
+  return self;
+}
+
+template <class Write>
+Tensor& apply_inplace(const char* op, Tensor& self, std::initializer_list<const Tensor*> operands, Write&& write) {
+  return apply_inplace(op, self, operands, std::forward<Write>(write), [op]() -> BackwardFn {
+    KILN_FAIL(op, "the derivative for ", op, " is not implemented (self or an operand requires grad)");
+  });
+}
+
+// The check of in-place ops not yet converted to apply_inplace: self defined, and not
+// requiring grad under grad mode (they record nothing).
 void check_inplace(const char* op, const Tensor& self);
 
 // The layout of the class-index losses (cross_entropy, nll_loss): input (N, C, d1, …)

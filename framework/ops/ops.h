@@ -11,6 +11,7 @@
 #include "autograd/grad_mode.h"
 #include "core/generator.h"
 #include "core/tensor.h"
+#include "ops/tensor_literal.h"
 
 namespace kiln {
 
@@ -37,9 +38,11 @@ template <class T>
 Tensor from_vector(const std::vector<T>& data, const Shape& shape) {
   return from_vector<T>(data, shape, TensorOptions(dtype_of<T>::value));
 }
-// tensor({1, 2, 3}) and tensor({{1, 2}, {3, 4}}); float32 unless opts say otherwise.
-Tensor tensor(std::initializer_list<double> values, TensorOptions opts = {});
-Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, TensorOptions opts = {});
+// torch.tensor: tensor(3.5), tensor({1, 2, 3}), tensor({{1.5, 2}, {3, 4}}), nested to any
+// depth (ops/tensor_literal.h). Without a dtype in opts the values decide it: bools ->
+// bool, integers -> int64, any floating value -> float32. Ragged nesting throws
+// "[tensor] expected a sequence of length 2 at dim 1, got 1 (at position [1])".
+Tensor tensor(const TensorLiteral& data, TensorOptions opts = {});
 
 // Random, from `gen` (the default generator when null): same seed, same numbers.
 Tensor rand(const Shape& shape, TensorOptions opts = {}, Generator* gen = nullptr);
@@ -126,6 +129,26 @@ Tensor amax(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim
 Tensor amin(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor max(const Tensor& x);  // over all elements
 Tensor min(const Tensor& x);
+// core API (issue 12): one dim as an integer, sum(x, -1); a braced list ({0, 1}, {})
+// always picks the list overload above (shape.h, DimIndex).
+template <DimIndex I> Tensor sum(const Tensor& x, I dim, bool keepdim = false) {
+  return sum(x, std::vector<int64_t>{static_cast<int64_t>(dim)}, keepdim);
+}
+template <DimIndex I> Tensor mean(const Tensor& x, I dim, bool keepdim = false) {
+  return mean(x, std::vector<int64_t>{static_cast<int64_t>(dim)}, keepdim);
+}
+template <DimIndex I> Tensor var(const Tensor& x, I dim, int64_t correction = 1, bool keepdim = false) {
+  return var(x, std::vector<int64_t>{static_cast<int64_t>(dim)}, correction, keepdim);
+}
+template <DimIndex I> Tensor logsumexp(const Tensor& x, I dim, bool keepdim = false) {
+  return logsumexp(x, std::vector<int64_t>{static_cast<int64_t>(dim)}, keepdim);
+}
+template <DimIndex I> Tensor amax(const Tensor& x, I dim, bool keepdim = false) {
+  return amax(x, std::vector<int64_t>{static_cast<int64_t>(dim)}, keepdim);
+}
+template <DimIndex I> Tensor amin(const Tensor& x, I dim, bool keepdim = false) {
+  return amin(x, std::vector<int64_t>{static_cast<int64_t>(dim)}, keepdim);
+}
 
 struct ValuesIndices {
   Tensor values;
@@ -314,6 +337,19 @@ Tensor operator<(const Tensor& a, double b);
 Tensor operator<=(const Tensor& a, double b);
 Tensor operator>(const Tensor& a, double b);
 Tensor operator>=(const Tensor& a, double b);
+// core API (issue 12): == and != (elementwise, bool results, like < and >), and every
+// comparison with the scalar on the left (0 == mask, 0.5 < x). Tensor == is never
+// handle identity: use same_storage() or impl() for that.
+Tensor operator==(const Tensor& a, const Tensor& b);
+Tensor operator!=(const Tensor& a, const Tensor& b);
+Tensor operator==(const Tensor& a, double b);
+Tensor operator!=(const Tensor& a, double b);
+Tensor operator==(double a, const Tensor& b);
+Tensor operator!=(double a, const Tensor& b);
+Tensor operator<(double a, const Tensor& b);
+Tensor operator<=(double a, const Tensor& b);
+Tensor operator>(double a, const Tensor& b);
+Tensor operator>=(double a, const Tensor& b);
 Tensor operator~(const Tensor& a);                   // logical_not of a bool tensor
 Tensor operator&(const Tensor& a, const Tensor& b);  // logical_and
 Tensor operator|(const Tensor& a, const Tensor& b);  // logical_or

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "autograd/views.h"
 #include "ops/op_helpers.h"
 
 namespace kiln {
@@ -77,10 +78,16 @@ std::optional<Strides> view_strides(const Shape& old_shape, const Strides& old_s
   return ns;
 }
 
+// The result of a view op: y, recorded, marked as a view of x (autograd/views.h).
+Tensor as_view(Tensor y, const Tensor& x) {
+  mark_view(y, x);
+  return y;
+}
+
 // Records a view op whose backward reshapes the gradient back to x's shape.
 Tensor record_reshape_like(const char* op, const Tensor& y, const Tensor& x) {
   Shape sx = x.shape();
-  return record(op, y, {x}, [sx](const Tensor& g) -> TensorList { return {g.reshape(sx)}; });
+  return as_view(record(op, y, {x}, [sx](const Tensor& g) -> TensorList { return {g.reshape(sx)}; }), x);
 }
 
 // Backward of slice, which picked a strided window out of x: the gradient of x is g in
@@ -176,7 +183,8 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
     inverse[p[i]] = static_cast<int64_t>(i);
   }
   Tensor y = make_view(x, s, st, x.offset());
-  return record("permute", y, {x}, [inverse](const Tensor& g) -> TensorList { return {permute(g, inverse)}; });
+  return as_view(record("permute", y, {x}, [inverse](const Tensor& g) -> TensorList { return {permute(g, inverse)}; }),
+                 x);
 }
 
 Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
@@ -249,7 +257,7 @@ Tensor expand(const Tensor& x, const Shape& shape) {
   if (s == x.shape()) return x;
   Tensor y = make_view(x, s, st, x.offset());
   Shape sx = x.shape();
-  return record("expand", y, {x}, [sx](const Tensor& g) -> TensorList { return {sum_to(g, sx)}; });
+  return as_view(record("expand", y, {x}, [sx](const Tensor& g) -> TensorList { return {sum_to(g, sx)}; }), x);
 }
 
 Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
@@ -269,14 +277,14 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
   st[d] *= step;
   int64_t offset = x.offset() + start * x.stride(d);
   Tensor y = make_view(x, s, st, offset);
-  if (!any_requires_grad({&x})) return y;
+  if (!any_requires_grad({&x})) return as_view(y, x);
   Shape sx = x.shape();
   DType dt = x.dtype();
   // The window's strides inside a contiguous gradient of x's shape.
   Strides gst = contiguous_strides(sx);
   int64_t goff = start * gst[d];
   gst[d] *= step;
-  return record_node(y, {x}, std::make_shared<SliceBackward>(sx, dt, gst, goff, s));
+  return as_view(record_node(y, {x}, std::make_shared<SliceBackward>(sx, dt, gst, goff, s)), x);
 }
 
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {

@@ -1,0 +1,26 @@
+// core API (issue 12): == and !=, comparisons with a scalar on either side, and the
+// scalar forms of the comparison methods. All are elementwise and give bool tensors.
+#include "ops/op_helpers.h"
+
+namespace kiln {
+
+Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+Tensor operator==(const Tensor& a, double b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, double b) { return ne(a, b); }
+Tensor operator==(double a, const Tensor& b) { return eq(b, a); }
+Tensor operator!=(double a, const Tensor& b) { return ne(b, a); }
+// a < b is b > a, and so on.
+Tensor operator<(double a, const Tensor& b) { return gt(b, a); }
+Tensor operator<=(double a, const Tensor& b) { return ge(b, a); }
+Tensor operator>(double a, const Tensor& b) { return lt(b, a); }
+Tensor operator>=(double a, const Tensor& b) { return le(b, a); }
+
+Tensor Tensor::eq(double v) const { return kiln::eq(*this, v); }
+Tensor Tensor::ne(double v) const { return kiln::ne(*this, v); }
+Tensor Tensor::lt(double v) const { return kiln::lt(*this, v); }
+Tensor Tensor::le(double v) const { return kiln::le(*this, v); }
+Tensor Tensor::gt(double v) const { return kiln::gt(*this, v); }
+Tensor Tensor::ge(double v) const { return kiln::ge(*this, v); }
+
+}  // namespace kiln
