@@ -18,7 +18,8 @@ struct AttentionOutput {
 // fused op for when they are not wanted).
 // q (…, L, E), k (…, S, E), v (…, S, Ev); mask broadcastable to (…, L, S): bool (true =
 // may not attend) or float (added to the scores). -> output (…, L, Ev), weights (…, L, S).
-// A row whose keys are all masked gives NaN, as in PyTorch.
+// A row whose keys are all masked gives zeros (output, weights and gradients), as current
+// PyTorch's scaled_dot_product_attention (its _safe_softmax), not NaN.
 AttentionOutput attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask = Tensor(),
                           double dropout_p = 0.0, bool training = false, Generator* gen = nullptr);
 
