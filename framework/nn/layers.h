@@ -1,6 +1,7 @@
 #pragma once
 // The basic layers, with torch.nn's names, arguments, defaults, initialisation and
 // parameter names.
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -119,6 +120,9 @@ class Sequential : public UnaryModule {
  public:
   Sequential() : UnaryModule("Sequential") {}
   explicit Sequential(std::vector<std::shared_ptr<UnaryModule>> modules);
+  // The braced list (an initializer_list beats the variadic form's implicit conversion).
+  explicit Sequential(std::initializer_list<std::shared_ptr<UnaryModule>> modules)
+      : Sequential(std::vector<std::shared_ptr<UnaryModule>>(modules)) {}
   template <class... Ms>
     requires(sizeof...(Ms) > 0 && (std::is_base_of_v<UnaryModule, Ms> && ...))
   explicit Sequential(std::shared_ptr<Ms>... modules) : Sequential() {

@@ -283,14 +283,9 @@ void Module::copy_state_from(const Module& src) {
     const auto& [src_name, src_child] = src.children_[i];
     KILN_CHECK(name == src_name && (child == nullptr) == (src_child == nullptr), "Module.clone", "make_fresh() of ",
                type, " built submodule '", name, "' where the original has '", src_name, "'");
-    if (!child) continue;
-    // A child the copy already holds as a clone (containers clone their children) has
-    // its state; copying it again would be harmless but twice the work.
-    if (t_clones) {
-      auto it = t_clones->find(src_child.get());
-      if (it != t_clones->end() && it->second == child) continue;
-    }
-    child->copy_state_from(*src_child);
+    // Also when the child is already a clone (containers clone their children): the
+    // parent's constructor may have changed it since (nn.Transformer re-initialises).
+    if (child) child->copy_state_from(*src_child);
   }
 }
 

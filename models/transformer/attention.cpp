@@ -67,7 +67,7 @@ void KVCache::select_batch(const Tensor& index) {
 }
 
 MultiheadAttention::MultiheadAttention(int64_t e, int64_t h, MultiheadAttentionOptions o)
-    : Module("MultiheadAttention"),
+    : Cloneable("MultiheadAttention"),
       embed_dim(e),
       num_heads(h),
       head_dim(h > 0 ? e / h : 0),
@@ -117,6 +117,22 @@ void MultiheadAttention::reset_parameters() {
     nn::init::xavier_normal_(bias_k);
     nn::init::xavier_normal_(bias_v);
   }
+}
+
+MultiheadAttentionOptions MultiheadAttention::options() const {
+  MultiheadAttentionOptions o;
+  o.dropout = dropout;
+  o.bias = in_proj_bias.defined();
+  o.add_bias_kv = bias_k.defined();
+  o.add_zero_attn = add_zero_attn;
+  o.kdim = kdim;
+  o.vdim = vdim;
+  o.batch_first = batch_first;
+  return o;
+}
+
+std::shared_ptr<nn::Module> MultiheadAttention::make_fresh() const {
+  return std::make_shared<MultiheadAttention>(embed_dim, num_heads, options());
 }
 
 Tensor MultiheadAttention::project(const Tensor& x, int which) const {

@@ -42,7 +42,8 @@ struct KVCache {
   void select_batch(const Tensor& index);
 };
 
-class MultiheadAttention : public nn::Module {
+// mha(query, key, value, …) calls forward (nn::Cloneable); clone() deep-copies.
+class MultiheadAttention : public nn::Cloneable<MultiheadAttention> {
  public:
   MultiheadAttention(int64_t embed_dim, int64_t num_heads, MultiheadAttentionOptions opts = {});
 
@@ -64,6 +65,9 @@ class MultiheadAttention : public nn::Module {
                                  bool average_attn_weights = true);
 
   void reset_parameters();
+  // The options this module was built with.
+  MultiheadAttentionOptions options() const;
+  std::shared_ptr<nn::Module> make_fresh() const override;  // clone(): same configuration
 
   int64_t embed_dim, num_heads, head_dim, kdim, vdim;
   double dropout;
