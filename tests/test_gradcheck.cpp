@@ -842,7 +842,7 @@ TEST_CASE("gradcheck: layer_norm") {
 }
 
 TEST_CASE("gradcheck: scaled_dot_product_attention") {
-  // Masks allow at least one key per query (a fully masked query is NaN by definition).
+  // Masks allow at least one key per query here (fully masked queries: the next test case).
   const Tensor allowed = from_vector<bool>({1, 1, 0, 1, 0, 1, 0, 1, 1, 1, 0, 0, 1, 0, 1}, {3, 5});
   const Tensor key_ok = from_vector<bool>({1, 1, 1, 0, 0, 1, 1, 1, 1, 0}, {2, 1, 1, 5});
   const Tensor bias = from_vector<double>({0.3, -1.0, 0.0, 2.0, -0.5}, {5});
@@ -877,6 +877,33 @@ TEST_CASE("gradcheck: scaled_dot_product_attention") {
        {R({2, 3, 4}), R({2, 5, 4}), R({2, 5, 2}), R({3, 5})}},
   });
 }
+
+// ---- h5 (modules): a query that may attend to nothing gives zeros and zero gradients
+TEST_CASE("gradcheck: scaled_dot_product_attention with a fully masked query") {
+  // Row 1 of 3 may attend to no key (torch's bool convention: true = may attend).
+  const Tensor allowed = from_vector<bool>({1, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 1}, {3, 5});
+  // The same row made -inf in an additive mask, on top of a mask that has a gradient.
+  const Tensor dead_row = from_vector<double>({0, 0, 0, 0, 0, -INFINITY, -INFINITY, -INFINITY, -INFINITY,
+                                               -INFINITY, 0, 0, 0, 0, 0}, {3, 5});
+  run_table({
+      {"sdpa fully masked query, bool mask",
+       [allowed](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], allowed); },
+       {R({2, 3, 4}), R({2, 5, 4}), R({2, 5, 2})}},
+      {"sdpa fully masked query, transposed query, heads",
+       [allowed](V x) { return scaled_dot_product_attention(x[0].transpose(-2, -1), x[1], x[2], allowed); },
+       {R({2, 2, 4, 3}), R({2, 2, 5, 4}), R({2, 2, 5, 3})}},
+      {"sdpa fully masked query, float mask with a gradient",
+       [dead_row](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], x[3] + dead_row); },
+       {R({2, 3, 4}), R({2, 5, 4}), R({2, 5, 2}), R({3, 5})}},
+      {"sdpa fully masked query, dropout 0.3",
+       [allowed](V x) {
+         Generator g(11);  // the same mask at every evaluation
+         return scaled_dot_product_attention(x[0], x[1], x[2], allowed, 0.3, false, std::nullopt, &g);
+       },
+       {R({2, 3, 4}), R({2, 5, 4}), R({2, 5, 2})}},
+  });
+}
+// ---- end h5
 
 TEST_CASE("gradcheck: dropout") {
   run_table({

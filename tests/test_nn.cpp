@@ -925,12 +925,11 @@ TEST_CASE("state_dict shares storage; load_state_dict copies values and checks k
     CHECK(e.find("(12, 6)") != std::string::npos);
   }
   CHECK(equal(b.embed->weight, zeros({10, 6})));  // never half-loaded
+  // Another floating dtype is converted on load, as torch's copy_ (not refused; the
+  // conversion itself is tested in test_modules_api.cpp).
   wrong = sa;
   wrong["head.0.bias"] = zeros({6}, kFloat64);
-  e = error_of([&] { b.load_state_dict(wrong); });
-  CHECK(e.find("head.0.bias") != std::string::npos);
-  CHECK(e.find("float64") != std::string::npos);
-  CHECK(e.find("float32") != std::string::npos);
+  CHECK(error_of([&] { b.check_state_dict(wrong); }).empty());
   // check_state_dict runs the same checks without copying.
   CHECK(!error_of([&] { b.check_state_dict(bad); }).empty());
   CHECK(b.check_state_dict(bad, false).missing_keys.size() == 2);

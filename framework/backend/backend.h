@@ -157,7 +157,9 @@ class Backend {
   // last one 1 (so out may be the (N, L, H, Ev) layout viewed as (N, H, L, Ev)). lse
   // (N, H, L) contiguous. mask undefined, or (N, H, L, S) with any strides (0 where
   // broadcast): bool (true = masked, i.e. -inf) or q's dtype (added). dropout_p = 0: none.
-  // A row whose every score is -inf gives NaN, as softmax does.
+  // A row whose every score is -inf (nothing may be attended to) gives P = 0 and lse = -inf,
+  // so its output row is 0, as torch's _safe_softmax; attention_backward then gives it zero
+  // gradients.
   virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale,
                          double dropout_p, uint64_t seed, uint64_t block, const Tensor& out,
                          const Tensor& lse) = 0;

@@ -24,10 +24,13 @@ struct CheckpointParts {
 void save_checkpoint(const std::string& path, const CheckpointParts& parts, const Metadata& user = {});
 
 // Validates the whole file and every part before changing anything; returns the user
-// metadata. The model is loaded strictly.
+// metadata. The model is loaded strictly (keys and shapes; dtypes convert as
+// Module::load_state_dict's).
 Metadata load_checkpoint(const std::string& path, const CheckpointParts& parts);
 
 // A module's state_dict to and from a plain safetensors file (PyTorch-compatible keys).
+// Loading checks every key and shape before copying anything; values convert to the
+// model's dtypes as Module::load_state_dict does (a float64 file into a float32 model).
 void save_state_dict(const std::string& path, const nn::Module& model, const Metadata& metadata = {});
 nn::Module::LoadResult load_state_dict(const std::string& path, nn::Module& model, bool strict = true);
 

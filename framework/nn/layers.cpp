@@ -158,3 +158,30 @@ std::shared_ptr<UnaryModule> Sequential::operator[](size_t i) const {
 }
 
 }  // namespace kiln::nn
+
+// ---------------------------------------------------------------- make_fresh (for clone)
+// Each builds a module of the same configuration; clone() then copies the values in.
+namespace kiln::nn {
+
+std::shared_ptr<Module> Linear::make_fresh() const {
+  return std::make_shared<Linear>(in_features, out_features, bias.defined());
+}
+std::shared_ptr<Module> LayerNorm::make_fresh() const {
+  return std::make_shared<LayerNorm>(normalized_shape, eps, elementwise_affine);
+}
+std::shared_ptr<Module> Dropout::make_fresh() const { return std::make_shared<Dropout>(p); }
+std::shared_ptr<Module> Embedding::make_fresh() const {
+  return std::make_shared<Embedding>(num_embeddings, embedding_dim, padding_idx);
+}
+std::shared_ptr<Module> Softmax::make_fresh() const { return std::make_shared<Softmax>(dim); }
+std::shared_ptr<Module> LogSoftmax::make_fresh() const { return std::make_shared<LogSoftmax>(dim); }
+std::shared_ptr<Module> ReLU::make_fresh() const { return std::make_shared<ReLU>(); }
+std::shared_ptr<Module> GELU::make_fresh() const { return std::make_shared<GELU>(approximate); }
+std::shared_ptr<Module> Identity::make_fresh() const { return std::make_shared<Identity>(); }
+std::shared_ptr<Module> Sequential::make_fresh() const {
+  auto copy = std::make_shared<Sequential>();
+  for (const auto& m : layers_) copy->push_back(std::dynamic_pointer_cast<UnaryModule>(clone_child(m)));
+  return copy;
+}
+
+}  // namespace kiln::nn

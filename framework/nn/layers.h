@@ -1,8 +1,10 @@
 #pragma once
 // The basic layers, with torch.nn's names, arguments, defaults, initialisation and
 // parameter names.
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "nn/module.h"
@@ -24,6 +26,7 @@ class Linear : public UnaryModule {
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
   void reset_parameters();
+  std::shared_ptr<Module> make_fresh() const override;  // clone(): same configuration
 
   int64_t in_features, out_features;
   Tensor weight, bias;
@@ -36,6 +39,7 @@ class LayerNorm : public UnaryModule {
       : LayerNorm(Shape{normalized_size}, eps, elementwise_affine) {}
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
+  std::shared_ptr<Module> make_fresh() const override;  // clone(): same configuration
 
   Shape normalized_shape;
   double eps;
@@ -48,6 +52,7 @@ class Dropout : public UnaryModule {
   explicit Dropout(double p = 0.5);
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
+  std::shared_ptr<Module> make_fresh() const override;  // clone(): same configuration
   double p;
 };
 
@@ -59,6 +64,7 @@ class Embedding : public UnaryModule {
   Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt);
   Tensor forward(const Tensor& indices) override;
   std::string extra_repr() const override;
+  std::shared_ptr<Module> make_fresh() const override;  // clone(): same configuration
 
   int64_t num_embeddings, embedding_dim;
   std::optional<int64_t> padding_idx;
@@ -69,6 +75,7 @@ class Softmax : public UnaryModule {
  public:
   explicit Softmax(int64_t dim) : UnaryModule("Softmax"), dim(dim) {}
   Tensor forward(const Tensor& x) override;
+  std::shared_ptr<Module> make_fresh() const override;  // clone(): same configuration
   std::string extra_repr() const override { return "dim=" + std::to_string(dim); }
   int64_t dim;
 };
@@ -77,6 +84,7 @@ class LogSoftmax : public UnaryModule {
  public:
   explicit LogSoftmax(int64_t dim) : UnaryModule("LogSoftmax"), dim(dim) {}
   Tensor forward(const Tensor& x) override;
+  std::shared_ptr<Module> make_fresh() const override;  // clone(): same configuration
   std::string extra_repr() const override { return "dim=" + std::to_string(dim); }
   int64_t dim;
 };
@@ -85,12 +93,14 @@ class ReLU : public UnaryModule {
  public:
   ReLU() : UnaryModule("ReLU") {}
   Tensor forward(const Tensor& x) override;
+  std::shared_ptr<Module> make_fresh() const override;  // clone(): same configuration
 };
 
 class GELU : public UnaryModule {
  public:
   explicit GELU(std::string approximate = "none");
   Tensor forward(const Tensor& x) override;
+  std::shared_ptr<Module> make_fresh() const override;  // clone(): same configuration
   std::string extra_repr() const override { return "approximate='" + approximate + "'"; }
   std::string approximate;
 };
@@ -128,17 +138,30 @@ class Identity : public UnaryModule {
  public:
   Identity() : UnaryModule("Identity") {}
   Tensor forward(const Tensor& x) override { return x; }
+  std::shared_ptr<Module> make_fresh() const override;  // clone(): same configuration
 };
 
-// Runs its modules in order; they are named "0", "1", … as in PyTorch.
+// Runs its modules in order; they are named "0", "1", … as in PyTorch. Built from a
+// braced list or from the modules themselves, as torch::nn::Sequential:
+//   nn::Sequential a({std::make_shared<nn::Linear>(4, 8), std::make_shared<nn::ReLU>()});
+//   nn::Sequential b(std::make_shared<nn::Linear>(4, 8), std::make_shared<nn::ReLU>());
 class Sequential : public UnaryModule {
  public:
   Sequential() : UnaryModule("Sequential") {}
   explicit Sequential(std::vector<std::shared_ptr<UnaryModule>> modules);
+  // The braced list (an initializer_list beats the variadic form's implicit conversion).
+  explicit Sequential(std::initializer_list<std::shared_ptr<UnaryModule>> modules)
+      : Sequential(std::vector<std::shared_ptr<UnaryModule>>(modules)) {}
+  template <class... Ms>
+    requires(sizeof...(Ms) > 0 && (std::is_base_of_v<UnaryModule, Ms> && ...))
+  explicit Sequential(std::shared_ptr<Ms>... modules) : Sequential() {
+    (push_back(std::move(modules)), ...);
+  }
   void push_back(std::shared_ptr<UnaryModule> m);
   Tensor forward(const Tensor& x) override;
   size_t size() const { return layers_.size(); }
   std::shared_ptr<UnaryModule> operator[](size_t i) const;
+  std::shared_ptr<Module> make_fresh() const override;  // clone(): same configuration
 
  private:
   std::vector<std::shared_ptr<UnaryModule>> layers_;
@@ -161,6 +184,12 @@ class ModuleList : public Module {
   }
   auto begin() const { return items_.begin(); }
   auto end() const { return items_.end(); }
+  // clone(): a list of the items' clones (an item listed twice stays one module).
+  std::shared_ptr<Module> make_fresh() const override {
+    auto copy = std::make_shared<ModuleList>();
+    for (const auto& item : items_) copy->push_back(std::dynamic_pointer_cast<M>(clone_child(item)));
+    return copy;
+  }
 
  private:
   std::vector<std::shared_ptr<M>> items_;

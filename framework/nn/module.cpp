@@ -1,12 +1,46 @@
 #include "nn/module.h"
 
+#include <cxxabi.h>
+
+#include <cstdlib>
 #include <set>
 #include <sstream>
+#include <typeinfo>
 
 #include "autograd/grad_mode.h"
+#include "core/generator.h"
 #include "ops/ops.h"
 
 namespace kiln::nn {
+namespace {
+
+// "kiln::transformer::Foo<kiln::Bar>" -> "Foo<kiln::Bar>", "f()::Local" -> "Local": the
+// text after the last "::" that is outside template arguments and parentheses.
+std::string strip_qualifiers(const std::string& name) {
+  size_t start = 0;
+  int depth = 0;
+  for (size_t i = 0; i + 1 < name.size(); ++i) {
+    const char c = name[i];
+    if (c == '<' || c == '(') ++depth;
+    else if ((c == '>' || c == ')') && depth > 0) --depth;
+    else if (depth == 0 && c == ':' && name[i + 1] == ':') start = i + 2;
+  }
+  return name.substr(start);
+}
+
+std::string demangled_class_name(const std::type_info& type) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(type.name(), nullptr, nullptr, &status);
+  std::string full = status == 0 && d ? d : type.name();
+  std::free(d);
+  return strip_qualifiers(full);
+}
+
+}  // namespace
+
+std::string Module::type_name() const {
+  return type_name_.empty() ? demangled_class_name(typeid(*this)) : type_name_;
+}
 
 void set_data(const Tensor& dst, const Tensor& src) {
   TensorImpl& d = *dst.impl();
@@ -28,7 +62,7 @@ void Module::check_new_name(const std::string& name) const {
     return false;
   };
   KILN_CHECK(!taken(params_) && !taken(buffers_) && !taken(children_), "register", "'", name,
-             "' is already registered in ", type_name_);
+             "' is already registered in ", type_name());
 }
 
 Tensor& Module::register_parameter(const std::string& name, Tensor t, bool requires_grad) {
@@ -157,6 +191,102 @@ void Module::to(DType dtype) {
     if (is_floating(t.dtype())) set_data(t, t.detach().to(dtype));
   for (auto& [_, t] : named_buffers())
     if (is_floating(t.dtype())) set_data(t, t.detach().to(dtype));
+  apply([dtype](Module& m) { m.converted_to(dtype); });
+}
+
+// ---- clone
+
+namespace {
+// The clones made so far by the clone() in progress on this thread (keyed by original),
+// so that a submodule reached twice is cloned once.
+thread_local std::map<const Module*, std::shared_ptr<Module>>* t_clones = nullptr;
+}  // namespace
+
+std::shared_ptr<Module> Module::make_fresh() const {
+  const std::string name = type_name();
+  KILN_FAIL("Module.clone", name, " cannot be cloned: derive it from nn::Cloneable<", name,
+            "> (which default-constructs it) or override make_fresh() to build one with the same configuration");
+}
+
+std::shared_ptr<Module> Module::clone_child(const std::shared_ptr<Module>& child) {
+  return child ? child->clone() : nullptr;
+}
+
+std::shared_ptr<Module> Module::clone() const {
+  if (t_clones) {
+    auto it = t_clones->find(this);
+    if (it != t_clones->end()) return it->second;
+  }
+  // The outermost clone owns the memo and keeps the random generator where it was: the
+  // fresh module's initialisation draws numbers that its copied values then replace.
+  const bool outermost = t_clones == nullptr;
+  std::map<const Module*, std::shared_ptr<Module>> memo;
+  const GeneratorState rng = default_generator().get_state();
+  if (outermost) t_clones = &memo;
+  try {
+    std::shared_ptr<Module> copy;
+    {
+      NoGradGuard no_grad;
+      copy = make_fresh();
+      KILN_CHECK(copy != nullptr, "Module.clone", "make_fresh() of ", type_name(), " returned null");
+      copy->copy_state_from(*this);
+    }
+    (*t_clones)[this] = copy;
+    if (outermost) {
+      t_clones = nullptr;
+      default_generator().set_state(rng);
+    }
+    return copy;
+  } catch (...) {
+    if (outermost) {
+      t_clones = nullptr;
+      default_generator().set_state(rng);
+    }
+    throw;
+  }
+}
+
+namespace {
+// dst's own tensors (params or buffers) get deep copies of src's, matched by name.
+void copy_tensors(const char* what, const std::string& type, NamedTensors& dst, const NamedTensors& src) {
+  auto names = [](const NamedTensors& list) {
+    std::string s;
+    for (const auto& [n, t] : list) s += (s.empty() ? "" : ", ") + n + (t.defined() ? "" : " (undefined)");
+    return "[" + s + "]";
+  };
+  bool same = dst.size() == src.size();
+  for (size_t i = 0; same && i < dst.size(); ++i)
+    same = dst[i].first == src[i].first && dst[i].second.defined() == src[i].second.defined();
+  KILN_CHECK(same, "Module.clone", "make_fresh() of ", type, " built ", what, " ", names(dst), ", the original has ",
+             names(src));
+  for (size_t i = 0; i < dst.size(); ++i) {
+    const Tensor& s = src[i].second;
+    if (!s.defined()) continue;
+    Tensor& d = dst[i].second;
+    set_data(d, s.detach().clone());
+    d.requires_grad_(s.requires_grad());
+    if (s.grad().defined()) d.set_grad(s.grad().detach().clone());
+  }
+}
+}  // namespace
+
+void Module::copy_state_from(const Module& src) {
+  const std::string type = type_name();
+  KILN_CHECK(type == src.type_name(), "Module.clone", "make_fresh() of ", src.type_name(), " built a ", type);
+  copy_tensors("parameters", type, params_, src.params_);
+  copy_tensors("buffers", type, buffers_, src.buffers_);
+  training_ = src.training_;
+  KILN_CHECK(children_.size() == src.children_.size(), "Module.clone", "make_fresh() of ", type, " built ",
+             children_.size(), " submodules, the original has ", src.children_.size());
+  for (size_t i = 0; i < children_.size(); ++i) {
+    auto& [name, child] = children_[i];
+    const auto& [src_name, src_child] = src.children_[i];
+    KILN_CHECK(name == src_name && (child == nullptr) == (src_child == nullptr), "Module.clone", "make_fresh() of ",
+               type, " built submodule '", name, "' where the original has '", src_name, "'");
+    // Also when the child is already a clone (containers clone their children): the
+    // parent's constructor may have changed it since (nn.Transformer re-initialises).
+    if (child) child->copy_state_from(*src_child);
+  }
 }
 
 void Module::to(Device device) {
@@ -181,7 +311,7 @@ Module::LoadResult Module::check_state_dict(const StateDict& state, bool strict)
     if (!by_name.count(n)) r.unexpected_keys.push_back(n);
   if (strict && (!r.missing_keys.empty() || !r.unexpected_keys.empty())) {
     std::ostringstream os;
-    os << "Error(s) in loading state_dict for " << type_name_ << ":";
+    os << "Error(s) in loading state_dict for " << type_name() << ":";
     if (!r.missing_keys.empty()) {
       os << " missing keys:";
       for (auto& k : r.missing_keys) os << " \"" << k << "\"";
@@ -201,8 +331,11 @@ Module::LoadResult Module::check_state_dict(const StateDict& state, bool strict)
     KILN_CHECK(src.defined(), "load_state_dict", "tensor for ", n, " is undefined");
     KILN_CHECK(src.shape() == dst.shape(), "load_state_dict", "size mismatch for ", n, ": copying a param with shape ",
                shape_str(src.shape()), " from checkpoint, the shape in current model is ", shape_str(dst.shape()));
-    KILN_CHECK(src.dtype() == dst.dtype(), "load_state_dict", "dtype mismatch for ", n, ": checkpoint has ",
-               dtype_name(src.dtype()), ", the model has ", dtype_name(dst.dtype()));
+    // Any conversion torch's copy_ makes, except floating values into an integer or bool
+    // tensor: those would truncate silently (and a NaN has no integer value).
+    KILN_CHECK(is_floating(dst.dtype()) || !is_floating(src.dtype()), "load_state_dict", "dtype mismatch for ", n,
+               ": checkpoint has ", dtype_name(src.dtype()), ", the model has ", dtype_name(dst.dtype()),
+               " (floating values do not convert to an integer or bool tensor)");
   }
   return r;
 }
@@ -215,13 +348,13 @@ Module::LoadResult Module::load_state_dict(const StateDict& state, bool strict) 
     auto it = state.find(n);
     if (it == state.end()) continue;
     Tensor d = dst;
-    d.copy_(it->second);
+    d.copy_(it->second);  // converts the dtype, as torch's copy_
   }
   return r;
 }
 
 void Module::str_into(std::string& out, int indent) const {
-  out += type_name_ + "(";
+  out += type_name() + "(";
   std::string extra = extra_repr();
   if (children_.empty()) {
     out += extra + ")";

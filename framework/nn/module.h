@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -18,13 +19,27 @@ using StateDict = std::map<std::string, Tensor>;
 
 class Module : public std::enable_shared_from_this<Module> {
  public:
+  // A user module needs no name: `struct MyNet : nn::Module { MyNet() { … } };` prints as
+  // "MyNet" (its demangled class name without namespaces). Passing a name overrides it.
+  Module() = default;
   explicit Module(std::string type_name) : type_name_(std::move(type_name)) {}
   virtual ~Module() = default;
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
-  // The class name shown when printing ("Linear").
-  const std::string& type_name() const { return type_name_; }
+  // The class name shown when printing ("Linear"): the name given to the constructor, or
+  // the dynamic type's name, looked up when asked (in a base constructor typeid would
+  // still say "Module").
+  std::string type_name() const;
+
+  // A deep copy, as libtorch's Cloneable::clone and Python's copy.deepcopy: new parameters
+  // and buffers with the same values, dtype, device and requires_grad (and a copy of any
+  // gradient), the same training flags, children cloned; a submodule shared inside this
+  // one is cloned once and stays shared in the copy. The copy is built by make_fresh()
+  // (same type, same configuration) and then given this module's state; the random
+  // generator is left as it was (as deepcopy draws nothing). Throws for a module type
+  // that cannot say how to build itself (see nn::Cloneable below).
+  std::shared_ptr<Module> clone() const;
 
   // ---- the tree
   // A tensor shared by several submodules is listed once, under its first name (as torch).
@@ -63,7 +78,9 @@ class Module : public std::enable_shared_from_this<Module> {
     std::vector<std::string> unexpected_keys;
   };
   // Copies values in. strict: any missing or unexpected key is an error listing them all.
-  // A shape or dtype mismatch is always an error naming the key and both shapes.
+  // A shape mismatch is always an error naming the key and both shapes. Values convert to
+  // the model's dtype as torch's copy_ does (a float64 file loads into a float32 model);
+  // only a conversion copy_ refuses (say floating values into a bool buffer) is an error.
   LoadResult load_state_dict(const StateDict& state, bool strict = true);
   // The checks of load_state_dict without copying anything (throws as it would).
   LoadResult check_state_dict(const StateDict& state, bool strict = true) const;
@@ -83,13 +100,28 @@ class Module : public std::enable_shared_from_this<Module> {
   // Replaces a registered submodule (e.g. the optional final norm).
   void add_child(const std::string& name, std::shared_ptr<Module> m);
 
+  // For clone(): a new module of this type and configuration, freshly built (its values
+  // are overwritten by clone). Built-in modules build themselves from their options;
+  // nn::Cloneable<Derived> default-constructs Derived. A user module whose constructor
+  // takes arguments overrides it: `return std::make_shared<MyBlock>(d_model);`.
+  virtual std::shared_ptr<Module> make_fresh() const;
+  // Called on every module by to(DType) after its tensors were converted: a module whose
+  // buffer is a function of its configuration (a positional table) recomputes it at the
+  // new precision instead of keeping a rounded copy.
+  virtual void converted_to(DType) {}
+  // clone() of a child from make_fresh(): a child reached twice is cloned once.
+  static std::shared_ptr<Module> clone_child(const std::shared_ptr<Module>& child);
+
  private:
   void check_new_name(const std::string& name) const;
+  // clone()'s second half: this module's (and its children's) values, flags and training
+  // mode from `src`, matched by name; a different layout is an error naming the key.
+  void copy_state_from(const Module& src);
   // Every parameter and buffer under every name (no de-duplication): what state_dict holds.
   NamedTensors state_tensors() const;
   void str_into(std::string& out, int indent) const;
 
-  std::string type_name_;
+  std::string type_name_;  // empty: the dynamic type's name
   bool training_ = true;
   NamedTensors params_;
   NamedTensors buffers_;
@@ -97,6 +129,40 @@ class Module : public std::enable_shared_from_this<Module> {
 };
 
 std::ostream& operator<<(std::ostream& os, const Module& m);
+
+// ---- user modules: clone() and module(args…) with one line
+// `struct MyNet : nn::Cloneable<MyNet> { MyNet() { … } Tensor forward(…); };` (or
+// Cloneable<MyNet, nn::UnaryModule>) gives
+//  - net(args…): calls net.forward(args…), whatever forward's arguments are (resolved at
+//    compile time, so forward need not be virtual);
+//  - net.clone() -> std::shared_ptr<MyNet>: a deep copy; make_fresh() default-constructs
+//    MyNet (a module without a default constructor overrides make_fresh()).
+template <class Derived, class Base = Module>
+class Cloneable : public Base {
+ public:
+  using Base::Base;
+
+  std::shared_ptr<Derived> clone() const {
+    std::shared_ptr<Derived> copy = std::dynamic_pointer_cast<Derived>(Module::clone());
+    KILN_CHECK(copy != nullptr, "Module.clone", "make_fresh() of ", this->type_name(),
+               " built a module of another type");
+    return copy;
+  }
+
+  template <class... Args>
+  decltype(auto) operator()(Args&&... args) {
+    return static_cast<Derived&>(*this).forward(std::forward<Args>(args)...);
+  }
+
+ protected:
+  std::shared_ptr<Module> make_fresh() const override {
+    if constexpr (std::is_default_constructible_v<Derived>) {
+      return std::make_shared<Derived>();
+    } else {
+      return Module::make_fresh();  // throws, saying what to do
+    }
+  }
+};
 
 // Puts a module in training or eval mode for a scope and restores its mode after:
 //   { nn::TrainingModeGuard eval(model, false); … }

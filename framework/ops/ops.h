@@ -293,7 +293,8 @@ Tensor relu_dropout(const Tensor& x, double p, bool training = true, Generator* 
 // attn_mask broadcastable to (…, L, S): bool, true where a query MAY attend (torch's
 // convention, the opposite of MultiheadAttention's masks), or q's dtype, added to the
 // scores. is_causal: query i sees keys 0..i (not together with attn_mask). scale
-// defaults to 1/sqrt(E). A query that may attend to nothing gets NaN, as in torch.
+// defaults to 1/sqrt(E). A query that may attend to nothing gets zeros (output and
+// gradients), as current torch's _safe_softmax (pytorch/pytorch#133882), not NaN.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& attn_mask = Tensor(), double dropout_p = 0.0,
                                     bool is_causal = false, std::optional<double> scale = std::nullopt,

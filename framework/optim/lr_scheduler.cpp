@@ -53,15 +53,18 @@ double StepLR::lr_at(int64_t step, double base) const {
   return base * std::pow(gamma_, static_cast<double>(step / step_size_));
 }
 
-WarmupInverseSqrtLR::WarmupInverseSqrtLR(Optimizer& opt, int64_t d_model, int64_t warmup, double factor)
-    : LRScheduler(opt), d_model_(d_model), warmup_(warmup), factor_(factor) {
+WarmupInverseSqrtLR::WarmupInverseSqrtLR(Optimizer& opt, int64_t d_model, int64_t warmup, double factor,
+                                         WarmupStepIndexing indexing)
+    : LRScheduler(opt), d_model_(d_model), warmup_(warmup), factor_(factor), indexing_(indexing) {
   KILN_CHECK(d_model > 0 && warmup > 0, "WarmupInverseSqrtLR", "d_model and warmup_steps must be positive, got ",
              d_model, " and ", warmup);
   apply();
 }
 
 double WarmupInverseSqrtLR::lr_at(int64_t step, double) const {
-  double s = static_cast<double>(std::max<int64_t>(step, 1));
+  // last_step() is k - 1 while update k runs.
+  const int64_t n = indexing_ == WarmupStepIndexing::Paper ? step + 1 : std::max<int64_t>(step, 1);
+  const double s = static_cast<double>(n);
   return factor_ * std::pow(static_cast<double>(d_model_), -0.5) *
          std::min(std::pow(s, -0.5), s * std::pow(static_cast<double>(warmup_), -1.5));
 }

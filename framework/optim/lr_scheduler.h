@@ -52,16 +52,30 @@ class StepLR : public LRScheduler {
   double gamma_;
 };
 
+// Which step number the k-th optimizer update (k = 1, 2, …) is given by the warm-up schedule.
+enum class WarmupStepIndexing {
+  // As LambdaLR(opt, rate) in PyTorch (The Annotated Transformer): the lr of update k is
+  // computed at step k - 1, with step 0 read as 1 (updates 1 and 2 both get rate(1)).
+  LambdaLR,
+  // As the paper's formula: update k uses step_num = k (update 1 gets rate(1), update 2
+  // rate(2)); the peak is reached at update warmup_steps exactly.
+  Paper,
+};
+
 // "Attention Is All You Need" §5.3, ignoring the base lr:
-//   lr = factor · d_model^-0.5 · min(s^-0.5, s · warmup^-1.5), s = max(step, 1).
+//   lr = factor · d_model^-0.5 · min(s^-0.5, s · warmup^-1.5),
+// s = max(step, 1) (LambdaLR indexing) or step + 1 (Paper indexing), where step is
+// last_step(): the number of scheduler steps taken so far.
 class WarmupInverseSqrtLR : public LRScheduler {
  public:
-  WarmupInverseSqrtLR(Optimizer& opt, int64_t d_model, int64_t warmup_steps, double factor = 1.0);
+  WarmupInverseSqrtLR(Optimizer& opt, int64_t d_model, int64_t warmup_steps, double factor = 1.0,
+                      WarmupStepIndexing indexing = WarmupStepIndexing::LambdaLR);
   double lr_at(int64_t step, double base) const override;
 
  private:
   int64_t d_model_, warmup_;
   double factor_;
+  WarmupStepIndexing indexing_;
 };
 
 // Linear warm-up from 0 to base over warmup_steps, then cosine decay to

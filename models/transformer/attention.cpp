@@ -18,6 +18,17 @@ void check_mask_dtype(const char* op, const Tensor& mask, const char* what, DTyp
              dtype_name(dtype), " (the dtype of the query), got ", dtype_name(mask.dtype()));
 }
 
+// softmax over the last dim where a row whose every score is -inf (a query that may
+// attend to nothing) gives zeros and zero gradients instead of NaN, as torch's
+// _safe_softmax and kiln::scaled_dot_product_attention.
+Tensor safe_softmax(const Tensor& scores) {
+  if (scores.size(-1) == 0) return softmax(scores, -1);
+  Tensor dead = eq(amax(scores.detach(), {-1}, /*keepdim=*/true), -kInf);
+  // The dead rows' scores are replaced before the softmax, so that nothing is NaN in
+  // forward or backward, then their weights are zeroed.
+  return masked_fill(softmax(masked_fill(scores, dead, 0.0), -1), dead, 0.0);
+}
+
 // Appends `n` columns that mask nothing to the last dim of a mask.
 Tensor pad_mask(const Tensor& mask, int64_t n) {
   if (!mask.defined() || n == 0) return mask;
@@ -44,7 +55,7 @@ AttentionOutput attention(const Tensor& q, const Tensor& k, const Tensor& v, con
     check_mask_dtype(op, mask, "mask", q.dtype());
     scores = mask.dtype() == kBool ? masked_fill(scores, mask, -kInf) : add(scores, mask);
   }
-  Tensor weights = softmax(scores, -1);  // (…, L, S)
+  Tensor weights = safe_softmax(scores);  // (…, L, S)
   if (training && dropout_p > 0.0) weights = kiln::dropout(weights, dropout_p, true, gen);
   return {matmul(weights, v), weights};
 }
@@ -56,7 +67,7 @@ void KVCache::select_batch(const Tensor& index) {
 }
 
 MultiheadAttention::MultiheadAttention(int64_t e, int64_t h, MultiheadAttentionOptions o)
-    : Module("MultiheadAttention"),
+    : Cloneable("MultiheadAttention"),
       embed_dim(e),
       num_heads(h),
       head_dim(h > 0 ? e / h : 0),
@@ -106,6 +117,22 @@ void MultiheadAttention::reset_parameters() {
     nn::init::xavier_normal_(bias_k);
     nn::init::xavier_normal_(bias_v);
   }
+}
+
+MultiheadAttentionOptions MultiheadAttention::options() const {
+  MultiheadAttentionOptions o;
+  o.dropout = dropout;
+  o.bias = in_proj_bias.defined();
+  o.add_bias_kv = bias_k.defined();
+  o.add_zero_attn = add_zero_attn;
+  o.kdim = kdim;
+  o.vdim = vdim;
+  o.batch_first = batch_first;
+  return o;
+}
+
+std::shared_ptr<nn::Module> MultiheadAttention::make_fresh() const {
+  return std::make_shared<MultiheadAttention>(embed_dim, num_heads, options());
 }
 
 Tensor MultiheadAttention::project(const Tensor& x, int which) const {

@@ -18,7 +18,8 @@ struct AttentionOutput {
 // fused op for when they are not wanted).
 // q (…, L, E), k (…, S, E), v (…, S, Ev); mask broadcastable to (…, L, S): bool (true =
 // may not attend) or float (added to the scores). -> output (…, L, Ev), weights (…, L, S).
-// A row whose keys are all masked gives NaN, as in PyTorch.
+// A row whose keys are all masked gives zeros (output, weights and gradients), as current
+// PyTorch's scaled_dot_product_attention (its _safe_softmax), not NaN.
 AttentionOutput attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask = Tensor(),
                           double dropout_p = 0.0, bool training = false, Generator* gen = nullptr);
 
@@ -41,7 +42,8 @@ struct KVCache {
   void select_batch(const Tensor& index);
 };
 
-class MultiheadAttention : public nn::Module {
+// mha(query, key, value, …) calls forward (nn::Cloneable); clone() deep-copies.
+class MultiheadAttention : public nn::Cloneable<MultiheadAttention> {
  public:
   MultiheadAttention(int64_t embed_dim, int64_t num_heads, MultiheadAttentionOptions opts = {});
 
@@ -63,6 +65,9 @@ class MultiheadAttention : public nn::Module {
                                  bool average_attn_weights = true);
 
   void reset_parameters();
+  // The options this module was built with.
+  MultiheadAttentionOptions options() const;
+  std::shared_ptr<nn::Module> make_fresh() const override;  // clone(): same configuration
 
   int64_t embed_dim, num_heads, head_dim, kdim, vdim;
   double dropout;

@@ -8,7 +8,7 @@ TransformerDecoderLayer::TransformerDecoderLayer(int64_t d_model, int64_t nhead,
     : TransformerDecoderLayer(with_sizes(std::move(opts), d_model, nhead)) {}
 
 TransformerDecoderLayer::TransformerDecoderLayer(TransformerLayerOptions o)
-    : Module("TransformerDecoderLayer"), options(std::move(o)) {
+    : Cloneable("TransformerDecoderLayer"), options(std::move(o)) {
   check_activation("TransformerDecoderLayer", options.activation);
   MultiheadAttentionOptions mha;
   mha.dropout = options.dropout;
@@ -76,12 +76,38 @@ Tensor TransformerDecoderLayer::forward_step(const Tensor& tgt, const Tensor& me
   return sublayers(tgt, sa, ca);
 }
 
-TransformerDecoder::TransformerDecoder(TransformerLayerOptions layer, int64_t num_layers, bool final_norm)
-    : Module("TransformerDecoder") {
-  KILN_CHECK(num_layers >= 0, "TransformerDecoder", "num_layers must be non-negative, got ", num_layers);
+std::shared_ptr<nn::Module> TransformerDecoderLayer::make_fresh() const {
+  auto copy = std::make_shared<TransformerDecoderLayer>(options);
+  copy->keep_cross_attention = keep_cross_attention;
+  return copy;
+}
+
+TransformerDecoder::TransformerDecoder() : Cloneable("TransformerDecoder") {
   layers = register_module("layers", std::make_shared<nn::ModuleList<TransformerDecoderLayer>>());
+}
+
+TransformerDecoder::TransformerDecoder(const std::shared_ptr<TransformerDecoderLayer>& layer, int64_t num_layers,
+                                       std::shared_ptr<nn::UnaryModule> final_norm)
+    : TransformerDecoder() {
+  KILN_CHECK(layer != nullptr, "TransformerDecoder", "decoder_layer must not be null");
+  KILN_CHECK(num_layers >= 0, "TransformerDecoder", "num_layers must be non-negative, got ", num_layers);
+  for (int64_t i = 0; i < num_layers; ++i) layers->push_back(layer->clone());
+  if (final_norm) norm = register_module("norm", std::move(final_norm));
+}
+
+TransformerDecoder::TransformerDecoder(TransformerLayerOptions layer, int64_t num_layers, bool final_norm)
+    : TransformerDecoder() {
+  KILN_CHECK(num_layers >= 0, "TransformerDecoder", "num_layers must be non-negative, got ", num_layers);
   for (int64_t i = 0; i < num_layers; ++i) layers->push_back(std::make_shared<TransformerDecoderLayer>(layer));
   if (final_norm) norm = register_module("norm", std::make_shared<nn::LayerNorm>(layer.d_model, layer.layer_norm_eps));
+}
+
+std::shared_ptr<nn::Module> TransformerDecoder::make_fresh() const {
+  std::shared_ptr<TransformerDecoder> copy(new TransformerDecoder());  // the empty constructor is private
+  for (const auto& layer : *layers)
+    copy->layers->push_back(std::static_pointer_cast<TransformerDecoderLayer>(clone_child(layer)));
+  if (norm) copy->norm = copy->register_module("norm", std::static_pointer_cast<nn::UnaryModule>(clone_child(norm)));
+  return copy;
 }
 
 Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,

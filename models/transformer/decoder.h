@@ -15,7 +15,7 @@ struct DecoderLayerCache {
   KVCache cross_attn;  // the memory's keys and values, computed once
 };
 
-class TransformerDecoderLayer : public nn::Module {
+class TransformerDecoderLayer : public nn::Cloneable<TransformerDecoderLayer> {
  public:
   explicit TransformerDecoderLayer(TransformerLayerOptions opts = {});
   TransformerDecoderLayer(int64_t d_model, int64_t nhead, TransformerLayerOptions opts = {});
@@ -30,6 +30,7 @@ class TransformerDecoderLayer : public nn::Module {
   // The new target positions only (usually one), attending to every cached position.
   Tensor forward_step(const Tensor& tgt, const Tensor& memory, DecoderLayerCache& cache,
                       const Tensor& memory_key_padding_mask = Tensor());
+  std::shared_ptr<nn::Module> make_fresh() const override;  // clone(): same configuration
 
   // When set, forward and forward_step keep the cross-attention weights of the last call,
   // per head: (N, nhead, T, S).
@@ -51,8 +52,13 @@ class TransformerDecoderLayer : public nn::Module {
   Tensor sublayers(const Tensor& tgt, SelfAttention sa, CrossAttention ca);
 };
 
-class TransformerDecoder : public nn::Module {
+class TransformerDecoder : public nn::Cloneable<TransformerDecoder> {
  public:
+  // As nn.TransformerDecoder(decoder_layer, num_layers, norm): num_layers deep copies of
+  // `layer` (identical initial weights, as torch's _get_clones), then `norm` when not null.
+  TransformerDecoder(const std::shared_ptr<TransformerDecoderLayer>& layer, int64_t num_layers,
+                     std::shared_ptr<nn::UnaryModule> norm = nullptr);
+  // num_layers fresh layers built from `layer` options, then a LayerNorm when final_norm.
   TransformerDecoder(TransformerLayerOptions layer, int64_t num_layers, bool final_norm = false);
 
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = Tensor(),
@@ -62,9 +68,13 @@ class TransformerDecoder : public nn::Module {
   // One cache per layer; start with an empty vector.
   Tensor forward_step(const Tensor& tgt, const Tensor& memory, std::vector<DecoderLayerCache>& cache,
                       const Tensor& memory_key_padding_mask = Tensor());
+  std::shared_ptr<nn::Module> make_fresh() const override;  // clone(): same configuration
 
   std::shared_ptr<nn::ModuleList<TransformerDecoderLayer>> layers;
-  std::shared_ptr<nn::LayerNorm> norm;  // null without a final norm
+  std::shared_ptr<nn::UnaryModule> norm;  // null without a final norm
+
+ private:
+  TransformerDecoder();  // empty, for make_fresh
 };
 
 }  // namespace kiln::transformer

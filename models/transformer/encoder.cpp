@@ -8,7 +8,7 @@ TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t nhead,
     : TransformerEncoderLayer(with_sizes(std::move(opts), d_model, nhead)) {}
 
 TransformerEncoderLayer::TransformerEncoderLayer(TransformerLayerOptions o)
-    : Module("TransformerEncoderLayer"), options(std::move(o)) {
+    : Cloneable("TransformerEncoderLayer"), options(std::move(o)) {
   check_activation("TransformerEncoderLayer", options.activation);
   MultiheadAttentionOptions mha;
   mha.dropout = options.dropout;
@@ -42,12 +42,37 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mas
   return norm2->forward(add(x, feed_forward_block(x)));
 }
 
-TransformerEncoder::TransformerEncoder(TransformerLayerOptions layer, int64_t num_layers, bool final_norm)
-    : Module("TransformerEncoder") {
-  KILN_CHECK(num_layers >= 0, "TransformerEncoder", "num_layers must be non-negative, got ", num_layers);
+std::shared_ptr<nn::Module> TransformerEncoderLayer::make_fresh() const {
+  return std::make_shared<TransformerEncoderLayer>(options);
+}
+
+TransformerEncoder::TransformerEncoder() : Cloneable("TransformerEncoder") {
   layers = register_module("layers", std::make_shared<nn::ModuleList<TransformerEncoderLayer>>());
+}
+
+TransformerEncoder::TransformerEncoder(const std::shared_ptr<TransformerEncoderLayer>& layer, int64_t num_layers,
+                                       std::shared_ptr<nn::UnaryModule> final_norm)
+    : TransformerEncoder() {
+  KILN_CHECK(layer != nullptr, "TransformerEncoder", "encoder_layer must not be null");
+  KILN_CHECK(num_layers >= 0, "TransformerEncoder", "num_layers must be non-negative, got ", num_layers);
+  for (int64_t i = 0; i < num_layers; ++i) layers->push_back(layer->clone());
+  if (final_norm) norm = register_module("norm", std::move(final_norm));
+}
+
+TransformerEncoder::TransformerEncoder(TransformerLayerOptions layer, int64_t num_layers, bool final_norm)
+    : TransformerEncoder() {
+  KILN_CHECK(num_layers >= 0, "TransformerEncoder", "num_layers must be non-negative, got ", num_layers);
   for (int64_t i = 0; i < num_layers; ++i) layers->push_back(std::make_shared<TransformerEncoderLayer>(layer));
   if (final_norm) norm = register_module("norm", std::make_shared<nn::LayerNorm>(layer.d_model, layer.layer_norm_eps));
+}
+
+std::shared_ptr<nn::Module> TransformerEncoder::make_fresh() const {
+  // Not make_shared: the empty constructor is private.
+  std::shared_ptr<TransformerEncoder> copy(new TransformerEncoder());
+  for (const auto& layer : *layers)
+    copy->layers->push_back(std::static_pointer_cast<TransformerEncoderLayer>(clone_child(layer)));
+  if (norm) copy->norm = copy->register_module("norm", std::static_pointer_cast<nn::UnaryModule>(clone_child(norm)));
+  return copy;
 }
 
 Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const Tensor& kpm) {

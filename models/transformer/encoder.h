@@ -7,7 +7,7 @@
 
 namespace kiln::transformer {
 
-class TransformerEncoderLayer : public nn::Module {
+class TransformerEncoderLayer : public nn::Cloneable<TransformerEncoderLayer> {
  public:
   explicit TransformerEncoderLayer(TransformerLayerOptions opts = {});
   TransformerEncoderLayer(int64_t d_model, int64_t nhead, TransformerLayerOptions opts = {});
@@ -16,6 +16,7 @@ class TransformerEncoderLayer : public nn::Module {
   // src_key_padding_mask (N, S). -> same shape as src.
   Tensor forward(const Tensor& src, const Tensor& src_mask = Tensor(),
                  const Tensor& src_key_padding_mask = Tensor());
+  std::shared_ptr<nn::Module> make_fresh() const override;  // clone(): same configuration
 
   TransformerLayerOptions options;
   std::shared_ptr<MultiheadAttention> self_attn;
@@ -28,16 +29,25 @@ class TransformerEncoderLayer : public nn::Module {
   Tensor feed_forward_block(const Tensor& x);
 };
 
-class TransformerEncoder : public nn::Module {
+class TransformerEncoder : public nn::Cloneable<TransformerEncoder> {
  public:
-  // num_layers fresh layers built from `layer` (independent copies, as PyTorch's deep copy),
+  // As nn.TransformerEncoder(encoder_layer, num_layers, norm): num_layers deep copies of
+  // `layer` (layer->clone(): identical initial weights, as torch's _get_clones; `layer`
+  // itself is not part of the encoder), then `norm` (used as given) when not null.
+  TransformerEncoder(const std::shared_ptr<TransformerEncoderLayer>& layer, int64_t num_layers,
+                     std::shared_ptr<nn::UnaryModule> norm = nullptr);
+  // num_layers fresh layers built from `layer` options (independently initialised),
   // followed by a final LayerNorm when final_norm.
   TransformerEncoder(TransformerLayerOptions layer, int64_t num_layers, bool final_norm = false);
 
   Tensor forward(const Tensor& src, const Tensor& mask = Tensor(), const Tensor& src_key_padding_mask = Tensor());
+  std::shared_ptr<nn::Module> make_fresh() const override;  // clone(): same configuration
 
   std::shared_ptr<nn::ModuleList<TransformerEncoderLayer>> layers;
-  std::shared_ptr<nn::LayerNorm> norm;  // null without a final norm
+  std::shared_ptr<nn::UnaryModule> norm;  // null without a final norm
+
+ private:
+  TransformerEncoder();  // empty, for make_fresh
 };
 
 }  // namespace kiln::transformer

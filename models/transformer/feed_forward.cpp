@@ -16,7 +16,7 @@ Tensor activation_fn(const std::string& name, const Tensor& x) {
 }
 
 PositionwiseFeedForward::PositionwiseFeedForward(int64_t d_model, int64_t d_ff, double p, std::string act)
-    : UnaryModule("PositionwiseFeedForward"), activation(std::move(act)) {
+    : Cloneable("PositionwiseFeedForward"), activation(std::move(act)) {
   check_activation("PositionwiseFeedForward", activation);
   linear1 = register_module("linear1", std::make_shared<nn::Linear>(d_model, d_ff));
   dropout = register_module("dropout", std::make_shared<nn::Dropout>(p));
@@ -30,6 +30,11 @@ Tensor feed_forward(const Tensor& x, nn::Linear& linear1, nn::Dropout& dropout, 
   h = activation == "relu" ? relu_dropout(h, dropout.p, dropout.is_training())
                            : dropout.forward(activation_fn(activation, h));
   return linear2.forward(h);
+}
+
+std::shared_ptr<nn::Module> PositionwiseFeedForward::make_fresh() const {
+  return std::make_shared<PositionwiseFeedForward>(linear1->in_features, linear1->out_features, dropout->p,
+                                                   activation);
 }
 
 Tensor PositionwiseFeedForward::forward(const Tensor& x) {

@@ -16,12 +16,13 @@ void check_activation(const char* op, const std::string& name);
 Tensor feed_forward(const Tensor& x, nn::Linear& linear1, nn::Dropout& dropout, nn::Linear& linear2,
                     const std::string& activation);
 
-class PositionwiseFeedForward : public nn::UnaryModule {
+class PositionwiseFeedForward : public nn::Cloneable<PositionwiseFeedForward, nn::UnaryModule> {
  public:
   PositionwiseFeedForward(int64_t d_model, int64_t d_ff, double dropout = 0.1, std::string activation = "relu");
   // x (…, d_model) -> (…, d_model)
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override { return "activation=" + activation; }
+  std::shared_ptr<nn::Module> make_fresh() const override;  // clone(): same configuration
 
   std::string activation;
   std::shared_ptr<nn::Linear> linear1, linear2;

@@ -19,23 +19,36 @@ int64_t seq_len_of(const char* op, const Tensor& x, int64_t d_model, int64_t max
 
 }  // namespace
 
-Tensor sinusoidal_table(int64_t max_len, int64_t d_model) {
-  KILN_CHECK(max_len >= 0 && d_model > 0, "sinusoidal_table", "need max_len >= 0 and d_model > 0, got ",
-             max_len, " and ", d_model);
-  std::vector<float> table(static_cast<size_t>(max_len * d_model));
+namespace {
+
+// The table in T: the paper's frequencies, computed in double then rounded once.
+template <class T>
+Tensor sinusoidal_table_as(int64_t max_len, int64_t d_model) {
+  std::vector<T> table(static_cast<size_t>(max_len * d_model));
   for (int64_t pos = 0; pos < max_len; ++pos) {
     for (int64_t i = 0; i < d_model; i += 2) {
-      // The paper's frequencies, computed in double then rounded once.
       double angle = static_cast<double>(pos) * std::exp(-std::log(10000.0) * static_cast<double>(i) / d_model);
-      table[static_cast<size_t>(pos * d_model + i)] = static_cast<float>(std::sin(angle));
-      if (i + 1 < d_model) table[static_cast<size_t>(pos * d_model + i + 1)] = static_cast<float>(std::cos(angle));
+      table[static_cast<size_t>(pos * d_model + i)] = static_cast<T>(std::sin(angle));
+      if (i + 1 < d_model) table[static_cast<size_t>(pos * d_model + i + 1)] = static_cast<T>(std::cos(angle));
     }
   }
-  return from_vector<float>(table, {max_len, d_model});
+  return from_vector<T>(table, {max_len, d_model});
+}
+
+}  // namespace
+
+Tensor sinusoidal_table(int64_t max_len, int64_t d_model, DType dtype) {
+  KILN_CHECK(max_len >= 0 && d_model > 0, "sinusoidal_table", "need max_len >= 0 and d_model > 0, got ",
+             max_len, " and ", d_model);
+  KILN_CHECK(is_floating(dtype), "sinusoidal_table", "dtype must be floating, got ", dtype_name(dtype));
+  if (dtype == kFloat64) return sinusoidal_table_as<double>(max_len, d_model);
+  // Other floating dtypes: rounded once from the double values.
+  Tensor t = sinusoidal_table_as<double>(max_len, d_model);
+  return t.to(dtype);
 }
 
 SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(int64_t d, double p, int64_t max_len_, bool bf)
-    : UnaryModule("SinusoidalPositionalEncoding"), d_model(d), max_len(max_len_), batch_first(bf) {
+    : Cloneable("SinusoidalPositionalEncoding"), d_model(d), max_len(max_len_), batch_first(bf) {
   pe = register_buffer("pe", sinusoidal_table(max_len, d_model));
   dropout = register_module("dropout", std::make_shared<nn::Dropout>(p));
 }
@@ -46,12 +59,25 @@ Tensor SinusoidalPositionalEncoding::forward(const Tensor& x, int64_t offset) {
   return dropout->forward(add(x, batch_first ? table : table.unsqueeze(1)));
 }
 
+void SinusoidalPositionalEncoding::converted_to(DType dtype) {
+  // Recomputed in double at the new precision rather than kept as a converted table.
+  nn::set_data(pe, sinusoidal_table(max_len, d_model, dtype).to(pe.device()));
+}
+
+std::shared_ptr<nn::Module> SinusoidalPositionalEncoding::make_fresh() const {
+  return std::make_shared<SinusoidalPositionalEncoding>(d_model, dropout->p, max_len, batch_first);
+}
+
+std::shared_ptr<nn::Module> LearnedPositionalEncoding::make_fresh() const {
+  return std::make_shared<LearnedPositionalEncoding>(d_model, dropout->p, max_len, batch_first);
+}
+
 std::string SinusoidalPositionalEncoding::extra_repr() const {
   return "d_model=" + std::to_string(d_model) + ", max_len=" + std::to_string(max_len);
 }
 
 LearnedPositionalEncoding::LearnedPositionalEncoding(int64_t d, double p, int64_t max_len_, bool bf)
-    : UnaryModule("LearnedPositionalEncoding"), d_model(d), max_len(max_len_), batch_first(bf) {
+    : Cloneable("LearnedPositionalEncoding"), d_model(d), max_len(max_len_), batch_first(bf) {
   position_embeddings = register_module("position_embeddings", std::make_shared<nn::Embedding>(max_len, d_model));
   dropout = register_module("dropout", std::make_shared<nn::Dropout>(p));
 }

@@ -6,11 +6,14 @@
 
 namespace kiln::transformer {
 
-// PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d)).
-// -> (max_len, d_model) float32.
-Tensor sinusoidal_table(int64_t max_len, int64_t d_model);
+// PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d)),
+// computed in double and rounded once to `dtype` (floating). -> (max_len, d_model).
+Tensor sinusoidal_table(int64_t max_len, int64_t d_model, DType dtype = kFloat32);
 
-class SinusoidalPositionalEncoding : public nn::UnaryModule {
+// The table is a buffer "pe" in the module's dtype: to(kFloat64) recomputes it in double
+// (not a widened float32 table), so a float64 model adds exact float64 sinusoids.
+class SinusoidalPositionalEncoding
+    : public nn::Cloneable<SinusoidalPositionalEncoding, nn::UnaryModule> {
  public:
   SinusoidalPositionalEncoding(int64_t d_model, double dropout = 0.1, int64_t max_len = 5000,
                                bool batch_first = true);
@@ -19,20 +22,25 @@ class SinusoidalPositionalEncoding : public nn::UnaryModule {
   Tensor forward(const Tensor& x) override { return forward(x, 0); }
   Tensor forward(const Tensor& x, int64_t offset);
   std::string extra_repr() const override;
+  std::shared_ptr<nn::Module> make_fresh() const override;  // clone(): same configuration
 
   int64_t d_model, max_len;
   bool batch_first;
   Tensor pe;  // buffer (max_len, d_model)
+
+ protected:
+  void converted_to(DType dtype) override;
   std::shared_ptr<nn::Dropout> dropout;
 };
 
-class LearnedPositionalEncoding : public nn::UnaryModule {
+class LearnedPositionalEncoding : public nn::Cloneable<LearnedPositionalEncoding, nn::UnaryModule> {
  public:
   LearnedPositionalEncoding(int64_t d_model, double dropout = 0.1, int64_t max_len = 512,
                             bool batch_first = true);
   Tensor forward(const Tensor& x) override { return forward(x, 0); }
   Tensor forward(const Tensor& x, int64_t offset);
   std::string extra_repr() const override;
+  std::shared_ptr<nn::Module> make_fresh() const override;  // clone(): same configuration
 
   int64_t d_model, max_len;
   bool batch_first;

@@ -4,7 +4,7 @@
 
 namespace kiln::transformer {
 
-Seq2SeqTransformer::Seq2SeqTransformer(Seq2SeqOptions o) : Module("Seq2SeqTransformer"), options(std::move(o)) {
+Seq2SeqTransformer::Seq2SeqTransformer(Seq2SeqOptions o) : Cloneable("Seq2SeqTransformer"), options(std::move(o)) {
   const char* op = "Seq2SeqTransformer";
   KILN_CHECK(options.src_vocab_size > 0 && options.tgt_vocab_size > 0, op,
              "vocabulary sizes must be positive, got src ", options.src_vocab_size, ", tgt ", options.tgt_vocab_size);
@@ -29,6 +29,12 @@ Seq2SeqTransformer::Seq2SeqTransformer(Seq2SeqOptions o) : Module("Seq2SeqTransf
   t.activation = options.activation;
   t.batch_first = true;
   t.norm_first = options.norm_first;
+  if (!options.final_norms) {
+    // The seeds' stacks: layers only, no LayerNorm after the last one.
+    TransformerLayerOptions layer = t.layer_options();
+    t.custom_encoder = std::make_shared<TransformerEncoder>(layer, t.num_encoder_layers, /*final_norm=*/false);
+    t.custom_decoder = std::make_shared<TransformerDecoder>(layer, t.num_decoder_layers, /*final_norm=*/false);
+  }
   transformer = register_module("transformer", std::make_shared<Transformer>(t));
   generator = register_module("generator", std::make_shared<nn::Linear>(d, options.tgt_vocab_size));
 }
@@ -46,7 +52,8 @@ void Seq2SeqTransformer::check_ids(const char* what, const Tensor& ids, int64_t 
 }
 
 Tensor Seq2SeqTransformer::embed(nn::Embedding& table, const Tensor& ids, int64_t offset) {
-  Tensor x = mul(table.forward(ids), std::sqrt(static_cast<double>(options.d_model)));
+  Tensor x = table.forward(ids);
+  if (options.scale_embedding) x = mul(x, std::sqrt(static_cast<double>(options.d_model)));
   if (options.learned_positions) return static_cast<LearnedPositionalEncoding&>(*positional_encoding).forward(x, offset);
   return static_cast<SinusoidalPositionalEncoding&>(*positional_encoding).forward(x, offset);
 }
@@ -79,6 +86,10 @@ Tensor Seq2SeqTransformer::decode_step(const Tensor& tgt, const Tensor& memory, 
   Tensor y = transformer->decoder->forward_step(embed(*tgt_embedding, tgt, offset), memory, cache,
                                                 key_padding_mask(src, options.pad_id));
   return generator->forward(y);
+}
+
+std::shared_ptr<nn::Module> Seq2SeqTransformer::make_fresh() const {
+  return std::make_shared<Seq2SeqTransformer>(options);
 }
 
 Tensor Seq2SeqTransformer::forward(const Tensor& src, const Tensor& tgt_in) {

@@ -1,6 +1,8 @@
 #pragma once
-// The sequence-to-sequence model of the seeds (000/002/004): token embeddings scaled by
-// sqrt(d_model), positional encoding, the Transformer, and a generator Linear to the
+// The sequence-to-sequence model of the seeds (000/002/004): token embeddings (scaled by
+// sqrt(d_model) as the paper, or not as seeds 002/004), positional encoding, the
+// Transformer (with or without the final encoder and decoder norms: nn.Transformer has
+// them, seeds 002/004's hand-written stacks do not), and a generator Linear to the
 // target vocabulary. It returns logits; the loss applies log-softmax itself.
 #include <memory>
 #include <string>
@@ -25,9 +27,11 @@ struct Seq2SeqOptions {
   int64_t max_len = 512;
   bool learned_positions = false;  // 003's learned positional encoding instead of sinusoids
   int64_t pad_id = 0;
+  bool scale_embedding = true;  // embeddings · sqrt(d_model) (the paper); false as seeds 002/004
+  bool final_norms = true;      // a LayerNorm after the encoder and the decoder (nn.Transformer)
 };
 
-class Seq2SeqTransformer : public nn::Module {
+class Seq2SeqTransformer : public nn::Cloneable<Seq2SeqTransformer> {
  public:
   explicit Seq2SeqTransformer(Seq2SeqOptions opts);
 
@@ -42,6 +46,7 @@ class Seq2SeqTransformer : public nn::Module {
   // The logits of new positions tgt (N, L) placed after `cache`'s positions -> (N, L, V).
   Tensor decode_step(const Tensor& tgt, const Tensor& memory, const Tensor& src,
                      std::vector<DecoderLayerCache>& cache);
+  std::shared_ptr<nn::Module> make_fresh() const override;  // clone(): same configuration
 
   Seq2SeqOptions options;
   std::shared_ptr<nn::Embedding> src_embedding, tgt_embedding;

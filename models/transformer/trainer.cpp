@@ -55,6 +55,10 @@ std::pair<Tensor, Tensor> teacher_forcing_pair(const Tensor& tgt) {
 
 Trainer::Trainer(Seq2SeqTransformer& model, const data::PairDataLoader& train,
                  const data::PairDataLoader* validation, TrainerOptions opts)
+    : Trainer(model, &train, validation, std::move(opts)) {}
+
+Trainer::Trainer(Seq2SeqTransformer& model, const data::PairDataLoader* train,
+                 const data::PairDataLoader* validation, TrainerOptions opts)
     : model_(model), train_(train), validation_(validation), opts_(std::move(opts)) {
   KILN_CHECK(opts_.epochs >= 0, "Trainer", "epochs must be non-negative, got ", opts_.epochs);
   KILN_CHECK(opts_.warmup_steps >= 1, "Trainer", "warmup_steps must be at least 1, got ", opts_.warmup_steps);
@@ -66,7 +70,7 @@ Trainer::Trainer(Seq2SeqTransformer& model, const data::PairDataLoader& train,
   adam.weight_decay = opts_.weight_decay;
   optimizer_ = std::make_unique<optim::Adam>(model_.parameters(), adam);
   scheduler_ = std::make_unique<optim::WarmupInverseSqrtLR>(*optimizer_, model_.options.d_model, opts_.warmup_steps,
-                                                            opts_.lr_factor);
+                                                            opts_.lr_factor, opts_.warmup_indexing);
   if (!opts_.resume_from.empty()) load(opts_.resume_from);
   if (!opts_.metrics_path.empty()) {
     metrics_ = MetricsLog(opts_.metrics_path,
@@ -75,6 +79,8 @@ Trainer::Trainer(Seq2SeqTransformer& model, const data::PairDataLoader& train,
   }
   if (!opts_.checkpoint_dir.empty()) std::filesystem::create_directories(opts_.checkpoint_dir);
 }
+
+Trainer::Trainer(Seq2SeqTransformer& model, TrainerOptions opts) : Trainer(model, nullptr, nullptr, std::move(opts)) {}
 
 Tensor Trainer::batch_loss(const data::PairBatch& batch, Reduction reduction, int64_t* tokens) {
   // Batches are made on the CPU; the step runs where the model is.
@@ -101,6 +107,13 @@ double Trainer::train_step(const data::PairBatch& batch) {
   double value = loss.item();
   step_losses_.push_back(value);
   return value;
+}
+
+double Trainer::train_step(const Tensor& source, const Tensor& target) {
+  data::PairBatch batch;
+  batch.source = source;
+  batch.target = target;
+  return train_step(batch);
 }
 
 double Trainer::evaluate(const data::PairDataLoader& loader) {
@@ -148,18 +161,20 @@ void Trainer::maybe_checkpoint(bool epoch_end, double val_loss) {
 
 std::vector<EpochSummary> Trainer::fit() {
   using clock = std::chrono::steady_clock;
-  const int64_t per_epoch = train_.num_batches();
+  KILN_CHECK(train_ != nullptr, "Trainer::fit",
+             "this trainer has no training DataLoader: build it with one, or call train_step(source, target)");
+  const int64_t per_epoch = train_->num_batches();
   ProgressBar bar(opts_.epochs * per_epoch, stderr, opts_.progress);
   std::vector<EpochSummary> summaries;
   while (epoch_ < opts_.epochs) {
     auto epoch_start = clock::now();
-    std::vector<std::vector<size_t>> batches = train_.batch_indices(epoch_);
+    std::vector<std::vector<size_t>> batches = train_->batch_indices(epoch_);
     // The epoch's losses start this many entries back (a run resumed mid-epoch has the
     // losses of the batches before the checkpoint already).
     const size_t epoch_first = step_losses_.size() - std::min(step_losses_.size(), static_cast<size_t>(next_batch_));
     int64_t tokens = 0;
     for (; next_batch_ < static_cast<int64_t>(batches.size());) {
-      data::PairBatch batch = train_.make_batch(batches[static_cast<size_t>(next_batch_)]);
+      data::PairBatch batch = train_->make_batch(batches[static_cast<size_t>(next_batch_)]);
       double lr = optimizer_->param_groups().front().get("lr");
       double loss = train_step(batch);
       ++next_batch_;

@@ -24,6 +24,9 @@ struct TrainerOptions {
   // Schedule: lr = lr_factor · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5).
   double lr_factor = 1.0;
   int64_t warmup_steps = 4000;
+  // Which step the k-th update uses: LambdaLR's k - 1 (The Annotated Transformer, the
+  // default) or the paper's k (see optim::WarmupStepIndexing).
+  optim::WarmupStepIndexing warmup_indexing = optim::WarmupStepIndexing::LambdaLR;
   double beta1 = 0.9, beta2 = 0.98, eps = 1e-9;
   double weight_decay = 0.0;
   double label_smoothing = 0.1;
@@ -53,12 +56,20 @@ class Trainer {
  public:
   Trainer(Seq2SeqTransformer& model, const data::PairDataLoader& train, const data::PairDataLoader* validation,
           TrainerOptions opts);
+  // Without a DataLoader: drive it with train_step(source, target) (fit() needs a loader).
+  Trainer(Seq2SeqTransformer& model, TrainerOptions opts);
 
   // Runs the remaining epochs (all of them, or what is left after resume_from).
   std::vector<EpochSummary> fit();
 
   // One optimisation step on a batch; returns the loss.
   double train_step(const data::PairBatch& batch);
+  // The same on tensors: source (N, S) and target (N, T >= 2) int64 ids padded with
+  // pad_id, the target with its begin and end tokens (teacher forcing splits it).
+  double train_step(const Tensor& source, const Tensor& target);
+  // The total gradient norm (2-norm over all parameters, before clipping) of the last
+  // train_step; NaN before the first one or when clip_grad_norm is 0 (nothing computes it).
+  double last_grad_norm() const { return last_grad_norm_; }
   // Mean loss over a loader's batches (eval mode, no gradients), weighted by tokens.
   double evaluate(const data::PairDataLoader& loader);
 
@@ -76,10 +87,13 @@ class Trainer {
   Tensor batch_loss(const data::PairBatch& batch, Reduction reduction, int64_t* tokens);
   // Where the model's parameters are.
   Device model_device() const;
+  // What both public constructors do; train may be null.
+  Trainer(Seq2SeqTransformer& model, const data::PairDataLoader* train, const data::PairDataLoader* validation,
+          TrainerOptions opts);
   void maybe_checkpoint(bool epoch_end, double val_loss);
 
   Seq2SeqTransformer& model_;
-  const data::PairDataLoader& train_;
+  const data::PairDataLoader* train_;  // null: train_step only
   const data::PairDataLoader* validation_;
   TrainerOptions opts_;
   std::unique_ptr<optim::Adam> optimizer_;

@@ -15,7 +15,7 @@ TransformerLayerOptions TransformerOptions::layer_options() const {
   return o;
 }
 
-Transformer::Transformer(TransformerOptions o) : Module("Transformer"), options(std::move(o)) {
+Transformer::Transformer(TransformerOptions o) : Cloneable("Transformer"), options(std::move(o)) {
   TransformerLayerOptions layer = options.layer_options();
   encoder = options.custom_encoder ? options.custom_encoder
                                    : std::make_shared<TransformerEncoder>(layer, options.num_encoder_layers, true);
@@ -28,6 +28,15 @@ Transformer::Transformer(TransformerOptions o) : Module("Transformer"), options(
   for (Tensor& p : parameters()) {
     if (p.dim() > 1) nn::init::xavier_uniform_(p);
   }
+}
+
+std::shared_ptr<nn::Module> Transformer::make_fresh() const {
+  // The encoder and decoder as they are (built or custom), cloned; the new Transformer's
+  // re-initialisation is overwritten by clone's copy of the values.
+  TransformerOptions o = options;
+  o.custom_encoder = std::static_pointer_cast<TransformerEncoder>(clone_child(encoder));
+  o.custom_decoder = std::static_pointer_cast<TransformerDecoder>(clone_child(decoder));
+  return std::make_shared<Transformer>(o);
 }
 
 Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const Tensor& src_mask, const Tensor& tgt_mask,

@@ -27,7 +27,7 @@ struct TransformerOptions {
   TransformerLayerOptions layer_options() const;
 };
 
-class Transformer : public nn::Module {
+class Transformer : public nn::Cloneable<Transformer> {
  public:
   explicit Transformer(TransformerOptions opts = {});
 
@@ -38,6 +38,8 @@ class Transformer : public nn::Module {
                  const Tensor& tgt_mask = Tensor(), const Tensor& memory_mask = Tensor(),
                  const Tensor& src_key_padding_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
                  const Tensor& memory_key_padding_mask = Tensor());
+
+  std::shared_ptr<nn::Module> make_fresh() const override;  // clone(): same configuration
 
   static Tensor generate_square_subsequent_mask(int64_t size, TensorOptions opts = {}) {
     return transformer::generate_square_subsequent_mask(size, opts);

@@ -93,14 +93,15 @@ KILN_MULTIVERSION void apply_mask_row(T* row, const MaskRow<T>& m, int64_t S) {
 }
 
 // row (S) <- exp(row - max(row)) in place; returns the sum of the exponentials and sets
-// lse to the row's logsumexp. A row of -inf becomes NaN (and so does its lse), as
-// softmax makes it; the sum is then 1, so that normalizing leaves the NaNs.
+// lse to the row's logsumexp. A row of -inf (a query that may attend to nothing) becomes
+// zeros with lse -inf, as torch's _safe_softmax (pytorch/pytorch#133882), not NaN; the
+// sum is then 1, so that normalizing leaves the zeros.
 template <class T>
 KILN_MULTIVERSION double exp_row(T* row, int64_t S, T& lse) {
   const T mx = rows::max(row, S);
   if (mx == -std::numeric_limits<T>::infinity()) {
-    std::fill(row, row + S, std::numeric_limits<T>::quiet_NaN());
-    lse = std::numeric_limits<T>::quiet_NaN();
+    std::fill(row, row + S, T(0));
+    lse = -std::numeric_limits<T>::infinity();
     return 1.0;
   }
   const double sum = rows::sum_exp<T>(row, mx, row, S);
@@ -115,11 +116,13 @@ KILN_MULTIVERSION void scale_row(T* row, T c, int64_t S) {
 }
 
 // row (S) <- exp(row masked - lse): the softmax rebuilt from its logsumexp, the mask
-// applied in the same pass (a masked score's weight is 0).
+// applied in the same pass (a masked score's weight is 0). A fully masked row (lse -inf)
+// is zeros, so its gradients are zeros too; a NaN or +inf lse stays NaN.
 template <class T>
 KILN_MULTIVERSION void exp_shifted_row(T* row, const MaskRow<T>& m, T lse, int64_t S) {
   if (!std::isfinite(lse)) {
-    std::fill(row, row + S, std::numeric_limits<T>::quiet_NaN());
+    const bool all_masked = lse == -std::numeric_limits<T>::infinity();
+    std::fill(row, row + S, all_masked ? T(0) : std::numeric_limits<T>::quiet_NaN());
     return;
   }
   if (m.flags && m.step == 1) {

@@ -52,11 +52,12 @@ struct MaskView {
 };
 
 // scores (N·H·L, S) of one query row: + mask, softmax in place, its logsumexp, then
-// dropout: P' = P · keep / (1 - p). A row whose every score is -inf becomes NaN.
+// dropout: P' = P · keep / (1 - p). A row whose every score is -inf (a query that may
+// attend to nothing) becomes zeros with lse -inf, as torch's _safe_softmax, not NaN.
 template <class T>
 __global__ void attention_rows_kernel(T* scores, T* lse, int64_t rows, int64_t H, int64_t L, int64_t S, MaskView mask,
                                       bool drop, uint64_t seed, uint64_t block, uint64_t threshold, T keep_scale) {
-  const T inf = std::numeric_limits<T>::infinity(), nan = std::numeric_limits<T>::quiet_NaN();
+  const T inf = std::numeric_limits<T>::infinity();
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t b = r / L, l = r % L, n = b / H, h = b % H;
     T* row = scores + r * S;
@@ -74,8 +75,8 @@ __global__ void attention_rows_kernel(T* scores, T* lse, int64_t rows, int64_t H
     }
     mx = block_max(mx, -inf);
     if (mx == -inf) {
-      for (int64_t s = threadIdx.x; s < S; s += blockDim.x) row[s] = nan;
-      if (threadIdx.x == 0) lse[r] = nan;
+      for (int64_t s = threadIdx.x; s < S; s += blockDim.x) row[s] = T(0);
+      if (threadIdx.x == 0) lse[r] = -inf;
       continue;
     }
     double sum = 0;
@@ -97,7 +98,8 @@ __global__ void attention_rows_kernel(T* scores, T* lse, int64_t rows, int64_t H
 
 // One query row of the backward. In: probs = scale · q kᵀ, dprobs = g vᵀ (both (N·H·L, S)).
 // Out, in place: probs = P' = P · keep / (1 - p), dprobs = dS = P ∘ (dP' · keep / (1 - p) - D),
-// P = exp(scores + mask - lse), D = <g_row, out_row>.
+// P = exp(scores + mask - lse), D = <g_row, out_row>. A fully masked row (lse -inf) has
+// P = 0, so its gradients are 0; a NaN or +inf lse gives NaN.
 template <class T>
 __global__ void attention_backward_rows_kernel(T* probs, T* dprobs, const T* lse, const T* g, View4 gv, const T* out,
                                                View4 ov, int64_t rows, int64_t H, int64_t L, int64_t S, int64_t Ev,
@@ -113,7 +115,7 @@ __global__ void attention_backward_rows_kernel(T* probs, T* dprobs, const T* lse
     }
     const T d = static_cast<T>(block_sum(dot));
     const T row_lse = lse[r];
-    const bool finite = isfinite(row_lse);
+    const bool finite = isfinite(row_lse), all_masked = row_lse == -inf;
     T* p_row = probs + r * S;
     T* dp_row = dprobs + r * S;
     for (int64_t s = threadIdx.x; s < S; s += blockDim.x) {
@@ -126,7 +128,7 @@ __global__ void attention_backward_rows_kernel(T* probs, T* dprobs, const T* lse
           x += static_cast<const T*>(mask.data)[off];
         }
       }
-      const T pv = finite ? exp(x - row_lse) : nan;
+      const T pv = finite ? exp(x - row_lse) : all_masked ? T(0) : nan;
       const T keep = !drop || kept(seed, block, r * S + s, threshold) ? keep_scale : T(0);
       dp_row[s] = pv * (dp_row[s] * keep - d);
       p_row[s] = pv * keep;
