@@ -386,11 +386,51 @@ TEST_CASE("scatter_, scatter_add_ and index_add_ write into self and bump its ve
   CHECK(equal(base, f64({0, 4, 0, 0, 4, 0}, {3, 2})));
 }
 
-TEST_CASE("in-place scatters are refused on a tensor that requires grad in grad mode, and a saved index is guarded") {
+TEST_CASE("in-place scatters follow torch's in-place rules: refused on a leaf that requires grad, recorded on graph tensors") {
   Tensor leaf = zeros({2, 3}, kFloat64).requires_grad_();
-  CHECK_ERROR(leaf.scatter_(1, ints({0}, {1, 1}), 1.0), "[scatter_]", "leaf", "NoGradGuard");
+  CHECK_ERROR(leaf.scatter_(1, ints({0}, {1, 1}), 1.0), "[scatter_]", "leaf tensor that requires grad");
   CHECK_ERROR(leaf.scatter_add_(1, ints({0}, {1, 1}), ones({1, 1}, kFloat64)), "[scatter_add_]", "leaf");
   CHECK_ERROR(leaf.index_add_(0, ints({0}, {1}), ones({1, 3}, kFloat64)), "[index_add_]", "leaf");
+  {
+    // On a non-leaf they are recorded and give the out-of-place forms' gradients.
+    Tensor a = f64({1, 2, 3, 4, 5, 6}, {2, 3}).requires_grad_();
+    Tensor src = f64({10, 20}, {2, 1}).requires_grad_();
+    Tensor idx = ints({2, 0}, {2, 1});
+    auto inplace = [&](int which) {
+      Tensor y = a * 1.0;
+      if (which == 0) y.scatter_(1, idx, src);
+      if (which == 1) y.scatter_add_(1, idx, src);
+      if (which == 2) y.index_add_(1, ints({0}, {1}), src, 2.0);
+      if (which == 3) y.scatter_(1, idx, 7.0);
+      return y;
+    };
+    auto outofplace = [&](int which) {
+      if (which == 0) return scatter(a, 1, idx, src);
+      if (which == 1) return scatter_add(a, 1, idx, src);
+      if (which == 2) return index_add(a, 1, ints({0}, {1}), src, 2.0);
+      return scatter(a, 1, idx, 7.0);
+    };
+    Tensor w = f64({1, -2, 3, 0.5, 5, -1}, {2, 3});
+    // The gradients of sum(y * w) with respect to a and src.
+    auto grads = [&](const Tensor& y) {
+      a.zero_grad();
+      src.zero_grad();
+      (y * w).sum().backward();
+      return std::pair<Tensor, Tensor>{a.grad(), src.grad()};
+    };
+    for (int which = 0; which < 4; ++which) {
+      CAPTURE(which);
+      Tensor y1 = inplace(which);
+      REQUIRE(y1.requires_grad());
+      auto [ga1, gs1] = grads(y1);
+      Tensor y2 = outofplace(which);
+      auto [ga2, gs2] = grads(y2);
+      CHECK(equal(y1.detach(), y2.detach()));
+      CHECK(equal(ga1, ga2));
+      CHECK(gs1.defined() == gs2.defined());
+      if (gs1.defined()) CHECK(equal(gs1, gs2));
+    }
+  }
   {
     NoGradGuard no_grad;
     leaf.scatter_(1, ints({2}, {1, 1}), 1.0);  // allowed outside grad mode

@@ -79,15 +79,26 @@ Tensor Tensor::index_add(int64_t dim, const Tensor& index, const Tensor& source,
   return kiln::index_add(*this, dim, index, source, alpha);
 }
 
+// In place, recorded under autograd as index_add (detail::apply_inplace).
 Tensor& Tensor::index_add_(int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
   const char* op = "index_add_";
-  detail::check_inplace(op, *this);
-  const int64_t d = check_index_add(op, *this, dim, index, source);
+  Tensor& self = *this;
+  detail::check_defined(op, self);
+  const int64_t d = check_index_add(op, self, dim, index, source);
   const double a = kernel_alpha(op, alpha, dtype());
-  detail::check_inplace_no_overlap(op, *this, {&index, &source});
-  index_add_into(backend_of(op, {this, &index, &source}), *this, d, index, source, a);
-  bump_version();
-  return *this;
+  detail::check_inplace_no_overlap(op, self, {&index, &source});
+  Backend& be = backend_of(op, {this, &index, &source});
+  return detail::apply_inplace(
+      op, self, {&source}, [&] { index_add_into(be, self, d, index, source, a); },
+      [&]() -> BackwardFn {
+        SavedTensor si(index, op);
+        const Shape source_shape = source.shape();
+        return [si, d, a, source_shape](const Tensor& g) -> TensorList {
+          Tensor g1 = g.dim() == 0 ? g.reshape({1}) : g;
+          Tensor picked = index_select(g1, d, si.get().reshape({-1})).reshape(source_shape);
+          return {g, a == 1.0 ? picked : kiln::mul(picked, a)};
+        };
+      });
 }
 
 }  // namespace kiln

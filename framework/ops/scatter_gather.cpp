@@ -102,6 +102,26 @@ Tensor scatter_src_op(const char* op, const Tensor& x, int64_t dim, const Tensor
   });
 }
 
+// scatter_ / scatter_add_ with a src tensor: self (.., N, ..), index (.., n, ..), src
+// (>= index's shape), in place; the gradients are those of scatter_src_op.
+Tensor& scatter_src_inplace(const char* op, Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                            bool accumulate) {
+  detail::check_defined(op, self);
+  const int64_t d = check_gather_scatter(op, self, dim, index, &src);
+  detail::check_inplace_no_overlap(op, self, {&index, &src});
+  Backend& be = backend_of(op, {&self, &index, &src});
+  return detail::apply_inplace(
+      op, self, {&src}, [&] { scatter_into(be, self, d, index, src, accumulate); },
+      [&]() -> BackwardFn {
+        SavedTensor si(index, op);
+        const Shape src_shape = src.shape();
+        return [si, d, src_shape, accumulate](const Tensor& g) -> TensorList {
+          const Tensor& idx = si.get();
+          return {accumulate ? g : scatter(g, d, idx, 0.0), src_grad(g, d, idx, src_shape)};
+        };
+      });
+}
+
 }  // namespace
 
 // x (.., N, ..), index (.., n, ..) -> (.., n, ..)
@@ -152,35 +172,29 @@ Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& src) 
   return kiln::scatter_add(*this, dim, index, src);
 }
 
+// In place, recorded under autograd as the out-of-place forms (detail::apply_inplace).
 Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, const Tensor& src) {
-  const char* op = "scatter_";
-  detail::check_inplace(op, *this);
-  const int64_t d = check_gather_scatter(op, *this, dim, index, &src);
-  detail::check_inplace_no_overlap(op, *this, {&index, &src});
-  scatter_into(backend_of(op, {this, &index, &src}), *this, d, index, src, false);
-  bump_version();
-  return *this;
+  return scatter_src_inplace("scatter_", *this, dim, index, src, false);
+}
+
+Tensor& Tensor::scatter_add_(int64_t dim, const Tensor& index, const Tensor& src) {
+  return scatter_src_inplace("scatter_add_", *this, dim, index, src, true);
 }
 
 Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, double value) {
   const char* op = "scatter_";
-  detail::check_inplace(op, *this);
-  const int64_t d = check_gather_scatter(op, *this, dim, index, nullptr);
+  Tensor& self = *this;
+  detail::check_defined(op, self);
+  const int64_t d = check_gather_scatter(op, self, dim, index, nullptr);
   check_value_fits(op, value, dtype());
-  detail::check_inplace_no_overlap(op, *this, {&index});
-  scatter_value_into(backend_of(op, {this, &index}), *this, d, index, value);
-  bump_version();
-  return *this;
-}
-
-Tensor& Tensor::scatter_add_(int64_t dim, const Tensor& index, const Tensor& src) {
-  const char* op = "scatter_add_";
-  detail::check_inplace(op, *this);
-  const int64_t d = check_gather_scatter(op, *this, dim, index, &src);
-  detail::check_inplace_no_overlap(op, *this, {&index, &src});
-  scatter_into(backend_of(op, {this, &index, &src}), *this, d, index, src, true);
-  bump_version();
-  return *this;
+  detail::check_inplace_no_overlap(op, self, {&index});
+  Backend& be = backend_of(op, {this, &index});
+  return detail::apply_inplace(
+      op, self, {}, [&] { scatter_value_into(be, self, d, index, value); },
+      [&]() -> BackwardFn {
+        SavedTensor si(index, op);
+        return [si, d](const Tensor& g) -> TensorList { return {kiln::scatter(g, d, si.get(), 0.0)}; };
+      });
 }
 
 }  // namespace kiln
