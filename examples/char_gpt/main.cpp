@@ -31,7 +31,7 @@ struct GPTConfig {
 };
 
 // Multi-head causal self-attention: q, k, v from one projection, is_causal attention.
-struct CausalSelfAttention : nn::Module {
+struct CausalSelfAttention : nn::Cloneable<CausalSelfAttention> {
   explicit CausalSelfAttention(const GPTConfig& c) : n_head(c.n_head), dropout(c.dropout) {
     c_attn = register_module("c_attn", std::make_shared<nn::Linear>(c.n_embd, 3 * c.n_embd));
     c_proj = register_module("c_proj", std::make_shared<nn::Linear>(c.n_embd, c.n_embd));
@@ -55,7 +55,7 @@ struct CausalSelfAttention : nn::Module {
   std::shared_ptr<nn::Dropout> resid_dropout;
 };
 
-struct MLP : nn::Module {
+struct MLP : nn::Cloneable<MLP> {
   explicit MLP(const GPTConfig& c) {
     c_fc = register_module("c_fc", std::make_shared<nn::Linear>(c.n_embd, 4 * c.n_embd));
     gelu = register_module("gelu", std::make_shared<nn::GELU>());
@@ -69,7 +69,7 @@ struct MLP : nn::Module {
   std::shared_ptr<nn::Dropout> drop;
 };
 
-struct Block : nn::Module {
+struct Block : nn::Cloneable<Block> {
   explicit Block(const GPTConfig& c) {
     ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(c.n_embd));
     attn = register_module("attn", std::make_shared<CausalSelfAttention>(c));
@@ -87,7 +87,7 @@ struct Block : nn::Module {
   std::shared_ptr<MLP> mlp;
 };
 
-struct GPT : nn::Module {
+struct GPT : nn::Cloneable<GPT> {
   explicit GPT(const GPTConfig& c) : config(c) {
     wte = register_module("wte", std::make_shared<nn::Embedding>(c.vocab_size, c.n_embd));
     wpe = register_module("wpe", std::make_shared<nn::Embedding>(c.block_size, c.n_embd));

@@ -39,7 +39,7 @@ Tensor get_attn_subsequence_mask(const Tensor& seq) {
 
 // ---------------------------------------------------------------- attention
 
-struct ScaledDotProductAttention : nn::Module {
+struct ScaledDotProductAttention : nn::Cloneable<ScaledDotProductAttention> {
   // Q [batch_size, n_heads, len_q, d_k], K [.., len_k, d_k], V [.., len_k, d_v],
   // attn_mask [batch_size, n_heads, len_q, len_k] -> context [batch_size, n_heads, len_q, d_v]
   Tensor forward(const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& attn_mask) {
@@ -52,7 +52,7 @@ struct ScaledDotProductAttention : nn::Module {
   }
 };
 
-struct MultiHeadAttention : nn::Module {
+struct MultiHeadAttention : nn::Cloneable<MultiHeadAttention> {
   MultiHeadAttention(int64_t d_model, int64_t n_heads, double dropout_rate)
       : d_model(d_model), n_heads(n_heads), dropout_rate(dropout_rate), head_dim(d_model / n_heads) {
     W_Q = register_module("W_Q", std::make_shared<nn::Linear>(d_model, d_model));
@@ -93,7 +93,7 @@ struct MultiHeadAttention : nn::Module {
   std::shared_ptr<nn::Dropout> dropout;
 };
 
-struct PositionwiseFeedForward : nn::Module {
+struct PositionwiseFeedForward : nn::Cloneable<PositionwiseFeedForward> {
   PositionwiseFeedForward(int64_t d_model, int64_t d_ff, double dropout_rate) : d_model(d_model), d_ff(d_ff) {
     W_1 = register_module("W_1", std::make_shared<nn::Linear>(d_model, d_ff));
     W_2 = register_module("W_2", std::make_shared<nn::Linear>(d_ff, d_model));
@@ -114,7 +114,7 @@ struct PositionwiseFeedForward : nn::Module {
 // ---------------------------------------------------------------- the cells the notebook leaves empty
 
 // pe[pos, 2i] = sin(pos / 10000^(2i/d_model)), pe[pos, 2i+1] = cos(…), added to x.
-struct PositionalEncoding : nn::Module {
+struct PositionalEncoding : nn::Cloneable<PositionalEncoding> {
   PositionalEncoding(int64_t d_model, double dropout_rate, int64_t max_len = 64) {
     Tensor pe = zeros({max_len, d_model});
     Tensor position = arange(0, static_cast<double>(max_len), 1, kFloat32).unsqueeze(1);
@@ -129,7 +129,7 @@ struct PositionalEncoding : nn::Module {
   std::shared_ptr<nn::Dropout> dropout;
 };
 
-struct EncoderLayer : nn::Module {
+struct EncoderLayer : nn::Cloneable<EncoderLayer> {
   EncoderLayer(int64_t d_model, int64_t n_heads, int64_t d_ff, double p) {
     enc_self_attn = register_module("enc_self_attn", std::make_shared<MultiHeadAttention>(d_model, n_heads, p));
     pos_ffn = register_module("pos_ffn", std::make_shared<PositionwiseFeedForward>(d_model, d_ff, p));
@@ -145,7 +145,7 @@ struct EncoderLayer : nn::Module {
   std::shared_ptr<nn::LayerNorm> norm1, norm2;
 };
 
-struct DecoderLayer : nn::Module {
+struct DecoderLayer : nn::Cloneable<DecoderLayer> {
   DecoderLayer(int64_t d_model, int64_t n_heads, int64_t d_ff, double p) {
     dec_self_attn = register_module("dec_self_attn", std::make_shared<MultiHeadAttention>(d_model, n_heads, p));
     dec_enc_attn = register_module("dec_enc_attn", std::make_shared<MultiHeadAttention>(d_model, n_heads, p));
@@ -165,7 +165,7 @@ struct DecoderLayer : nn::Module {
   std::shared_ptr<nn::LayerNorm> norm1, norm2, norm3;
 };
 
-struct Transformer : nn::Module {
+struct Transformer : nn::Cloneable<Transformer> {
   Transformer(int64_t src_vocab_size, int64_t tgt_vocab_size, int64_t d_model, int64_t n_heads, int64_t d_ff,
               int64_t n_layers, double p) {
     src_emb = register_module("src_emb", std::make_shared<nn::Embedding>(src_vocab_size, d_model));

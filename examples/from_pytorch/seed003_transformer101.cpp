@@ -14,7 +14,7 @@
 using namespace kiln;
 
 // One attention head: n_embd -> head_dim queries, keys and values.
-struct AttentionHead : nn::Module {
+struct AttentionHead : nn::Cloneable<AttentionHead> {
   AttentionHead(int64_t n_embd, int64_t n_headd) {
     q = register_module("q", std::make_shared<nn::Linear>(n_embd, n_headd));
     k = register_module("k", std::make_shared<nn::Linear>(n_embd, n_headd));
@@ -36,7 +36,7 @@ struct AttentionHead : nn::Module {
   std::shared_ptr<nn::Linear> q, k, v;
 };
 
-struct MultiHeadAttention : nn::Module {
+struct MultiHeadAttention : nn::Cloneable<MultiHeadAttention> {
   MultiHeadAttention(int64_t n_embd, int64_t n_head) {
     if (n_embd < 0 || n_head < 0) throw std::invalid_argument("Embedding dimension and number of heads must be greater than 0");
     KILN_CHECK(n_embd % n_head == 0, "MultiHeadAttention", "n_embd must be divisible by n_head");
@@ -57,20 +57,18 @@ struct MultiHeadAttention : nn::Module {
   std::shared_ptr<nn::Linear> output_linear;
 };
 
-struct PositionWiseFeedForward : nn::Module {
+struct PositionWiseFeedForward : nn::Cloneable<PositionWiseFeedForward> {
   PositionWiseFeedForward(int64_t n_embd, int64_t ff_dim) {
-    ff = register_module("ff", std::make_shared<nn::Sequential>(nn::Sequential{
-                                   std::make_shared<nn::Linear>(n_embd, ff_dim),
-                                   std::make_shared<nn::GELU>(),
-                                   std::make_shared<nn::Linear>(ff_dim, n_embd),
-                                   std::make_shared<nn::Dropout>(0.1),
-                               }));
+    ff = register_module("ff", std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(n_embd, ff_dim),
+                                                                std::make_shared<nn::GELU>(),
+                                                                std::make_shared<nn::Linear>(ff_dim, n_embd),
+                                                                std::make_shared<nn::Dropout>(0.1)));
   }
   Tensor forward(const Tensor& hidden_state) { return (*ff)(hidden_state); }
   std::shared_ptr<nn::Sequential> ff;
 };
 
-struct SinusoidalPositionalEncoding : nn::Module {
+struct SinusoidalPositionalEncoding : nn::Cloneable<SinusoidalPositionalEncoding> {
   explicit SinusoidalPositionalEncoding(int64_t n_embd) : n_embd(n_embd) {}
 
   Tensor forward(int64_t max_seq_len) {
@@ -84,7 +82,7 @@ struct SinusoidalPositionalEncoding : nn::Module {
   int64_t n_embd;
 };
 
-struct LearnedPositionalEncoding : nn::Module {
+struct LearnedPositionalEncoding : nn::Cloneable<LearnedPositionalEncoding> {
   LearnedPositionalEncoding(int64_t max_seq_len, int64_t n_embd) {
     position_embeddings = register_module("position_embeddings", std::make_shared<nn::Embedding>(max_seq_len, n_embd));
     dropout = register_module("dropout", std::make_shared<nn::Dropout>(0.1));
@@ -99,7 +97,7 @@ struct LearnedPositionalEncoding : nn::Module {
 };
 
 // Pre-norm: x + attn(norm(x)), then x + ffn(norm(x)).
-struct EncoderLayer : nn::Module {
+struct EncoderLayer : nn::Cloneable<EncoderLayer> {
   EncoderLayer(int64_t n_embd, int64_t n_head, int64_t ff_dim) {
     layer_norm_1 = register_module("layer_norm_1", std::make_shared<nn::LayerNorm>(n_embd));
     multihead_attn = register_module("multihead_attn", std::make_shared<MultiHeadAttention>(n_embd, n_head));
@@ -119,7 +117,7 @@ struct EncoderLayer : nn::Module {
   std::shared_ptr<nn::Dropout> dropout;
 };
 
-struct Encoder : nn::Module {
+struct Encoder : nn::Cloneable<Encoder> {
   Encoder(int64_t n_embd, int64_t n_head, int64_t ff_dim, int64_t n_layer = 6) {
     positional_encoding = register_module("positional_encoding", std::make_shared<LearnedPositionalEncoding>(100, n_embd));
     layers = register_module("layers", std::make_shared<nn::ModuleList<EncoderLayer>>());

@@ -72,7 +72,7 @@ int run(int argc, char** argv) {
   so.max_len = a.max_seq_length;
   so.pad_id = 0;
   so.scale_embedding = false;
-  so.final_norm = false;
+  so.final_norms = false;
   transformer::Seq2SeqTransformer kiln_model(so);
   kiln_model.eval();
   Tensor logits = kiln_model(src, trg);

@@ -16,7 +16,7 @@ namespace seed {
 
 using namespace kiln;
 
-struct MultiHeadAttention : nn::Module {
+struct MultiHeadAttention : nn::Cloneable<MultiHeadAttention> {
   MultiHeadAttention(int64_t d_model, int64_t num_heads) : d_model(d_model), num_heads(num_heads) {
     KILN_CHECK(d_model % num_heads == 0, "MultiHeadAttention", "d_model must be divisible by num_heads");
     d_k = d_model / num_heads;
@@ -56,7 +56,7 @@ struct MultiHeadAttention : nn::Module {
   std::shared_ptr<nn::Linear> W_Q, W_K, W_V, W_o;
 };
 
-struct PositionWiseFeedForward : nn::Module {
+struct PositionWiseFeedForward : nn::Cloneable<PositionWiseFeedForward> {
   PositionWiseFeedForward(int64_t d_model, int64_t d_ff) {
     fc1 = register_module("fc1", std::make_shared<nn::Linear>(d_model, d_ff));
     fc2 = register_module("fc2", std::make_shared<nn::Linear>(d_ff, d_model));
@@ -67,7 +67,7 @@ struct PositionWiseFeedForward : nn::Module {
   std::shared_ptr<nn::ReLU> relu;
 };
 
-struct PositionalEncoding : nn::Module {
+struct PositionalEncoding : nn::Cloneable<PositionalEncoding> {
   PositionalEncoding(int64_t d_model, int64_t max_seq_length) {
     Tensor pe = zeros({max_seq_length, d_model});
     Tensor position = arange(0, static_cast<double>(max_seq_length), 1, kFloat32).unsqueeze(1);
@@ -81,7 +81,7 @@ struct PositionalEncoding : nn::Module {
   Tensor pe;
 };
 
-struct EncoderLayer : nn::Module {
+struct EncoderLayer : nn::Cloneable<EncoderLayer> {
   EncoderLayer(int64_t d_model, int64_t num_heads, int64_t d_ff, double dropout) {
     self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(d_model, num_heads));
     feed_forward = register_module("feed_forward", std::make_shared<PositionWiseFeedForward>(d_model, d_ff));
@@ -102,7 +102,7 @@ struct EncoderLayer : nn::Module {
   std::shared_ptr<nn::Dropout> dropout;
 };
 
-struct DecoderLayer : nn::Module {
+struct DecoderLayer : nn::Cloneable<DecoderLayer> {
   DecoderLayer(int64_t d_model, int64_t num_heads, int64_t d_ff, double dropout) {
     self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(d_model, num_heads));
     cross_attn = register_module("cross_attn", std::make_shared<MultiHeadAttention>(d_model, num_heads));
@@ -127,7 +127,7 @@ struct DecoderLayer : nn::Module {
   std::shared_ptr<nn::Dropout> dropout;
 };
 
-struct Transformer : nn::Module {
+struct Transformer : nn::Cloneable<Transformer> {
   Transformer(int64_t src_vocab_size, int64_t tgt_vocab_size, int64_t d_model, int64_t num_heads, int64_t num_layers,
               int64_t d_ff, int64_t max_seq_length, double dropout) {
     encoder_embedding = register_module("encoder_embedding", std::make_shared<nn::Embedding>(src_vocab_size, d_model));
