@@ -414,6 +414,19 @@ TEST_CASE("in-place errors name the op and what was given") {
   }
 }
 
+TEST_CASE("check_inplace, for in-place ops not yet on apply_inplace, refuses tensors in the graph") {
+  Tensor w = leaf({1, 2}, {2});
+  CHECK(error_of([&] { detail::check_inplace("scatter_", w); })
+            .find("[scatter_] a leaf tensor that requires grad is being used in an in-place operation") == 0);
+  Tensor y = w * 2.0;
+  CHECK(error_of([&] { detail::check_inplace("scatter_", y); })
+            .find("[scatter_] does not record in-place changes yet") == 0);
+  CHECK(error_of([&] { detail::check_inplace("scatter_", zeros({2})); }).empty());
+  NoGradGuard no_grad;
+  CHECK(error_of([&] { detail::check_inplace("scatter_", w); }).empty());
+  CHECK(error_of([&] { detail::check_inplace("scatter_", y); }).empty());
+}
+
 // ------------------------------------------------------------------ tensor literals
 TEST_CASE("tensor literals: each spelling, its dtype and shape, as torch.tensor") {
   struct Case {
@@ -470,12 +483,14 @@ TEST_CASE("tensor literals: each spelling, its dtype and shape, as torch.tensor"
 }
 
 TEST_CASE("tensor literals: ragged nesting and integer gradients are errors naming the position") {
-  CHECK(error_of([] { tensor({{1, 2}, {3}}); }) == "[tensor] expected a sequence of length 2 at dim 1, got 1 (at position [1])");
+  CHECK(error_of([] { tensor({{1, 2}, {3}}); }) ==
+        "[tensor] expected a sequence of length 2 at dim 1, got 1 (at position [1])");
   CHECK(error_of([] { tensor({{{1}, {2, 3}}}); }) ==
         "[tensor] expected a sequence of length 1 at dim 2, got 2 (at position [0][1])");
   CHECK(error_of([] { tensor({1, {2}}); }) == "[tensor] expected a number at dim 1, got a sequence (at position [1])");
   CHECK(error_of([] { tensor({{1}, 2}); }) == "[tensor] expected a sequence at dim 1, got a number (at position [1])");
-  CHECK(error_of([] { tensor({{}, {1}}); }) == "[tensor] expected a sequence of length 0 at dim 1, got 1 (at position [1])");
+  CHECK(error_of([] { tensor({{}, {1}}); }) ==
+        "[tensor] expected a sequence of length 0 at dim 1, got 1 (at position [1])");
   CHECK(error_of([] { tensor({1, 2}, TensorOptions().requires_grad()); })
             .find("[tensor] only floating-point tensors can require gradients, got int64") == 0);
 }

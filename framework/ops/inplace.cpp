@@ -68,9 +68,12 @@ void detail::inplace_record(const char* op, const Tensor& self, InplaceEdges edg
 
 void detail::check_inplace(const char* op, const Tensor& self) {
   detail::check_defined(op, self);
-  KILN_CHECK(!(is_grad_enabled() && self.requires_grad()), op,
-             "does not record in-place changes yet: a tensor that requires grad cannot be modified by it "
-             "while grad mode is on");
+  if (!is_grad_enabled() || !self.requires_grad()) return;
+  KILN_CHECK(!self.is_leaf(), op,
+             "a leaf tensor that requires grad is being used in an in-place operation (under NoGradGuard, "
+             "as in an optimizer step, it is allowed)");
+  KILN_FAIL(op, "does not record in-place changes yet: a tensor in the graph cannot be modified by it while "
+                "grad mode is on");
 }
 
 namespace {
@@ -166,7 +169,8 @@ Tensor& Tensor::mul_(const Tensor& other) {
         Shape sh = other.shape();
         DType ds = self.dtype(), dt = other.dtype();
         return [=](const Tensor& g) -> TensorList {
-          return {gs ? kiln::mul(g, so.get()).to(ds) : Tensor(), go ? operand_grad(kiln::mul(g, old.get()), sh, dt) : Tensor()};
+          return {gs ? kiln::mul(g, so.get()).to(ds) : Tensor(),
+                  go ? operand_grad(kiln::mul(g, old.get()), sh, dt) : Tensor()};
         };
       });
 }
@@ -185,7 +189,8 @@ Tensor& Tensor::div_(const Tensor& other) {
         DType ds = self.dtype(), dt = other.dtype();
         return [=](const Tensor& g) -> TensorList {
           Tensor g_over = kiln::div(g, so.get());
-          return {g_over.to(ds), go ? operand_grad(kiln::neg(kiln::mul(g_over, kiln::div(old.get(), so.get()))), sh, dt) : Tensor()};
+          if (!go) return {g_over.to(ds), Tensor()};
+          return {g_over.to(ds), operand_grad(kiln::neg(kiln::mul(g_over, kiln::div(old.get(), so.get()))), sh, dt)};
         };
       });
 }
