@@ -237,6 +237,9 @@ class Tensor {
   Tensor roll(const std::vector<int64_t>& shifts, const std::vector<int64_t>& dims = {}) const;
   Tensor outer(const Tensor& other) const;
   Tensor std(const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false) const;
+  template <DimIndex I> Tensor std(I dim, int64_t correction = 1, bool keepdim = false) const {
+    return std(dims_of(dim), correction, keepdim);
+  }
   Tensor norm(double p = 2.0, const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
 
   // ---- indexing, scatter, scan, sort and sampling (issue 12, area h2-index; semantics in

@@ -231,6 +231,9 @@ Tensor outer(const Tensor& a, const Tensor& b);
 Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
 // sqrt(var(x, dims, correction, keepdim)); the gradient is 0 where the result is 0.
 Tensor std(const Tensor& x, const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false);
+template <DimIndex I> Tensor std(const Tensor& x, I dim, int64_t correction = 1, bool keepdim = false) {
+  return kiln::std(x, std::vector<int64_t>{static_cast<int64_t>(dim)}, correction, keepdim);
+}
 // torch.linalg.vector_norm: (sum |x|^p)^(1/p) over dims (all when empty); p = inf / -inf
 // give max / min |x|, p = 0 the count of non-zeros. The gradient at a zero norm is 0.
 Tensor norm(const Tensor& x, double p = 2.0, const std::vector<int64_t>& dims = {}, bool keepdim = false);
