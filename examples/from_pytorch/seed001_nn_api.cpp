@@ -3,7 +3,7 @@
 // TransformerDecoder, and nn.Transformer with its masks, each called as the notebook
 // calls it and printing the shapes it prints.
 //
-//   seed001_nn_api [--scale K]   (K divides d_model and the feed-forward size; 1 = the notebook's sizes)
+//   seed001_nn_api [--scale K] [--seed S]   (K divides d_model and the feed-forward size; 1 = the notebook's sizes)
 #include <iostream>
 
 #include "../common/cli.h"
@@ -13,10 +13,11 @@
 using namespace kiln;
 
 int run(int argc, char** argv) {
-  kiln_examples::Cli cli(argc, argv, "seed001_nn_api [--scale K]");
+  kiln_examples::Cli cli(argc, argv, "seed001_nn_api [--scale K] [--seed S]");
   const int64_t scale = cli.integer("--scale", 1, 1, 64);
+  const uint64_t seed = static_cast<uint64_t>(cli.integer("--seed", 0, 0, INT64_MAX));
   cli.finish();
-  manual_seed(0);
+  manual_seed(seed);
 
   // ---- nn.MultiheadAttention
   int64_t embed_dim = 512 / scale, num_heads = 8;

@@ -3,7 +3,7 @@
 // encodings, and pre-norm encoder layers stacked into an encoder, each called as the
 // notebook calls it and printing the sizes it prints.
 //
-//   seed003_transformer101 [--scale K]   (K divides the embedding and feed-forward sizes; 1 = the notebook's)
+//   seed003_transformer101 [--scale K] [--seed S]   (K divides the embedding and feed-forward sizes; 1 = the notebook's)
 #include <cmath>
 #include <iostream>
 #include <stdexcept>
@@ -133,12 +133,13 @@ struct Encoder : nn::Cloneable<Encoder> {
 };
 
 int run(int argc, char** argv) {
-  kiln_examples::Cli cli(argc, argv, "seed003_transformer101 [--scale K]");
+  kiln_examples::Cli cli(argc, argv, "seed003_transformer101 [--scale K] [--seed S]");
   const int64_t scale = cli.integer("--scale", 1, 1, 64);
+  const uint64_t seed = static_cast<uint64_t>(cli.integer("--seed", 0, 0, INT64_MAX));
   cli.finish();
   if ((768 / scale) % 12 != 0 || 768 % scale != 0)
     cli.fail("--scale must divide 64 (12 heads share 768 / scale features), got " + std::to_string(scale));
-  manual_seed(0);
+  manual_seed(seed);
   const int64_t n_embd = 768 / scale, ff_dim = 3072 / scale;
 
   MultiHeadAttention multihead_attn(n_embd, 12);
