@@ -110,7 +110,7 @@ def emit(src, includes, bodies, calls):
         out.append(
             f"  try {{ {c}(); }} catch (const std::exception& e) {{\n"
             f"    std::fprintf(stderr, \"{c}: %s\\n\", e.what()); ++failed;\n  }}\n")
-    out.append(f"  std::printf(\"%d passed, %d failed\\n\", {len(calls)} - failed, failed);\n")
+    out.append(f"  std::fflush(stdout);\n  std::cout << std::flush;\n  std::printf(\"\\n%d passed, %d failed\\n\", {len(calls)} - failed, failed);\n")
     out.append("  return failed == 0 ? 0 : 1;\n}\n")
     return "".join(out)
 
