@@ -18,19 +18,8 @@ using kiln::testing::error_of;
 
 namespace {
 
-const std::map<std::string, Tensor>& fixtures() {
-  static const std::map<std::string, Tensor> all = testing::load_fixtures("index_ops.txt");
-  return all;
-}
-
-Tensor fx(const std::string& name) {
-  auto it = fixtures().find(name);
-  if (it == fixtures().end()) {
-    FAIL("fixture '" << name << "' missing from index_ops.txt; rerun make_index_fixtures.py");
-    return Tensor();
-  }
-  return it->second;
-}
+const testing::FixtureFile kFixtures("index_ops.txt", "make_index_fixtures.py");
+Tensor fx(const std::string& name) { return kFixtures.get(name); }
 
 // Moves of elements are exact; sums differ from torch's by summation order at most (the
 // same order here, so a few ulps of slack is plenty). See test_ops_forward.cpp.

@@ -18,19 +18,8 @@ using kiln::testing::Tol;
 
 namespace {
 
-const std::map<std::string, Tensor>& fixtures() {
-  static const std::map<std::string, Tensor> all = testing::load_fixtures("math_ops.txt");
-  return all;
-}
-
-Tensor fx(const std::string& name) {
-  auto it = fixtures().find(name);
-  if (it == fixtures().end()) {
-    FAIL("fixture '" << name << "' missing from math_ops.txt; rerun make_math_fixtures.py");
-    return Tensor();
-  }
-  return it->second;
-}
+const testing::FixtureFile kFixtures("math_ops.txt", "make_math_fixtures.py");
+Tensor fx(const std::string& name) { return kFixtures.get(name); }
 
 // As test_ops_forward.cpp: torch and Kiln evaluate the same formulas with different math
 // libraries and summation orders; a few ulps apart, any real bug is far larger.

@@ -21,25 +21,14 @@ using kiln::testing::error_of;
 namespace {
 
 // ---------------------------------------------------------------- fixtures
-const std::map<std::string, Tensor>& fixtures() {
-  static const std::map<std::string, Tensor> all = testing::load_fixtures("nn_modules.txt");
-  return all;
-}
-
-Tensor fx(const std::string& name) {
-  auto it = fixtures().find(name);
-  if (it == fixtures().end()) {
-    FAIL("fixture '" << name << "' missing from nn_modules.txt; rerun make_nn_fixtures.py");
-    return Tensor();
-  }
-  return it->second;
-}
+const testing::FixtureFile kFixtures("nn_modules.txt", "make_nn_fixtures.py");
+Tensor fx(const std::string& name) { return kFixtures.get(name); }
 
 // The parameters and buffers torch used, written as "<prefix>.sd.<key>".
 nn::StateDict fx_state(const std::string& prefix) {
   const std::string p = prefix + ".sd.";
   nn::StateDict sd;
-  for (const auto& [k, v] : fixtures())
+  for (const auto& [k, v] : kFixtures.all())
     if (k.rfind(p, 0) == 0) sd[k.substr(p.size())] = v;
   REQUIRE_MESSAGE(!sd.empty(), "no state_dict fixtures under " << p);
   return sd;

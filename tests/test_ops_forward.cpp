@@ -15,19 +15,8 @@ using namespace kiln;
 
 namespace {
 
-const std::map<std::string, Tensor>& fixtures() {
-  static const std::map<std::string, Tensor> all = testing::load_fixtures("ops_forward.txt");
-  return all;
-}
-
-Tensor fx(const std::string& name) {
-  auto it = fixtures().find(name);
-  if (it == fixtures().end()) {
-    FAIL("fixture '" << name << "' missing from ops_forward.txt; rerun make_op_fixtures.py");
-    return Tensor();
-  }
-  return it->second;
-}
+const testing::FixtureFile kFixtures("ops_forward.txt", "make_op_fixtures.py");
+Tensor fx(const std::string& name) { return kFixtures.get(name); }
 
 using kiln::testing::Tol;
 

@@ -21,19 +21,8 @@ using kiln::testing::Tol;
 
 namespace {
 
-const std::map<std::string, Tensor>& fixtures() {
-  static const std::map<std::string, Tensor> all = testing::load_fixtures("shape_ops.txt");
-  return all;
-}
-
-Tensor fx(const std::string& name) {
-  auto it = fixtures().find(name);
-  if (it == fixtures().end()) {
-    FAIL("fixture '" << name << "' missing from shape_ops.txt; rerun make_shape_fixtures.py");
-    return Tensor();
-  }
-  return it->second;
-}
+const testing::FixtureFile kFixtures("shape_ops.txt", "make_shape_fixtures.py");
+Tensor fx(const std::string& name) { return kFixtures.get(name); }
 
 // Moves and copies are exact: only the reductions (einsum's contractions, std, norm)
 // round, in another order than torch's. float64: 1e-12 relative is a few thousand ulps;
@@ -261,7 +250,7 @@ TEST_CASE("einsum matches torch: implicit/explicit, batch, ..., permutations, su
     for (const auto& tag : kTags) {
       const std::string p = "es." + name + "." + tag + ".";
       std::vector<Tensor> ops;
-      for (int i = 0; fixtures().count(p + "in" + std::to_string(i)); ++i) ops.push_back(fx(p + "in" + std::to_string(i)));
+      for (int i = 0; kFixtures.all().count(p + "in" + std::to_string(i)); ++i) ops.push_back(fx(p + "in" + std::to_string(i)));
       REQUIRE(!ops.empty());
       check_fx(einsum(eq, ops), p + "out", tol_for(tag));
     }

@@ -38,6 +38,23 @@ std::map<std::string, Tensor> load_fixtures(const std::string& file) {
   return out;
 }
 
+const std::map<std::string, Tensor>& FixtureFile::all() const {
+  if (!loaded_) {
+    tensors_ = load_fixtures(file_);
+    loaded_ = true;
+  }
+  return tensors_;
+}
+
+Tensor FixtureFile::get(const std::string& name) const {
+  auto it = all().find(name);
+  if (it == all().end()) {
+    FAIL("fixture '" << name << "' missing from " << file_ << "; rerun " << script_);
+    return Tensor();
+  }
+  return it->second;
+}
+
 Tensor leaf64(const Shape& shape, uint64_t seed, double scale) {
   Generator g(seed);
   Tensor t = randn(shape, TensorOptions(kFloat64), &g);

@@ -11,6 +11,20 @@ namespace kiln::testing {
 // line: "name dtype ndim d0 d1 … v0 v1 …". The folder comes from $KILN_FIXTURES.
 std::map<std::string, Tensor> load_fixtures(const std::string& file);
 
+// One fixture file, read on first use. get() of a name the file lacks fails the test
+// with the file and the script that writes it ("rerun make_x_fixtures.py").
+class FixtureFile {
+ public:
+  FixtureFile(std::string file, std::string script) : file_(std::move(file)), script_(std::move(script)) {}
+  Tensor get(const std::string& name) const;
+  const std::map<std::string, Tensor>& all() const;
+
+ private:
+  std::string file_, script_;
+  mutable std::map<std::string, Tensor> tensors_;
+  mutable bool loaded_ = false;
+};
+
 // A float64 leaf requiring grad with values from randn (seeded), for gradient checks.
 Tensor leaf64(const Shape& shape, uint64_t seed, double scale = 1.0);
 
