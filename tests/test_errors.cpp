@@ -10,18 +10,6 @@
 using namespace kiln;
 using kiln::testing::error_of;
 
-// Runs `expr`, requires a kiln::Error, and checks that its message contains each of the
-// given substrings (the op in brackets first).
-#define CHECK_ERROR(expr, ...)                                                            \
-  do {                                                                                    \
-    std::string msg_ = error_of([&] { (void)(expr); });                                   \
-    INFO("expression: " #expr);                                                           \
-    INFO("message: " << msg_);                                                            \
-    CHECK_MESSAGE(!msg_.empty(), "no kiln::Error thrown");                                \
-    for (const char* part_ : {__VA_ARGS__})                                               \
-      CHECK_MESSAGE(msg_.find(part_) != std::string::npos, "message lacks '" << part_ << "'"); \
-  } while (0)
-
 TEST_CASE("every message starts with the op in brackets") {
   std::string msg = error_of([] { matmul(ones({2, 3}), ones({4, 5})); });
   CHECK(msg.rfind("[matmul] ", 0) == 0);

@@ -46,17 +46,6 @@ void check_thread_independent(F f) {
   CHECK(equal(one, many));
 }
 
-// Runs `expr`, requires a kiln::Error whose message contains each given part.
-#define CHECK_ERROR(expr, ...)                                                                  \
-  do {                                                                                          \
-    std::string msg_ = error_of([&] { (void)(expr); });                                         \
-    INFO("expression: " #expr);                                                                 \
-    INFO("message: " << msg_);                                                                  \
-    CHECK_MESSAGE(!msg_.empty(), "no kiln::Error thrown");                                      \
-    for (const char* part_ : {__VA_ARGS__})                                                     \
-      CHECK_MESSAGE(msg_.find(part_) != std::string::npos, "message lacks '" << part_ << "'"); \
-  } while (0)
-
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 

@@ -328,91 +328,74 @@ TEST_CASE("activation and loss modules print as torch and keep their weights as 
   CHECK(equal(seq(x), softplus(silu(x))));
 }
 
-// ================================================================ errors
-// Runs `expr`, requires a kiln::Error, and checks that its message starts with the op in
-// brackets and contains each of the given substrings.
-#define CHECK_MATH_ERROR(expr, op, ...)                                                              \
-  do {                                                                                               \
-    std::string msg_ = error_of([&] { (void)(expr); });                                              \
-    INFO("expression: " #expr);                                                                      \
-    INFO("message: " << msg_);                                                                       \
-    CHECK_MESSAGE(msg_.rfind(op, 0) == 0, "message does not start with " << op);                     \
-    for (const char* part_ : {__VA_ARGS__})                                                          \
-      CHECK_MESSAGE(msg_.find(part_) != std::string::npos, "message lacks '" << part_ << "'");       \
-  } while (0)
-
 TEST_CASE("pointwise math: bad input is a clear error") {
-  CHECK_MATH_ERROR(sin(Tensor()), "[sin]", "undefined");
-  CHECK_MATH_ERROR(expm1(Tensor()), "[expm1]", "undefined");
-  CHECK_MATH_ERROR(silu(ones({2}, kInt64)), "[silu]", "int64");
-  CHECK_MATH_ERROR(softplus(ones({2}, kBool)), "[softplus]", "bool");
-  CHECK_MATH_ERROR(softplus(ones({2}), 0.0), "[softplus]", "beta", "0");
-  CHECK_MATH_ERROR(nn::Softplus(0.0), "[Softplus]", "beta");
+  CHECK_ERROR_STARTS("[sin]", sin(Tensor()), "undefined");
+  CHECK_ERROR_STARTS("[expm1]", expm1(Tensor()), "undefined");
+  CHECK_ERROR_STARTS("[silu]", silu(ones({2}, kInt64)), "int64");
+  CHECK_ERROR_STARTS("[softplus]", softplus(ones({2}, kBool)), "bool");
+  CHECK_ERROR_STARTS("[softplus]", softplus(ones({2}), 0.0), "beta", "0");
+  CHECK_ERROR_STARTS("[Softplus]", nn::Softplus(0.0), "beta");
 }
 
 TEST_CASE("reductions of empty sets: a clear error where torch has one") {
-  CHECK_MATH_ERROR(amax(zeros({3, 0}), {1}), "[amax]", "dim 1", "size 0", "(3, 0)");
-  CHECK_MATH_ERROR(amin(zeros({3, 0}), {-1}), "[amin]", "dim 1", "size 0");
-  CHECK_MATH_ERROR(amax(zeros({0, 3})), "[amax]", "empty", "(0, 3)", "all");
-  CHECK_MATH_ERROR(max(zeros({0, 3})), "[max]", "(0, 3)");
-  CHECK_MATH_ERROR(max(zeros({0, 3}), 0), "[max]", "dim 0", "size 0");
-  CHECK_MATH_ERROR(argmax(zeros({0, 3}), 0), "[argmax]", "dim 0");
+  CHECK_ERROR_STARTS("[amax]", amax(zeros({3, 0}), {1}), "dim 1", "size 0", "(3, 0)");
+  CHECK_ERROR_STARTS("[amin]", amin(zeros({3, 0}), {-1}), "dim 1", "size 0");
+  CHECK_ERROR_STARTS("[amax]", amax(zeros({0, 3})), "empty", "(0, 3)", "all");
+  CHECK_ERROR_STARTS("[max]", max(zeros({0, 3})), "(0, 3)");
+  CHECK_ERROR_STARTS("[max]", max(zeros({0, 3}), 0), "dim 0", "size 0");
+  CHECK_ERROR_STARTS("[argmax]", argmax(zeros({0, 3}), 0), "dim 0");
 }
 
 TEST_CASE("losses: bad input is a clear error") {
   Tensor a = ones({3, 4}), b = ones({4, 3});
   SUBCASE("shapes that do not broadcast, integer pairs, batchmean outside kl_div") {
-    CHECK_MATH_ERROR(nn::mse_loss(a, b), "[mse_loss]", "(3, 4)", "(4, 3)");
-    CHECK_MATH_ERROR(nn::l1_loss(a, ones({5})), "[l1_loss]", "(3, 4)", "(5,)");
-    CHECK_MATH_ERROR(nn::smooth_l1_loss(a, b), "[smooth_l1_loss]", "(3, 4)", "(4, 3)");
-    CHECK_MATH_ERROR(nn::l1_loss(ones({2}, kInt64), ones({2}, kInt64)), "[l1_loss]", "int64");
-    CHECK_MATH_ERROR(nn::mse_loss(a, Tensor()), "[mse_loss]", "target", "undefined");
-    CHECK_MATH_ERROR(nn::mse_loss(a, a, Reduction::BatchMean), "[mse_loss]", "batchmean", "kl_div");
-    CHECK_MATH_ERROR(nn::L1Loss(Reduction::BatchMean)(a, a), "[l1_loss]", "batchmean");
-    CHECK_MATH_ERROR(cross_entropy(a, zeros({3}, kInt64), -100, 0.0, Reduction::BatchMean), "[cross_entropy]",
-                     "batchmean");
-    CHECK_MATH_ERROR(nn::nll_loss(a, zeros({3}, kInt64), -100, Reduction::BatchMean), "[nll_loss]", "batchmean");
-    CHECK_MATH_ERROR(nn::binary_cross_entropy_with_logits(a, a, Tensor(), Reduction::BatchMean),
-                     "[binary_cross_entropy_with_logits]", "batchmean");
-    CHECK_MATH_ERROR(reduction_from_string("avg"), "[reduction]", "'avg'", "batchmean");
+    CHECK_ERROR_STARTS("[mse_loss]", nn::mse_loss(a, b), "(3, 4)", "(4, 3)");
+    CHECK_ERROR_STARTS("[l1_loss]", nn::l1_loss(a, ones({5})), "(3, 4)", "(5,)");
+    CHECK_ERROR_STARTS("[smooth_l1_loss]", nn::smooth_l1_loss(a, b), "(3, 4)", "(4, 3)");
+    CHECK_ERROR_STARTS("[l1_loss]", nn::l1_loss(ones({2}, kInt64), ones({2}, kInt64)), "int64");
+    CHECK_ERROR_STARTS("[mse_loss]", nn::mse_loss(a, Tensor()), "target", "undefined");
+    CHECK_ERROR_STARTS("[mse_loss]", nn::mse_loss(a, a, Reduction::BatchMean), "batchmean", "kl_div");
+    CHECK_ERROR_STARTS("[l1_loss]", nn::L1Loss(Reduction::BatchMean)(a, a), "batchmean");
+    CHECK_ERROR_STARTS("[cross_entropy]", cross_entropy(a, zeros({3}, kInt64), -100, 0.0, Reduction::BatchMean), "batchmean");
+    CHECK_ERROR_STARTS("[nll_loss]", nn::nll_loss(a, zeros({3}, kInt64), -100, Reduction::BatchMean), "batchmean");
+    CHECK_ERROR_STARTS("[binary_cross_entropy_with_logits]", nn::binary_cross_entropy_with_logits(a, a, Tensor(), Reduction::BatchMean), "batchmean");
+    CHECK_ERROR_STARTS("[reduction]", reduction_from_string("avg"), "'avg'", "batchmean");
     CHECK(reduction_from_string("batchmean") == Reduction::BatchMean);
   }
   SUBCASE("smooth_l1 beta") {
-    CHECK_MATH_ERROR(nn::smooth_l1_loss(a, a, Reduction::Mean, -1.0), "[smooth_l1_loss]", "beta", "-1");
-    CHECK_MATH_ERROR(nn::SmoothL1Loss(Reduction::Mean, -0.5), "[SmoothL1Loss]", "-0.5");
+    CHECK_ERROR_STARTS("[smooth_l1_loss]", nn::smooth_l1_loss(a, a, Reduction::Mean, -1.0), "beta", "-1");
+    CHECK_ERROR_STARTS("[SmoothL1Loss]", nn::SmoothL1Loss(Reduction::Mean, -0.5), "-0.5");
   }
   SUBCASE("binary_cross_entropy_with_logits") {
     const char* op = "[binary_cross_entropy_with_logits]";
-    CHECK_MATH_ERROR(nn::binary_cross_entropy_with_logits(ones({3}), ones({2, 3})), op, "(2, 3)", "(3,)");
-    CHECK_MATH_ERROR(nn::binary_cross_entropy_with_logits(a, ones({3, 4}, kInt64)), op, "target", "int64");
-    CHECK_MATH_ERROR(nn::binary_cross_entropy_with_logits(ones({3, 4}, kInt64), a), op, "input", "int64");
-    CHECK_MATH_ERROR(nn::binary_cross_entropy_with_logits(a, a, ones({2, 3, 4})), op, "weight", "(2, 3, 4)", "(3, 4)");
-    CHECK_MATH_ERROR(nn::binary_cross_entropy_with_logits(a, a, Tensor(), Reduction::Mean, ones({5})), op, "(5,)",
-                     "(3, 4)");
+    CHECK_ERROR_STARTS(op, nn::binary_cross_entropy_with_logits(ones({3}), ones({2, 3})), "(2, 3)", "(3,)");
+    CHECK_ERROR_STARTS(op, nn::binary_cross_entropy_with_logits(a, ones({3, 4}, kInt64)), "target", "int64");
+    CHECK_ERROR_STARTS(op, nn::binary_cross_entropy_with_logits(ones({3, 4}, kInt64), a), "input", "int64");
+    CHECK_ERROR_STARTS(op, nn::binary_cross_entropy_with_logits(a, a, ones({2, 3, 4})), "weight", "(2, 3, 4)", "(3, 4)");
+    CHECK_ERROR_STARTS(op, nn::binary_cross_entropy_with_logits(a, a, Tensor(), Reduction::Mean, ones({5})), "(5,)", "(3, 4)");
     Tensor wg = ones({4}).requires_grad_();
-    CHECK_MATH_ERROR(nn::binary_cross_entropy_with_logits(a, a, wg), op, "'weight'", "requires_grad");
-    CHECK_MATH_ERROR(nn::binary_cross_entropy_with_logits(a, a, Tensor(), Reduction::Mean, wg), op, "'pos_weight'");
+    CHECK_ERROR_STARTS(op, nn::binary_cross_entropy_with_logits(a, a, wg), "'weight'", "requires_grad");
+    CHECK_ERROR_STARTS(op, nn::binary_cross_entropy_with_logits(a, a, Tensor(), Reduction::Mean, wg), "'pos_weight'");
     NoGradGuard no_grad;  // a weight requiring grad is fine where nothing is recorded
     CHECK(nn::binary_cross_entropy_with_logits(a, a, wg).defined());
   }
   SUBCASE("kl_div") {
-    CHECK_MATH_ERROR(nn::kl_div(ones({3}, kInt64), ones({3})), "[kl_div]", "input", "int64");
-    CHECK_MATH_ERROR(nn::kl_div(ones({3}), ones({3}, kInt64)), "[kl_div]", "target", "int64");
-    CHECK_MATH_ERROR(nn::kl_div(ones({3}), ones({4})), "[kl_div]", "(3,)", "(4,)");
+    CHECK_ERROR_STARTS("[kl_div]", nn::kl_div(ones({3}, kInt64), ones({3})), "input", "int64");
+    CHECK_ERROR_STARTS("[kl_div]", nn::kl_div(ones({3}), ones({3}, kInt64)), "target", "int64");
+    CHECK_ERROR_STARTS("[kl_div]", nn::kl_div(ones({3}), ones({4})), "(3,)", "(4,)");
   }
   SUBCASE("class weights of cross_entropy and nll_loss") {
     Tensor t = zeros({3}, kInt64);
-    CHECK_MATH_ERROR(cross_entropy(a, t, ones({3})), "[cross_entropy]", "4 classes", "(3,)");
-    CHECK_MATH_ERROR(cross_entropy(a, t, ones({4, 1})), "[cross_entropy]", "(4, 1)");
-    CHECK_MATH_ERROR(cross_entropy(a, t, ones({4}, kFloat64)), "[cross_entropy]", "float64", "float32");
-    CHECK_MATH_ERROR(cross_entropy(a, t, Tensor()), "[cross_entropy]", "weight", "undefined");
-    CHECK_MATH_ERROR(cross_entropy(a, t, ones({4}).requires_grad_()), "[cross_entropy]", "'weight'",
-                     "requires_grad");
-    CHECK_MATH_ERROR(nn::CrossEntropyLoss(ones({5}))(a, t), "[cross_entropy]", "4 classes", "(5,)");
-    CHECK_MATH_ERROR(nn::nll_loss(a, t, ones({2})), "[nll_loss]", "4 classes", "(2,)");
-    CHECK_MATH_ERROR(nn::nll_loss(a, t, ones({4}, kInt64)), "[nll_loss]", "int64", "float32");
-    CHECK_MATH_ERROR(nn::NLLLoss(ones({4}).requires_grad_())(a, t), "[nll_loss]", "requires_grad");
+    CHECK_ERROR_STARTS("[cross_entropy]", cross_entropy(a, t, ones({3})), "4 classes", "(3,)");
+    CHECK_ERROR_STARTS("[cross_entropy]", cross_entropy(a, t, ones({4, 1})), "(4, 1)");
+    CHECK_ERROR_STARTS("[cross_entropy]", cross_entropy(a, t, ones({4}, kFloat64)), "float64", "float32");
+    CHECK_ERROR_STARTS("[cross_entropy]", cross_entropy(a, t, Tensor()), "weight", "undefined");
+    CHECK_ERROR_STARTS("[cross_entropy]", cross_entropy(a, t, ones({4}).requires_grad_()), "'weight'", "requires_grad");
+    CHECK_ERROR_STARTS("[cross_entropy]", nn::CrossEntropyLoss(ones({5}))(a, t), "4 classes", "(5,)");
+    CHECK_ERROR_STARTS("[nll_loss]", nn::nll_loss(a, t, ones({2})), "4 classes", "(2,)");
+    CHECK_ERROR_STARTS("[nll_loss]", nn::nll_loss(a, t, ones({4}, kInt64)), "int64", "float32");
+    CHECK_ERROR_STARTS("[nll_loss]", nn::NLLLoss(ones({4}).requires_grad_())(a, t), "requires_grad");
     // A bad target is still reported with a weight.
-    CHECK_MATH_ERROR(cross_entropy(a, from_vector<int64_t>({0, 4, 1}, {3}), ones({4})), "[cross_entropy]", "target 4");
+    CHECK_ERROR_STARTS("[cross_entropy]", cross_entropy(a, from_vector<int64_t>({0, 4, 1}, {3}), ones({4})), "target 4");
   }
 }

@@ -19,17 +19,6 @@ using namespace kiln;
 using namespace kiln::optim;
 using kiln::testing::error_of;
 
-// Runs `expr`, requires a kiln::Error, and checks that its message contains each part.
-#define CHECK_ERROR(expr, ...)                                                                  \
-  do {                                                                                          \
-    std::string msg_ = error_of([&] { (void)(expr); });                                         \
-    INFO("expression: " #expr);                                                                 \
-    INFO("message: " << msg_);                                                                  \
-    CHECK_MESSAGE(!msg_.empty(), "no kiln::Error thrown");                                      \
-    for (const char* part_ : {__VA_ARGS__})                                                     \
-      CHECK_MESSAGE(msg_.find(part_) != std::string::npos, "message lacks '" << std::string(part_) << "'"); \
-  } while (0)
-
 namespace {
 
 constexpr int kSteps = 6;  // STEPS in make_optim_fixtures.py

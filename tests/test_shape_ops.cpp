@@ -53,18 +53,6 @@ std::string key(double v) {
   return s;
 }
 
-// Runs `expr`, requires a kiln::Error, and checks that its message starts with `op` and
-// contains each of the given substrings.
-#define CHECK_ERROR(op, expr, ...)                                                             \
-  do {                                                                                         \
-    std::string msg_ = error_of([&] { (void)(expr); });                                        \
-    INFO("expression: " #expr);                                                                \
-    INFO("message: " << msg_);                                                                 \
-    CHECK_MESSAGE(msg_.rfind(op, 0) == 0, "message does not start with " << op);             \
-    for (const char* part_ : {__VA_ARGS__})                                                    \
-      CHECK_MESSAGE(msg_.find(part_) != std::string::npos, "message lacks '" << part_ << "'"); \
-  } while (0)
-
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 }  // namespace
@@ -353,84 +341,84 @@ TEST_CASE("norm's gradient matches torch's, subgradients at zero and ties includ
 // ---------------------------------------------------------------- errors
 TEST_CASE("structure ops, std and norm reject bad input with clear messages") {
   SUBCASE("triu / tril") {
-    CHECK_ERROR("[triu]", triu(ones({3})), "at least 2 dimensions", "(3,)");
-    CHECK_ERROR("[tril]", tril(scalar_tensor(1.0)), "at least 2 dimensions", "()");
+    CHECK_ERROR_STARTS("[triu]", triu(ones({3})), "at least 2 dimensions", "(3,)");
+    CHECK_ERROR_STARTS("[tril]", tril(scalar_tensor(1.0)), "at least 2 dimensions", "()");
   }
   SUBCASE("repeat") {
-    CHECK_ERROR("[repeat]", repeat(ones({2, 3}), {2}), "(2,)", "(2, 3)", "can not be smaller");
-    CHECK_ERROR("[repeat]", ones({2, 3}).repeat({2, -1}), "negative", "(2, -1)");
-    CHECK_ERROR("[repeat]", repeat(ones({2}), {std::numeric_limits<int64_t>::max()}), "overflows");
+    CHECK_ERROR_STARTS("[repeat]", repeat(ones({2, 3}), {2}), "(2,)", "(2, 3)", "can not be smaller");
+    CHECK_ERROR_STARTS("[repeat]", ones({2, 3}).repeat({2, -1}), "negative", "(2, -1)");
+    CHECK_ERROR_STARTS("[repeat]", repeat(ones({2}), {std::numeric_limits<int64_t>::max()}), "overflows");
   }
   SUBCASE("repeat_interleave") {
-    CHECK_ERROR("[repeat_interleave]", repeat_interleave(ones({2, 3}), -1), "negative", "-1");
-    CHECK_ERROR("[repeat_interleave]", repeat_interleave(ones({2, 3}), 2, 2), "dim 2", "out of range");
-    CHECK_ERROR("[repeat_interleave]", repeat_interleave(scalar_tensor(1.0), 2, 0), "0-d");
+    CHECK_ERROR_STARTS("[repeat_interleave]", repeat_interleave(ones({2, 3}), -1), "negative", "-1");
+    CHECK_ERROR_STARTS("[repeat_interleave]", repeat_interleave(ones({2, 3}), 2, 2), "dim 2", "out of range");
+    CHECK_ERROR_STARTS("[repeat_interleave]", repeat_interleave(scalar_tensor(1.0), 2, 0), "0-d");
     Tensor two = from_vector<int64_t>({1, 2}, {2});
-    CHECK_ERROR("[repeat_interleave]", repeat_interleave(ones({2, 3}), two, 1), "2 repeats", "size 3");
-    CHECK_ERROR("[repeat_interleave]", repeat_interleave(ones({2, 3}), two), "2 repeats", "size 6");
-    CHECK_ERROR("[repeat_interleave]", repeat_interleave(ones({2, 3}), from_vector<int64_t>({1, -2}, {2}), 0),
+    CHECK_ERROR_STARTS("[repeat_interleave]", repeat_interleave(ones({2, 3}), two, 1), "2 repeats", "size 3");
+    CHECK_ERROR_STARTS("[repeat_interleave]", repeat_interleave(ones({2, 3}), two), "2 repeats", "size 6");
+    CHECK_ERROR_STARTS("[repeat_interleave]", repeat_interleave(ones({2, 3}), from_vector<int64_t>({1, -2}, {2}), 0),
                 "negative", "-2");
-    CHECK_ERROR("[repeat_interleave]", repeat_interleave(ones({2, 3}), ones({2}), 0), "int64", "float32");
-    CHECK_ERROR("[repeat_interleave]", repeat_interleave(ones({2, 3}), ones({1, 2}, kInt64), 0), "0-D or 1-D",
+    CHECK_ERROR_STARTS("[repeat_interleave]", repeat_interleave(ones({2, 3}), ones({2}), 0), "int64", "float32");
+    CHECK_ERROR_STARTS("[repeat_interleave]", repeat_interleave(ones({2, 3}), ones({1, 2}, kInt64), 0), "0-D or 1-D",
                 "(1, 2)");
-    CHECK_ERROR("[repeat_interleave]", repeat_interleave(ones({2, 2}, kInt64)), "0-D or 1-D", "(2, 2)");
+    CHECK_ERROR_STARTS("[repeat_interleave]", repeat_interleave(ones({2, 2}, kInt64)), "0-D or 1-D", "(2, 2)");
   }
   SUBCASE("flip / roll") {
-    CHECK_ERROR("[flip]", flip(ones({2, 3}), {0, 0}), "dim 0", "more than once");
-    CHECK_ERROR("[flip]", flip(ones({2, 3}), {2}), "dim 2", "out of range");
-    CHECK_ERROR("[roll]", roll(ones({2, 3}), {1, 2}), "align", "2 shifts");
-    CHECK_ERROR("[roll]", roll(ones({2, 3}), {1, 2}, {0}), "align", "2 shifts", "1 dims");
-    CHECK_ERROR("[roll]", roll(ones({2, 3}), 1, 5), "dim 5", "out of range");
-    CHECK_ERROR("[roll]", roll(ones({2, 3}), std::vector<int64_t>{}, std::vector<int64_t>{}), "empty");
-    CHECK_ERROR("[roll]", roll(scalar_tensor(1.0), 1, 0), "0-d");
+    CHECK_ERROR_STARTS("[flip]", flip(ones({2, 3}), {0, 0}), "dim 0", "more than once");
+    CHECK_ERROR_STARTS("[flip]", flip(ones({2, 3}), {2}), "dim 2", "out of range");
+    CHECK_ERROR_STARTS("[roll]", roll(ones({2, 3}), {1, 2}), "align", "2 shifts");
+    CHECK_ERROR_STARTS("[roll]", roll(ones({2, 3}), {1, 2}, {0}), "align", "2 shifts", "1 dims");
+    CHECK_ERROR_STARTS("[roll]", roll(ones({2, 3}), 1, 5), "dim 5", "out of range");
+    CHECK_ERROR_STARTS("[roll]", roll(ones({2, 3}), std::vector<int64_t>{}, std::vector<int64_t>{}), "empty");
+    CHECK_ERROR_STARTS("[roll]", roll(scalar_tensor(1.0), 1, 0), "0-d");
   }
   SUBCASE("outer") {
-    CHECK_ERROR("[outer]", outer(ones({2, 3}), ones({3})), "1-D first", "(2, 3)");
-    CHECK_ERROR("[outer]", outer(ones({2}), scalar_tensor(1.0)), "1-D second", "()");
+    CHECK_ERROR_STARTS("[outer]", outer(ones({2, 3}), ones({3})), "1-D first", "(2, 3)");
+    CHECK_ERROR_STARTS("[outer]", outer(ones({2}), scalar_tensor(1.0)), "1-D second", "()");
   }
   SUBCASE("einsum: operand count, subscripts against ndim") {
-    CHECK_ERROR("[einsum]", einsum("ij,jk", {ones({2, 3})}), "2 operand terms", "1 operand was given");
-    CHECK_ERROR("[einsum]", einsum("ij", {ones({2, 3}), ones({3})}), "1 operand term", "2 operands were given");
-    CHECK_ERROR("[einsum]", einsum("ij", {}), "at least one operand");
-    CHECK_ERROR("[einsum]", einsum("ij", {ones({2, 3, 4})}), "subscripts in the equation (2)",
+    CHECK_ERROR_STARTS("[einsum]", einsum("ij,jk", {ones({2, 3})}), "2 operand terms", "1 operand was given");
+    CHECK_ERROR_STARTS("[einsum]", einsum("ij", {ones({2, 3}), ones({3})}), "1 operand term", "2 operands were given");
+    CHECK_ERROR_STARTS("[einsum]", einsum("ij", {}), "at least one operand");
+    CHECK_ERROR_STARTS("[einsum]", einsum("ij", {ones({2, 3, 4})}), "subscripts in the equation (2)",
                 "number of dimensions (3)", "operand 0", "no ellipsis");
-    CHECK_ERROR("[einsum]", einsum("ijk...", {ones({2, 3})}), "(3)", "more than", "(2)");
+    CHECK_ERROR_STARTS("[einsum]", einsum("ijk...", {ones({2, 3})}), "(3)", "more than", "(2)");
   }
   SUBCASE("einsum: sizes of a repeated letter") {
-    CHECK_ERROR("[einsum]", einsum("ij,jk", {ones({2, 3}), ones({4, 5})}), "subscript j", "size 4", "operand 1",
+    CHECK_ERROR_STARTS("[einsum]", einsum("ij,jk", {ones({2, 3}), ones({4, 5})}), "subscript j", "size 4", "operand 1",
                 "previously seen size 3");
-    CHECK_ERROR("[einsum]", einsum("ii", {ones({2, 3})}), "subscript i", "repeated", "2 != 3");
-    CHECK_ERROR("[einsum]", einsum("...i,...i", {ones({2, 3}), ones({4, 3})}), "'...' dim 0", "size 4");
+    CHECK_ERROR_STARTS("[einsum]", einsum("ii", {ones({2, 3})}), "subscript i", "repeated", "2 != 3");
+    CHECK_ERROR_STARTS("[einsum]", einsum("...i,...i", {ones({2, 3}), ones({4, 3})}), "'...' dim 0", "size 4");
   }
   SUBCASE("einsum: bad characters and outputs") {
-    CHECK_ERROR("[einsum]", einsum("i#", {ones({2, 3})}), "invalid subscript '#'", "index 1");
-    CHECK_ERROR("[einsum]", einsum("ij->j->i", {ones({2, 3})}), "invalid subscript '-'", "index 5");
-    CHECK_ERROR("[einsum]", einsum("ij->i,j", {ones({2, 3})}), "invalid subscript ','");
-    CHECK_ERROR("[einsum]", einsum("i..j", {ones({2, 3})}), "'.'", "not part of an ellipsis");
-    CHECK_ERROR("[einsum]", einsum("...i...", {ones({2, 3})}), "'.'", "after its ellipsis");
-    CHECK_ERROR("[einsum]", einsum("ij->k", {ones({2, 3})}), "output subscript k", "does not appear");
-    CHECK_ERROR("[einsum]", einsum("ij->ii", {ones({2, 3})}), "output subscript i", "more than once");
+    CHECK_ERROR_STARTS("[einsum]", einsum("i#", {ones({2, 3})}), "invalid subscript '#'", "index 1");
+    CHECK_ERROR_STARTS("[einsum]", einsum("ij->j->i", {ones({2, 3})}), "invalid subscript '-'", "index 5");
+    CHECK_ERROR_STARTS("[einsum]", einsum("ij->i,j", {ones({2, 3})}), "invalid subscript ','");
+    CHECK_ERROR_STARTS("[einsum]", einsum("i..j", {ones({2, 3})}), "'.'", "not part of an ellipsis");
+    CHECK_ERROR_STARTS("[einsum]", einsum("...i...", {ones({2, 3})}), "'.'", "after its ellipsis");
+    CHECK_ERROR_STARTS("[einsum]", einsum("ij->k", {ones({2, 3})}), "output subscript k", "does not appear");
+    CHECK_ERROR_STARTS("[einsum]", einsum("ij->ii", {ones({2, 3})}), "output subscript i", "more than once");
   }
   SUBCASE("einsum: dtypes") {
-    CHECK_ERROR("[einsum]", einsum("ij,jk", {ones({2, 3}, kInt64), ones({3, 2}, kInt64)}), "floating-point",
+    CHECK_ERROR_STARTS("[einsum]", einsum("ij,jk", {ones({2, 3}, kInt64), ones({3, 2}, kInt64)}), "floating-point",
                 "int64", "operand 0");
-    CHECK_ERROR("[einsum]", einsum("ij,jk", {ones({2, 3}), ones({3, 2}, kFloat64)}), "one dtype", "float32",
+    CHECK_ERROR_STARTS("[einsum]", einsum("ij,jk", {ones({2, 3}), ones({3, 2}, kFloat64)}), "one dtype", "float32",
                 "float64");
-    CHECK_ERROR("[einsum]", einsum("ij,jk", {ones({2, 3}), Tensor()}), "operand 1", "undefined");
+    CHECK_ERROR_STARTS("[einsum]", einsum("ij,jk", {ones({2, 3}), Tensor()}), "operand 1", "undefined");
   }
   SUBCASE("std") {
-    CHECK_ERROR("[std]", kiln::std(ones({3}, kInt64)), "floating-point", "int64");
-    CHECK_ERROR("[std]", kiln::std(ones({2, 3}), {0, 0}), "dim 0", "more than once");
-    CHECK_ERROR("[std]", kiln::std(ones({2, 3}), {2}), "dim 2", "out of range");
-    CHECK_ERROR("[std]", kiln::std(scalar_tensor(1.0), {1}), "dim 1", "out of range");
+    CHECK_ERROR_STARTS("[std]", kiln::std(ones({3}, kInt64)), "floating-point", "int64");
+    CHECK_ERROR_STARTS("[std]", kiln::std(ones({2, 3}), {0, 0}), "dim 0", "more than once");
+    CHECK_ERROR_STARTS("[std]", kiln::std(ones({2, 3}), {2}), "dim 2", "out of range");
+    CHECK_ERROR_STARTS("[std]", kiln::std(scalar_tensor(1.0), {1}), "dim 1", "out of range");
   }
   SUBCASE("norm") {
-    CHECK_ERROR("[norm]", norm(ones({3}, kInt64)), "floating-point", "int64");
-    CHECK_ERROR("[norm]", norm(ones({2, 3}), 2.0, {1, -1}), "dim 1", "more than once");
-    CHECK_ERROR("[norm]", norm(ones({2, 3}), 2.0, {-3}), "dim -3", "out of range");
-    CHECK_ERROR("[norm]", norm(ones({2}), std::nan("")), "nan");
-    CHECK_ERROR("[norm]", norm(zeros({0, 3}), kInf), "inf norm", "empty tensor", "(0, 3)");
-    CHECK_ERROR("[norm]", norm(zeros({0, 3}), -kInf, {0}), "-inf norm", "dim 0", "empty");
-    CHECK_ERROR("[norm]", norm(zeros({0, 3}), -1.0, {0}, true), "-1 norm", "dim 0");
+    CHECK_ERROR_STARTS("[norm]", norm(ones({3}, kInt64)), "floating-point", "int64");
+    CHECK_ERROR_STARTS("[norm]", norm(ones({2, 3}), 2.0, {1, -1}), "dim 1", "more than once");
+    CHECK_ERROR_STARTS("[norm]", norm(ones({2, 3}), 2.0, {-3}), "dim -3", "out of range");
+    CHECK_ERROR_STARTS("[norm]", norm(ones({2}), std::nan("")), "nan");
+    CHECK_ERROR_STARTS("[norm]", norm(zeros({0, 3}), kInf), "inf norm", "empty tensor", "(0, 3)");
+    CHECK_ERROR_STARTS("[norm]", norm(zeros({0, 3}), -kInf, {0}), "-inf norm", "dim 0", "empty");
+    CHECK_ERROR_STARTS("[norm]", norm(zeros({0, 3}), -1.0, {0}, true), "-1 norm", "dim 0");
   }
 }

@@ -53,4 +53,26 @@ std::string error_of(F&& f) {
   return "";
 }
 
+// Runs `expr`, requires a kiln::Error, and checks that its message contains each of the
+// given substrings. CHECK_ERROR_STARTS also requires the message to start with `op`
+// ("[gather]"). One doctest check each, whose message shows the expression and the error.
+#define CHECK_ERROR(expr, ...)                                                                  \
+  do {                                                                                          \
+    std::string msg_ = ::kiln::testing::error_of([&] { (void)(expr); });                        \
+    INFO("expression: " #expr);                                                                 \
+    INFO("message: " << msg_);                                                                  \
+    CHECK_MESSAGE(!msg_.empty(), "no kiln::Error thrown");                                      \
+    for (const char* part_ : {__VA_ARGS__})                                                     \
+      CHECK_MESSAGE(msg_.find(part_) != std::string::npos, "message lacks '" << part_ << "'"); \
+  } while (0)
+#define CHECK_ERROR_STARTS(op, expr, ...)                                                       \
+  do {                                                                                          \
+    std::string msg_ = ::kiln::testing::error_of([&] { (void)(expr); });                        \
+    INFO("expression: " #expr);                                                                 \
+    INFO("message: " << msg_);                                                                  \
+    CHECK_MESSAGE(msg_.rfind(op, 0) == 0, "message does not start with " << op);               \
+    for (const char* part_ : {__VA_ARGS__})                                                     \
+      CHECK_MESSAGE(msg_.find(part_) != std::string::npos, "message lacks '" << part_ << "'"); \
+  } while (0)
+
 }  // namespace kiln::testing
