@@ -6,8 +6,7 @@
 //   seed002_train [--steps N] [--batch B] [--seq-len L] [--out FILE.png] … (--help)
 #include <cstdio>
 
-#include "seed_args.h"
-#include "seed_transformer.h"
+#include "seed_training.h"
 
 using namespace kiln;
 
@@ -27,34 +26,10 @@ int run(int argc, char** argv) {
     std::printf("wrote %s\n", out_png.c_str());
   }
 
-  // Generate random sample data: (batch_size, seq_length)
-  Tensor src_data = randint(1, a.src_vocab_size, {a.batch, a.seq_len});
-  Tensor tgt_data = randint(1, a.tgt_vocab_size, {a.batch, a.seq_len});
-
-  nn::CrossEntropyLoss criterion(/*ignore_index=*/0);
-  optim::AdamOptions o;
-  o.lr = 0.001;
-  o.beta1 = 0.9;
-  o.beta2 = 0.98;
-  o.eps = 1e-9;
-  optim::Adam optimizer(transformer.parameters(), o);
-
-  transformer.train();
-  double first = 0, last = 0;
-  for (int64_t epoch = 0; epoch < a.steps; ++epoch) {
-    optimizer.zero_grad();
-    Tensor output = transformer(src_data, tgt_data.slice(1, 0, a.seq_len - 1));
-    Tensor loss = criterion(output.contiguous().view({-1, a.tgt_vocab_size}),
-                            tgt_data.slice(1, 1, a.seq_len).contiguous().view({-1}));
-    loss.backward();
-    optimizer.step();
-    last = loss.item();
-    if (epoch == 0) first = last;
-    std::printf("Epoch: %lld, Loss: %.6f\n", (long long)epoch + 1, last);
-  }
+  std::vector<double> losses = seed::train_on(transformer, seed::random_batch(a), a, /*lr=*/0.001);
   // Random targets cannot be learnt beyond their frequencies, but a few steps on one
   // fixed batch must still lower its loss.
-  return a.steps < 2 || last < first ? 0 : 1;
+  return losses.size() < 2 || losses.back() < losses.front() ? 0 : 1;
 }
 
 int main(int argc, char** argv) {

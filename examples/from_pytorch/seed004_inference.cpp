@@ -14,8 +14,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "seed_args.h"
-#include "seed_transformer.h"
+#include "seed_training.h"
 #include "transformer/kiln_transformer.h"
 
 using namespace kiln;
@@ -27,27 +26,9 @@ int run(int argc, char** argv) {
 
   seed::Transformer transformer(a.src_vocab_size, a.tgt_vocab_size, a.d_model, a.num_heads, a.num_layers, a.d_ff,
                                 a.max_seq_length, a.dropout);
-  Tensor src_data = randint(1, a.src_vocab_size, {a.batch, a.seq_len});
-  Tensor tgt_data = randint(1, a.tgt_vocab_size, {a.batch, a.seq_len});
-  std::cout << src_data << "\n";
-
-  nn::CrossEntropyLoss criterion(/*ignore_index=*/0);
-  optim::AdamOptions o;
-  o.lr = 0.0001;
-  o.beta1 = 0.9;
-  o.beta2 = 0.98;
-  o.eps = 1e-9;
-  optim::Adam optimizer(transformer.parameters(), o);
-  transformer.train();
-  for (int64_t epoch = 0; epoch < a.steps; ++epoch) {
-    optimizer.zero_grad();
-    Tensor output = transformer(src_data, tgt_data.slice(1, 0, a.seq_len - 1));
-    Tensor loss = criterion(output.contiguous().view({-1, a.tgt_vocab_size}),
-                            tgt_data.slice(1, 1, a.seq_len).contiguous().view({-1}));
-    loss.backward();
-    optimizer.step();
-    std::printf("Epoch: %lld, Loss: %.6f\n", (long long)epoch + 1, loss.item());
-  }
+  seed::RandomBatch batch = seed::random_batch(a);
+  std::cout << batch.src_data << "\n";
+  seed::train_on(transformer, batch, a, /*lr=*/0.0001);
 
   // The first inference call. Token ids above the vocabulary are clamped by no one in
   // the notebook; they fit its 5000-word vocabulary, and --src-vocab must be > 10 here.
