@@ -89,12 +89,4 @@ std::vector<std::vector<int64_t>> DataLoader::next_epoch_indices() {
   return batches;
 }
 
-DataLoader::Iterator DataLoader::begin() {
-  auto batches = next_epoch_indices();
-  end_pos_ = batches.size();
-  return Iterator(this, std::move(batches), 0);
-}
-
-DataLoader::Iterator DataLoader::end() const { return Iterator(this, {}, end_pos_); }
-
 }  // namespace kiln::data

@@ -57,29 +57,30 @@ class DataLoader {
   // The sample indices of each batch of a new epoch.
   std::vector<std::vector<int64_t>> next_epoch_indices();
 
+  // One epoch's batches; compares unequal to end() until they are used up.
   class Iterator {
    public:
-    Iterator(const DataLoader* loader, std::vector<std::vector<int64_t>> batches, size_t pos)
-        : loader_(loader), batches_(std::move(batches)), pos_(pos) {}
+    Iterator(const DataLoader* loader, std::vector<std::vector<int64_t>> batches)
+        : loader_(loader), batches_(std::move(batches)) {}
     Sample operator*() const { return loader_->dataset_->get_batch(batches_[pos_]); }
     Iterator& operator++() { ++pos_; return *this; }
-    bool operator!=(const Iterator& o) const { return pos_ != o.pos_; }
+    struct End {};
+    bool operator!=(End) const { return pos_ < batches_.size(); }
 
    private:
     const DataLoader* loader_;
     std::vector<std::vector<int64_t>> batches_;
-    size_t pos_;
+    size_t pos_ = 0;
   };
   // Each begin() is a new epoch.
-  Iterator begin();
-  Iterator end() const;
+  Iterator begin() { return Iterator(this, next_epoch_indices()); }
+  Iterator::End end() const { return {}; }
 
  private:
   std::shared_ptr<Dataset> dataset_;
   int64_t batch_size_;
   bool shuffle_, drop_last_;
   Generator* gen_;
-  size_t end_pos_ = 0;
 };
 
 }  // namespace kiln::data
