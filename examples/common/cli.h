@@ -1,6 +1,5 @@
 #pragma once
-// A small command-line reader for the examples: `--name value` flags and `--name`
-// switches, each validated and named in its error, and a main() wrapper that reports
+// A small command-line reader for the examples: `--name value` flags, each validated and named in its error, and a main() wrapper that reports
 // any exception as one line and exits 1 (a bad flag exits 2 with the usage).
 //
 //   kiln_examples::Cli cli(argc, argv, "char_gpt [--steps N] [--seed S]");
@@ -12,7 +11,6 @@
 #include <cstdlib>
 #include <exception>
 #include <functional>
-#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -65,14 +63,6 @@ class Cli {
   std::string text(const std::string& flag, const std::string& def) {
     const std::string* v = value(flag);
     return v ? *v : def;
-  }
-
-  // A switch with no value: true when given.
-  bool flag(const std::string& name) {
-    known_.insert(name);
-    for (const std::string& a : args_)
-      if (a == name) return true;
-    return false;
   }
 
   // Every argument must have been a known flag, each at most once.
