@@ -1,6 +1,7 @@
 #pragma once
-// A small command-line reader for the examples: `--name value` flags, each validated and named in its error, and a main() wrapper that reports
-// any exception as one line and exits 1 (a bad flag exits 2 with the usage).
+// A small command-line reader for the examples: `--name value` flags, each validated
+// and named in its error, and a main() wrapper that reports any exception as one line
+// and exits 1 (a bad flag exits 2 with the usage).
 //
 //   kiln_examples::Cli cli(argc, argv, "char_gpt [--steps N] [--seed S]");
 //   int64_t steps = cli.integer("--steps", 100, 0, 1'000'000);
