@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Kiln against PyTorch on the same machine, in one invocation: a Transformer training
-# step at the seed, small and tiny configurations (benchmarks/train_config.h), each
-# framework in its own process (so peak memory is each one's own), same threads, same
-# shapes, same token ids. PyTorch is Debian's python3-torch run by /usr/bin/python3 with
-# OPENBLAS_CORETYPE set to this CPU's best OpenBLAS core (Kiln chooses its own).
+# Kiln against PyTorch at its best on the same machine, in one invocation: a Transformer
+# training step at the seed, small and tiny configurations (benchmarks/train_config.h),
+# each framework in its own process (so peak memory is each one's own), same shapes, same
+# token ids. PyTorch runs every thread split whose product fits the threads (BLAS threads
+# x torch threads: OPENBLAS_NUM_THREADS/MKL_NUM_THREADS x torch.set_num_threads) and the
+# fastest is reported with its split; with COMPILE=1 also torch.compile's step (PyTorch
+# 2.x). TORCH_PYTHON picks the PyTorch: a virtual environment's python with PyPI's torch
+# 2.x, or Debian's /usr/bin/python3 (python3-torch 1.13, OpenBLAS, run with this CPU's
+# best OPENBLAS_CORETYPE; Kiln chooses its own).
 #
-#   bash benchmarks/compare.sh [build-dir] [threads] [configs...]
-#   e.g. bash benchmarks/compare.sh build 2 tiny small seed
+#   [TORCH_PYTHON=venv/bin/python] [COMPILE=1] bash benchmarks/compare.sh [build-dir] [threads] [configs...]
+#   e.g. TORCH_PYTHON=/opt/torch/bin/python COMPILE=1 bash benchmarks/compare.sh build 2 tiny small seed
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -14,6 +18,8 @@ threads=${2:-$(nproc)}
 shift $(( $# > 2 ? 2 : $# )) || true
 configs=("$@")
 [ ${#configs[@]} -gt 0 ] || configs=(tiny small seed)
+torch_python=${TORCH_PYTHON:-/usr/bin/python3}
+compile=${COMPILE:-0}
 
 ninja -C "$build" benchmarks/bench_train_step >/dev/null
 if grep -qw avx512f /proc/cpuinfo; then core=SKYLAKEX
@@ -21,18 +27,50 @@ elif grep -qw avx2 /proc/cpuinfo && grep -q AuthenticAMD /proc/cpuinfo; then cor
 elif grep -qw avx2 /proc/cpuinfo; then core=HASWELL
 else core=""; fi
 
-echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, threads=$threads, torch OPENBLAS_CORETYPE=${core:-default}"
-echo "| config | Kiln ms/step | PyTorch ms/step | Kiln/PyTorch | Kiln tokens/s | Kiln GFLOP/s | Kiln peak MB | PyTorch peak MB | memory ratio |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+torch_version=$("$torch_python" -c 'import torch; print(torch.__version__)')
+echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, threads=$threads, torch $torch_version ($torch_python), OPENBLAS_CORETYPE=${core:-default}"
+echo "| config | Kiln ms/step | PyTorch ms/step (BLAS x torch threads) | Kiln/PyTorch | PyTorch compiled ms/step | Kiln/compiled | Kiln tokens/s | Kiln GFLOP/s | Kiln peak MB | PyTorch peak MB | memory ratio |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+
+# PyTorch's fastest run of config $1 (extra flags after it) over the thread splits: one
+# JSON line, with "split" added.
+torch_best() {
+  local c=$1; shift
+  local best="" b t
+  for b in $(seq 1 "$threads"); do
+    for t in $(seq 1 "$threads"); do
+      [ $((b * t)) -le "$threads" ] || continue
+      local r
+      r=$(OPENBLAS_CORETYPE=$core OPENBLAS_NUM_THREADS=$b MKL_NUM_THREADS=$b OMP_NUM_THREADS=$t \
+          "$torch_python" benchmarks/torch_train_step.py --config "$c" --threads "$t" "$@")
+      best=$("$torch_python" - "$best" "$r" "${b}x${t}" <<'PY'
+import json, sys
+best, r, split = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+r["split"] = split
+if best and json.loads(best)["ms_per_step"] <= r["ms_per_step"]:
+    print(best)
+else:
+    print(json.dumps(r))
+PY
+)
+    done
+  done
+  echo "$best"
+}
+
 seed_gflops=""
 for c in "${configs[@]}"; do
   k=$("$build/benchmarks/bench_train_step" --config "$c" --threads "$threads")
   [ "$c" = seed ] && seed_gflops=$(/usr/bin/python3 -c 'import json,sys; print(json.loads(sys.argv[1])["gflops"])' "$k")
-  t=$(OPENBLAS_CORETYPE=$core /usr/bin/python3 benchmarks/torch_train_step.py --config "$c" --threads "$threads")
-  /usr/bin/python3 - "$k" "$t" <<'PY'
+  t=$(torch_best "$c")
+  tc="{}"
+  [ "$compile" = 1 ] && tc=$(torch_best "$c" --compile)
+  /usr/bin/python3 - "$k" "$t" "$tc" <<'PY'
 import json, sys
-k, t = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-print(f"| {k['config']} | {k['ms_per_step']:.2f} | {t['ms_per_step']:.2f} | {k['ms_per_step'] / t['ms_per_step']:.2f} | "
+k, t, tc = (json.loads(a) for a in sys.argv[1:4])
+comp = f"{tc['ms_per_step']:.2f} ({tc['split']}) | {k['ms_per_step'] / tc['ms_per_step']:.2f}" if tc else "- | -"
+print(f"| {k['config']} | {k['ms_per_step']:.2f} | {t['ms_per_step']:.2f} ({t['split']}) | "
+      f"{k['ms_per_step'] / t['ms_per_step']:.2f} | {comp} | "
       f"{k['tokens_per_s']:.0f} | {k['gflops']:.1f} | {k['peak_rss_mb']:.0f} | {t['peak_rss_mb']:.0f} | "
       f"{k['peak_rss_mb'] / t['peak_rss_mb']:.2f} |")
 PY

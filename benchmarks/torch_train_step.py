@@ -2,8 +2,10 @@
 # PyTorch's side of bench_train_step: the same Seq2Seq Transformer (nn.Transformer,
 # post-norm, ReLU, dropout 0.1, padding and causal masks, CrossEntropy ignoring pad,
 # Adam), the same shapes and the same token ids (train_config.h's formula), timed the
-# same way. Run with Debian's python3 (python3-torch 1.13):
+# same way. Any PyTorch runs it: PyPI's 2.x in a virtual environment (its own MKL BLAS;
+# --compile adds torch.compile), or Debian's python3-torch 1.13 (OpenBLAS):
 #
+#   venv/bin/python benchmarks/torch_train_step.py --config tiny --threads 2 [--compile]
 #   OPENBLAS_CORETYPE=<core> /usr/bin/python3 benchmarks/torch_train_step.py --config tiny --threads 2
 #
 # Prints one JSON line like bench_train_step.
@@ -72,6 +74,7 @@ def main():
     ap.add_argument("--steps", type=int, default=0)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model (PyTorch 2.x)")
     a = ap.parse_args()
     vocab, d, heads, layers, d_ff, batch, seq = CONFIGS[a.config]
     steps = a.steps or {"seed": 3, "small": 20, "tiny": 200}[a.config]
@@ -80,12 +83,13 @@ def main():
     torch.manual_seed(0)
     model = Seq2Seq(vocab, d, heads, layers, d_ff, max(seq + 1, 128))
     model.train()
+    fwd = torch.compile(model) if a.compile else model
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
     loss_fn = nn.CrossEntropyLoss(ignore_index=0)
     src, tgt_in, labels = ids(batch, seq, vocab, 1), ids(batch, seq, vocab, 2), ids(batch, seq, vocab, 3)
 
     def step():
-        logits = model(src, tgt_in)
+        logits = fwd(src, tgt_in)
         loss = loss_fn(logits.reshape(-1, vocab), labels.reshape(-1))
         opt.zero_grad()
         loss.backward()
@@ -105,7 +109,7 @@ def main():
     tokens = batch * seq
     params = sum(p.numel() for p in model.parameters())
     print(json.dumps({
-        "framework": "torch", "config": a.config, "threads": torch.get_num_threads(), "steps": steps,
+        "framework": "torch", "config": a.config, "threads": torch.get_num_threads(), "steps": steps, "compiled": a.compile,
         "ms_per_step": round(median, 3), "tokens_per_s": round(tokens / (median / 1000), 1),
         "gflops": round(6 * params * tokens / (median / 1000) / 1e9, 2),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
