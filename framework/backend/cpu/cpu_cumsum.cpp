@@ -14,12 +14,11 @@ void CpuBackend::cumsum(const Tensor& x, int64_t dim, bool reverse, const Tensor
   KILN_CHECK(x.dtype() != kBool, "cumsum", "the kernel takes no bool tensors (convert to int64 first)");
   if (x.numel() == 0) return;
   const int64_t n = x.size(dim);
-  const Shape grid = without_dim(x.shape(), dim);
   const int64_t so = out.stride(dim), sx = x.stride(dim);
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
-    for_each_line<2>({line_grid(out, dim, grid), line_grid(x, dim, grid)}, n,
+    for_each_line<2>({&out, &x}, dim, n,
                      [&](std::array<char*, 2> p, const std::array<int64_t, 2>& step, int64_t count) {
                        for (int64_t l = 0; l < count; ++l) {
                          T* o = reinterpret_cast<T*>(p[0] + l * step[0]);

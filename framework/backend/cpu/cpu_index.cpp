@@ -30,11 +30,10 @@ void CpuBackend::gather(const Tensor& x, int64_t dim, const Tensor& index, const
   check_index_range("gather", index, dim, x.size(dim));
   const int64_t n = index.size(dim);
   if (index.numel() == 0) return;
-  const Shape grid = without_dim(index.shape(), dim);
   const int64_t so = out.stride(dim), si = index.stride(dim), sx = x.stride(dim);
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    for_each_line<3>({line_grid(out, dim, grid), line_grid(index, dim, grid), line_grid(x, dim, grid)}, n,
+    for_each_line<3>({&out, &index, &x}, dim, n,
                      [&](std::array<char*, 3> p, const std::array<int64_t, 3>& step, int64_t count) {
                        for (int64_t j = 0; j < n; ++j) {
                          for (int64_t l = 0; l < count; ++l) {
@@ -52,16 +51,15 @@ void CpuBackend::scatter(const Tensor& self, int64_t dim, const Tensor& index, c
   check_index_range(accumulate ? "scatter_add" : "scatter", index, dim, self.size(dim));
   const int64_t n = index.size(dim);
   if (index.numel() == 0) return;
-  const Shape grid = without_dim(index.shape(), dim);
   const int64_t ss = self.stride(dim), si = index.stride(dim), sv = src.stride(dim);
   visit_dtype(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    for_each_line<3>({line_grid(self, dim, grid), line_grid(index, dim, grid), line_grid(src, dim, grid)}, n,
+    for_each_line<3>({&index, &self, &src}, dim, n,
                      [&](std::array<char*, 3> p, const std::array<int64_t, 3>& step, int64_t count) {
                        for (int64_t j = 0; j < n; ++j) {
                          for (int64_t l = 0; l < count; ++l) {
-                           const int64_t i = *at<int64_t>(p[1] + l * step[1], j * si);
-                           T& dst = *at<T>(p[0] + l * step[0], i * ss);
+                           const int64_t i = *at<int64_t>(p[0] + l * step[0], j * si);
+                           T& dst = *at<T>(p[1] + l * step[1], i * ss);
                            const T v = *at<T>(p[2] + l * step[2], j * sv);
                            dst = accumulate ? wrapping_add(dst, v) : v;
                          }
@@ -79,13 +77,12 @@ void CpuBackend::index_add(const Tensor& self, int64_t dim, const Tensor& index,
   if (K == 0 || self.numel() == 0) return;
   std::vector<int64_t> ids(static_cast<size_t>(K));
   for (int64_t i = 0; i < K; ++i) ids[i] = index.data<int64_t>()[i * index.stride(0)];
-  const Shape grid = without_dim(self.shape(), dim);
   const int64_t ss = self.stride(dim), sv = source.stride(dim);
   visit_dtype(self.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T a = scalar_as<T>(alpha);
     const bool scaled = alpha != 1.0;
-    for_each_line<2>({line_grid(self, dim, grid), line_grid(source, dim, grid)}, K,
+    for_each_line<2>({&self, &source}, dim, K,
                      [&](std::array<char*, 2> p, const std::array<int64_t, 2>& step, int64_t count) {
                        for (int64_t i = 0; i < K; ++i) {
                          for (int64_t l = 0; l < count; ++l) {

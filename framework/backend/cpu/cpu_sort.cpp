@@ -48,11 +48,10 @@ struct LineBuffer {
 void CpuBackend::sort(const Tensor& x, int64_t dim, bool descending, const Tensor& values, const Tensor& indices) {
   if (x.numel() == 0) return;
   const int64_t n = x.size(dim);
-  const Shape grid = without_dim(x.shape(), dim);
   const int64_t sx = x.stride(dim), sv = values.stride(dim), si = indices.stride(dim);
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    for_each_line<3>({line_grid(x, dim, grid), line_grid(values, dim, grid), line_grid(indices, dim, grid)}, n,
+    for_each_line<3>({&x, &values, &indices}, dim, n,
                      [&](std::array<char*, 3> p, const std::array<int64_t, 3>& step, int64_t count) {
                        LineBuffer<T> buf;
                        for (int64_t l = 0; l < count; ++l) {
@@ -77,11 +76,10 @@ void CpuBackend::topk(const Tensor& x, int64_t k, int64_t dim, bool largest, con
                       const Tensor& indices) {
   if (values.numel() == 0) return;
   const int64_t n = x.size(dim);
-  const Shape grid = without_dim(x.shape(), dim);
   const int64_t sx = x.stride(dim), sv = values.stride(dim), si = indices.stride(dim);
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    for_each_line<3>({line_grid(x, dim, grid), line_grid(values, dim, grid), line_grid(indices, dim, grid)}, n,
+    for_each_line<3>({&x, &values, &indices}, dim, n,
                      [&](std::array<char*, 3> p, const std::array<int64_t, 3>& step, int64_t count) {
                        LineBuffer<T> buf;
                        for (int64_t l = 0; l < count; ++l) {
