@@ -12,18 +12,23 @@
 
 namespace kiln::cpu {
 
-// t's grid of lines along dim: shape `grid` (t's shape without dim, or a window of it
-// starting at 0), t's strides without dim's, t's offset. A view of t's storage that
-// reads nothing itself, so t.size(dim) may be 0.
-inline Tensor line_grid(const Tensor& t, int64_t dim, const Shape& grid) {
+// A view of t's storage with the given shape and strides at t's offset (no history).
+inline Tensor strided_view(const Tensor& t, Shape shape, Strides strides) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = t.impl()->storage;
-  impl->shape = grid;
-  impl->strides = t.strides();
-  impl->strides.erase(impl->strides.begin() + dim);
+  impl->shape = std::move(shape);
+  impl->strides = std::move(strides);
   impl->offset = t.offset();
   impl->dtype = t.dtype();
   return Tensor(std::move(impl));
+}
+
+// t's grid of lines along dim: shape `grid` (t's shape without dim, or a window of it
+// starting at 0), t's strides without dim's. Reads nothing itself, so t.size(dim) may be 0.
+inline Tensor line_grid(const Tensor& t, int64_t dim, const Shape& grid) {
+  Strides strides = t.strides();
+  strides.erase(strides.begin() + dim);
+  return strided_view(t, grid, std::move(strides));
 }
 
 // f(std::array<char*, N> first, const std::array<int64_t, N>& step, int64_t count): `count`
