@@ -1,6 +1,8 @@
 // gather, scatter / scatter_add and index_add: element moves along one dim chosen by an
 // int64 index tensor. Parallel over lines (dim_lines.h), in index order along each, so
 // repeated indices give the same result whatever the thread count.
+#include <cstdlib>
+
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/dim_lines.h"
 #include "backend/cpu/wrapping_sum.h"
@@ -31,15 +33,22 @@ template <class F>
 void for_each_index(const Tensor& index, int64_t dim, const Tensor& a, const Tensor& b, F f) {
   if (index.numel() == 0) return;
   const int64_t n = index.size(dim), si = index.stride(dim);
+  const int64_t a_along = a.stride(dim) * static_cast<int64_t>(a.element_size());  // bytes
   for_each_line<3>({&index, &a, &b}, dim, n,
                    [&](std::array<char*, 3> p, const std::array<int64_t, 3>& step, int64_t count) {
                      auto line = [&](int64_t k, int64_t l) { return p[k] + l * step[k]; };
                      auto index_at = [&](int64_t l, int64_t j) { return *at<int64_t>(line(0, l), j * si); };
-                     if (step[0] != 0) {
+                     // Walk a in its memory order: along each line first when a's neighbours
+                     // along a line are nearest (dim innermost), else across the lines.
+                     if (std::abs(step[1]) >= std::abs(a_along)) {
+                       for (int64_t l = 0; l < count; ++l) {
+                         for (int64_t j = 0; j < n; ++j) f(line(1, l), line(2, l), j, index_at(l, j));
+                       }
+                     } else if (step[0] != 0) {
                        for (int64_t j = 0; j < n; ++j) {
                          for (int64_t l = 0; l < count; ++l) f(line(1, l), line(2, l), j, index_at(l, j));
                        }
-                     } else {  // one index for all these lines (index_add's): read once
+                     } else {  // one index for all these lines (index_add's): read once per j
                        for (int64_t j = 0; j < n; ++j) {
                          const int64_t i = index_at(0, j);
                          for (int64_t l = 0; l < count; ++l) f(line(1, l), line(2, l), j, i);
