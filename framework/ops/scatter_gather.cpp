@@ -83,6 +83,16 @@ Tensor src_grad(const Tensor& g, int64_t d, const Tensor& index, const Shape& sr
   return full_grad;
 }
 
+// The gradients of scatter / scatter_add's x (places overwritten by a scatter get
+// nothing) and src from g; each only when wanted.
+TensorList scatter_grads(const Tensor& g, int64_t d, const Tensor& index, const Shape& src_shape, bool accumulate,
+                         bool want_x, bool want_src) {
+  Tensor grad_x, grad_src;
+  if (want_x) grad_x = accumulate ? g : scatter(g, d, index, 0.0);
+  if (want_src) grad_src = src_grad(g, d, index, src_shape);
+  return {grad_x, grad_src};
+}
+
 Tensor scatter_src_op(const char* op, const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
                       bool accumulate) {
   const int64_t d = check_gather_scatter(op, x, dim, index, &src);
@@ -94,11 +104,7 @@ Tensor scatter_src_op(const char* op, const Tensor& x, int64_t dim, const Tensor
   const Shape src_shape = src.shape();
   const bool gx = detail::needs_grad(x), gs = detail::needs_grad(src);
   return record(op, out, {x, src}, [=](const Tensor& g) -> TensorList {
-    const Tensor& idx = si.get();
-    Tensor grad_x, grad_src;
-    if (gx) grad_x = accumulate ? g : scatter(g, d, idx, 0.0);  // overwritten places get nothing
-    if (gs) grad_src = src_grad(g, d, idx, src_shape);
-    return {grad_x, grad_src};
+    return scatter_grads(g, d, si.get(), src_shape, accumulate, gx, gs);
   });
 }
 
@@ -116,8 +122,7 @@ Tensor& scatter_src_inplace(const char* op, Tensor& self, int64_t dim, const Ten
         SavedTensor si(index, op);
         const Shape src_shape = src.shape();
         return [si, d, src_shape, accumulate](const Tensor& g) -> TensorList {
-          const Tensor& idx = si.get();
-          return {accumulate ? g : scatter(g, d, idx, 0.0), src_grad(g, d, idx, src_shape)};
+          return scatter_grads(g, d, si.get(), src_shape, accumulate, true, true);
         };
       });
 }
