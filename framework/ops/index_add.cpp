@@ -37,9 +37,7 @@ int64_t check_index_add(const char* op, const Tensor& x, int64_t dim, const Tens
 // alpha as the kernel takes it: an integer for int64 (torch truncates it), checked to fit.
 double kernel_alpha(const char* op, double alpha, DType t) {
   if (t != kInt64) return alpha;
-  constexpr double kTwo63 = 9223372036854775808.0;
-  KILN_CHECK(std::isfinite(alpha) && alpha > -kTwo63 && alpha < kTwo63, op, "alpha ", alpha,
-             " cannot be converted to int64 without overflow");
+  detail::check_int64_scalar(op, "alpha", alpha);
   return std::trunc(alpha);
 }
 

@@ -1,8 +1,6 @@
 // gather, scatter and scatter_add, their in-place forms and Tensor methods: elements moved
 // along one dim at the places an int64 index tensor names. The backend kernels check the
 // index values (only they see them); the shapes are checked here.
-#include <cmath>
-
 #include "ops/index_op_helpers.h"
 
 namespace kiln {
@@ -41,13 +39,9 @@ int64_t check_gather_scatter(const char* op, const Tensor& x, int64_t dim, const
   return d;
 }
 
-// A double scattered into a tensor of dtype t must be representable there (a NaN or an
-// out-of-range value has no int64, and converting it would be undefined behaviour).
+// A double scattered into a tensor of dtype t must be representable there.
 void check_value_fits(const char* op, double value, DType t) {
-  if (t != kInt64) return;
-  constexpr double kTwo63 = 9223372036854775808.0;
-  KILN_CHECK(std::isfinite(value) && value >= -kTwo63 && value < kTwo63, op, "value ", value,
-             " cannot be converted to int64 without overflow");
+  if (t == kInt64) detail::check_int64_scalar(op, "value", value);
 }
 
 // The leading window of t (at least 1-D) with the given shape: a view.
