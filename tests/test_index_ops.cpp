@@ -162,6 +162,8 @@ TEST_CASE("index_add matches torch") {
   }
   check_fx(index_add(fx("index_add.i64.x"), 0, ints({3, 3}, {2}), fx("index_add.i64.src"), 2.5),
            "index_add.i64.out_alpha");  // alpha truncated to 2, as torch
+  CHECK(index_add(zeros({1}, kInt64), 0, ints({0}, {1}), ones({1}, kInt64), -9223372036854775808.0)
+            .to_vector<int64_t>() == std::vector<int64_t>{INT64_MIN});  // alpha = -2^63 fits int64
   check_fx(index_add(from_vector<bool>({false, true, false}, {3}), 0, ints({0, 0}, {2}),
                      from_vector<bool>({true, false}, {2})),
            "index_add.bool.out");

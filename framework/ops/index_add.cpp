@@ -37,10 +37,16 @@ int64_t check_index_add(const char* op, const Tensor& x, int64_t dim, const Tens
 // alpha as the kernel takes it: an integer for int64 (torch truncates it), checked to fit.
 double kernel_alpha(const char* op, double alpha, DType t) {
   if (t != kInt64) return alpha;
-  constexpr double kTwo63 = 9223372036854775808.0;
-  KILN_CHECK(std::isfinite(alpha) && alpha > -kTwo63 && alpha < kTwo63, op, "alpha ", alpha,
-             " cannot be converted to int64 without overflow");
+  detail::check_int64_scalar(op, "alpha", alpha);
   return std::trunc(alpha);
+}
+
+// The gradient of source from g: g's slices at index (source's slice i went to x's slice
+// index[i]), times alpha.
+Tensor source_grad(const Tensor& g, int64_t d, const Tensor& index, const Shape& source_shape, double alpha) {
+  Tensor g1 = g.dim() == 0 ? g.reshape({1}) : g;
+  Tensor picked = index_select(g1, d, index.reshape({-1})).reshape(source_shape);
+  return alpha == 1.0 ? picked : mul(picked, alpha);
 }
 
 void index_add_into(Backend& be, const Tensor& self, int64_t d, const Tensor& index, const Tensor& source,
@@ -63,15 +69,7 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
   const Shape source_shape = source.shape();
   const bool gx = detail::needs_grad(x), gs = detail::needs_grad(source);
   return record(op, out, {x, source}, [=](const Tensor& g) -> TensorList {
-    Tensor grad_source;
-    if (gs) {
-      // source's slice i went to x's slice index[i]: its gradient is g's slice there.
-      const Tensor& idx = si.get();
-      Tensor g1 = g.dim() == 0 ? g.reshape({1}) : g;
-      Tensor picked = index_select(g1, d, idx.reshape({-1})).reshape(source_shape);
-      grad_source = a == 1.0 ? picked : mul(picked, a);
-    }
-    return {gx ? g : Tensor(), grad_source};
+    return {gx ? g : Tensor(), gs ? source_grad(g, d, si.get(), source_shape, a) : Tensor()};
   });
 }
 
@@ -94,9 +92,7 @@ Tensor& Tensor::index_add_(int64_t dim, const Tensor& index, const Tensor& sourc
         SavedTensor si(index, op);
         const Shape source_shape = source.shape();
         return [si, d, a, source_shape](const Tensor& g) -> TensorList {
-          Tensor g1 = g.dim() == 0 ? g.reshape({1}) : g;
-          Tensor picked = index_select(g1, d, si.get().reshape({-1})).reshape(source_shape);
-          return {g, a == 1.0 ? picked : kiln::mul(picked, a)};
+          return {g, source_grad(g, d, si.get(), source_shape, a)};
         };
       });
 }

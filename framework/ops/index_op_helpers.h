@@ -1,6 +1,7 @@
 #pragma once
 // Helpers shared by the indexing, scatter, scan and sort ops (gather, scatter, index_add,
 // cumsum, sort, topk): torch's rank rule that a 0-D tensor counts as 1-D of size 1 there.
+#include <cmath>
 #include <utility>
 
 #include "ops/op_helpers.h"
@@ -13,6 +14,15 @@ inline int64_t size_at_least_1d(const Tensor& t, int64_t d) { return t.dim() == 
 
 // t itself, or a 0-D t viewed as (1) (same storage, no history): what kernels are given.
 inline Tensor as_1d_view(const Tensor& t) { return t.dim() == 0 ? make_view(t, {1}, {1}, t.offset()) : t; }
+
+// Throws "[op] <what> v cannot be converted to int64 without overflow" when the scalar v,
+// headed for an int64 tensor, has no int64 value (NaN, inf, or outside [-2^63, 2^63):
+// converting it would be undefined behaviour).
+inline void check_int64_scalar(const char* op, const char* what, double v) {
+  constexpr double kTwo63 = 9223372036854775808.0;
+  KILN_CHECK(std::isfinite(v) && v >= -kTwo63 && v < kTwo63, op, what, " ", v,
+             " cannot be converted to int64 without overflow");
+}
 
 // The element offsets [lo, hi] that t spans in its storage (t non-empty).
 inline std::pair<int64_t, int64_t> storage_span(const Tensor& t) {

@@ -1,6 +1,6 @@
 // index_select: rows picked by index along one dim. Floating tensors go through the
-// embedding kernel (a row gather with a scatter-add backward), so the op is
-// differentiable on every backend without a kernel of its own.
+// embedding kernel (a row gather with a scatter-add backward, native on every backend),
+// so the op is differentiable; other dtypes through the gather kernel.
 #include "ops/op_helpers.h"
 
 namespace kiln {
@@ -22,21 +22,24 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
     if (i < 0) i += n;
   }
   const int64_t k = static_cast<int64_t>(ids.size());
-  // Move `dim` to the front and flatten the rest: (N, rest) rows to gather.
-  Tensor front = x.transpose(0, d);
-  Shape rest(front.shape().begin() + 1, front.shape().end());
-  Tensor rows;
+  Tensor wrapped = from_vector<int64_t>(ids, {k}, TensorOptions(kInt64).device(x.device()));
+  Tensor y;
   if (is_floating(x.dtype())) {
-    Tensor wrapped = from_vector<int64_t>(ids, {k}, TensorOptions(kInt64).device(x.device()));
-    rows = embedding(front.reshape({n, shape_numel(rest)}), wrapped);  // not -1: n may be 0
+    // Move `dim` to the front and flatten the rest: (N, rest) rows to gather.
+    Tensor front = x.transpose(0, d);
+    Shape rest(front.shape().begin() + 1, front.shape().end());
+    Tensor rows = embedding(front.reshape({n, shape_numel(rest)}), wrapped);  // not -1: n may be 0
+    Shape out = {k};
+    out.insert(out.end(), rest.begin(), rest.end());
+    y = rows.reshape(out).transpose(0, d);
   } else {
-    std::vector<Tensor> picked;
-    for (int64_t i : ids) picked.push_back(front.select(0, i));
-    rows = picked.empty() ? empty({0}, TensorOptions(x.dtype()).device(x.device())) : stack(picked);
+    // Nothing to differentiate: a gather whose index is wrapped[i] all over slice i.
+    Shape out = x.shape();
+    out[d] = k;
+    Strides spread(out.size(), 0);
+    spread[d] = 1;
+    y = gather(x, d, detail::make_view(wrapped, out, spread, wrapped.offset()));
   }
-  Shape out = {k};
-  out.insert(out.end(), rest.begin(), rest.end());
-  Tensor y = rows.reshape(out).transpose(0, d);
   return index.dim() == 0 ? y.squeeze(d) : y;
 }
 

@@ -1,8 +1,6 @@
 // gather, scatter and scatter_add, their in-place forms and Tensor methods: elements moved
 // along one dim at the places an int64 index tensor names. The backend kernels check the
 // index values (only they see them); the shapes are checked here.
-#include <cmath>
-
 #include "ops/index_op_helpers.h"
 
 namespace kiln {
@@ -41,13 +39,9 @@ int64_t check_gather_scatter(const char* op, const Tensor& x, int64_t dim, const
   return d;
 }
 
-// A double scattered into a tensor of dtype t must be representable there (a NaN or an
-// out-of-range value has no int64, and converting it would be undefined behaviour).
+// A double scattered into a tensor of dtype t must be representable there.
 void check_value_fits(const char* op, double value, DType t) {
-  if (t != kInt64) return;
-  constexpr double kTwo63 = 9223372036854775808.0;
-  KILN_CHECK(std::isfinite(value) && value >= -kTwo63 && value < kTwo63, op, "value ", value,
-             " cannot be converted to int64 without overflow");
+  if (t == kInt64) detail::check_int64_scalar(op, "value", value);
 }
 
 // The leading window of t (at least 1-D) with the given shape: a view.
@@ -83,6 +77,16 @@ Tensor src_grad(const Tensor& g, int64_t d, const Tensor& index, const Shape& sr
   return full_grad;
 }
 
+// The gradients of scatter / scatter_add's x (places overwritten by a scatter get
+// nothing) and src from g; each only when wanted.
+TensorList scatter_grads(const Tensor& g, int64_t d, const Tensor& index, const Shape& src_shape, bool accumulate,
+                         bool want_x, bool want_src) {
+  Tensor grad_x, grad_src;
+  if (want_x) grad_x = accumulate ? g : scatter(g, d, index, 0.0);
+  if (want_src) grad_src = src_grad(g, d, index, src_shape);
+  return {grad_x, grad_src};
+}
+
 Tensor scatter_src_op(const char* op, const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
                       bool accumulate) {
   const int64_t d = check_gather_scatter(op, x, dim, index, &src);
@@ -94,11 +98,7 @@ Tensor scatter_src_op(const char* op, const Tensor& x, int64_t dim, const Tensor
   const Shape src_shape = src.shape();
   const bool gx = detail::needs_grad(x), gs = detail::needs_grad(src);
   return record(op, out, {x, src}, [=](const Tensor& g) -> TensorList {
-    const Tensor& idx = si.get();
-    Tensor grad_x, grad_src;
-    if (gx) grad_x = accumulate ? g : scatter(g, d, idx, 0.0);  // overwritten places get nothing
-    if (gs) grad_src = src_grad(g, d, idx, src_shape);
-    return {grad_x, grad_src};
+    return scatter_grads(g, d, si.get(), src_shape, accumulate, gx, gs);
   });
 }
 
@@ -116,8 +116,7 @@ Tensor& scatter_src_inplace(const char* op, Tensor& self, int64_t dim, const Ten
         SavedTensor si(index, op);
         const Shape src_shape = src.shape();
         return [si, d, src_shape, accumulate](const Tensor& g) -> TensorList {
-          const Tensor& idx = si.get();
-          return {accumulate ? g : scatter(g, d, idx, 0.0), src_grad(g, d, idx, src_shape)};
+          return scatter_grads(g, d, si.get(), src_shape, accumulate, true, true);
         };
       });
 }

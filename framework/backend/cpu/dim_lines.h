@@ -12,35 +12,41 @@
 
 namespace kiln::cpu {
 
-// shape without dim.
-inline Shape without_dim(const Shape& shape, int64_t dim) {
-  Shape s = shape;
-  s.erase(s.begin() + dim);
-  return s;
-}
-
-// t's grid of lines along dim: shape `grid` (t's shape without dim, or a window of it
-// starting at 0), t's strides without dim's, t's offset. A view of t's storage that
-// reads nothing itself, so t.size(dim) may be 0.
-inline Tensor line_grid(const Tensor& t, int64_t dim, const Shape& grid) {
+// A view of t's storage with the given shape and strides at t's offset (no history).
+inline Tensor strided_view(const Tensor& t, Shape shape, Strides strides) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = t.impl()->storage;
-  impl->shape = grid;
-  impl->strides = t.strides();
-  impl->strides.erase(impl->strides.begin() + dim);
+  impl->shape = std::move(shape);
+  impl->strides = std::move(strides);
   impl->offset = t.offset();
   impl->dtype = t.dtype();
   return Tensor(std::move(impl));
 }
 
+// t's grid of lines along dim: shape `grid` (t's shape without dim, or a window of it
+// starting at 0), t's strides without dim's. Reads nothing itself, so t.size(dim) may be 0.
+inline Tensor line_grid(const Tensor& t, int64_t dim, const Shape& grid) {
+  Strides strides = t.strides();
+  strides.erase(strides.begin() + dim);
+  return strided_view(t, grid, std::move(strides));
+}
+
 // f(std::array<char*, N> first, const std::array<int64_t, N>& step, int64_t count): `count`
 // neighbouring lines, the first of operand k at first[k], each next one step[k] bytes
-// further. grids all have the same shape; line_len (the length of a line) sets the grain.
+// further. The lines are those of ops[0] (its shape without dim); every other operand is
+// at least as large in the dims other than dim. line_len (the length of a line) sets the
+// grain.
 template <size_t N, class F>
-void for_each_line(const std::array<Tensor, N>& grids, int64_t line_len, F f) {
-  std::array<const Tensor*, N> ops;
-  for (size_t k = 0; k < N; ++k) ops[k] = &grids[k];
-  for_each_strided<N>(ops, f, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, line_len)));
+void for_each_line(const std::array<const Tensor*, N>& ops, int64_t dim, int64_t line_len, F f) {
+  Shape grid = ops[0]->shape();
+  grid.erase(grid.begin() + dim);
+  std::array<Tensor, N> grids;
+  std::array<const Tensor*, N> ptrs;
+  for (size_t k = 0; k < N; ++k) {
+    grids[k] = line_grid(*ops[k], dim, grid);
+    ptrs[k] = &grids[k];
+  }
+  for_each_strided<N>(ptrs, f, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(1, line_len)));
 }
 
 // Throws "[op] index 7 is out of bounds for dim 1 with size 4" for the first element of
