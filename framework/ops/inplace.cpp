@@ -109,23 +109,31 @@ void check_true_division(const Tensor& self) {
              " tensor is not supported");
 }
 
-// self += alpha * other, recorded as `op` (add_ or sub_).
-Tensor& add_scaled(const char* op, Tensor& self, const Tensor& other, double alpha) {
+// self = self <kind> (scale * other), other broadcast to self's shape and cast to its
+// dtype (operand_for); recorded as `op` with make_backward (apply_inplace).
+template <class MakeBackward>
+Tensor& binary_inplace(const char* op, BinaryOp kind, Tensor& self, const Tensor& other, double scale,
+                       MakeBackward&& make_backward) {
   Tensor o = operand_for(op, self, other);
-  if (alpha != 1.0) {
+  if (scale != 1.0) {
     NoGradGuard no_grad;
-    o = kiln::mul(o, alpha);
+    o = kiln::mul(o, scale);
   }
   return apply_inplace(
-      op, self, {&other}, [&] { backend_of(op, {&self, &o}).binary(BinaryOp::Add, self, o, self); },
-      [&]() -> BackwardFn {
-        Shape so = other.shape();
-        DType dt = other.dtype();
-        bool go = detail::needs_grad(other);
-        return [=](const Tensor& g) -> TensorList {
-          return {g, go ? operand_grad(alpha == 1.0 ? g : mul(g, alpha), so, dt) : Tensor()};
-        };
-      });
+      op, self, {&other}, [&] { backend_of(op, {&self, &o}).binary(kind, self, o, self); },
+      std::forward<MakeBackward>(make_backward));
+}
+
+// self += alpha * other, recorded as `op` (add_ or sub_).
+Tensor& add_scaled(const char* op, Tensor& self, const Tensor& other, double alpha) {
+  return binary_inplace(op, BinaryOp::Add, self, other, alpha, [&]() -> BackwardFn {
+    Shape so = other.shape();
+    DType dt = other.dtype();
+    bool go = detail::needs_grad(other);
+    return [=](const Tensor& g) -> TensorList {
+      return {g, go ? operand_grad(alpha == 1.0 ? g : mul(g, alpha), so, dt) : Tensor()};
+    };
+  });
 }
 
 // self = self <op> v for a scalar v through a unary kernel; the gradient is g * slope.
@@ -158,41 +166,35 @@ Tensor& Tensor::div_(double v) {
 }
 
 Tensor& Tensor::mul_(const Tensor& other) {
-  Tensor o = operand_for("mul_", *this, other);
   Tensor& self = *this;
-  return apply_inplace(
-      "mul_", self, {&other}, [&] { backend_of("mul_", {&self, &o}).binary(BinaryOp::Mul, self, o, self); },
-      [&]() -> BackwardFn {
-        // d self = g * other; d other = g * (self's old value), kept as a clone.
-        bool gs = self.requires_grad(), go = detail::needs_grad(other);
-        SavedTensor so(gs ? other : Tensor(), "mul_"), old(go ? self.detach().clone() : Tensor(), "mul_");
-        Shape sh = other.shape();
-        DType ds = self.dtype(), dt = other.dtype();
-        return [=](const Tensor& g) -> TensorList {
-          return {gs ? kiln::mul(g, so.get()).to(ds) : Tensor(),
-                  go ? operand_grad(kiln::mul(g, old.get()), sh, dt) : Tensor()};
-        };
-      });
+  return binary_inplace("mul_", BinaryOp::Mul, self, other, 1.0, [&]() -> BackwardFn {
+    // d self = g * other; d other = g * (self's old value), kept as a clone.
+    bool gs = self.requires_grad(), go = detail::needs_grad(other);
+    SavedTensor so(gs ? other : Tensor(), "mul_"), old(go ? self.detach().clone() : Tensor(), "mul_");
+    Shape sh = other.shape();
+    DType ds = self.dtype(), dt = other.dtype();
+    return [=](const Tensor& g) -> TensorList {
+      return {gs ? kiln::mul(g, so.get()).to(ds) : Tensor(),
+              go ? operand_grad(kiln::mul(g, old.get()), sh, dt) : Tensor()};
+    };
+  });
 }
 
 Tensor& Tensor::div_(const Tensor& other) {
   check_true_division(*this);
-  Tensor o = operand_for("div_", *this, other);
   Tensor& self = *this;
-  return apply_inplace(
-      "div_", self, {&other}, [&] { backend_of("div_", {&self, &o}).binary(BinaryOp::Div, self, o, self); },
-      [&]() -> BackwardFn {
-        // d self = g / other; d other = -g * old / other^2.
-        bool go = detail::needs_grad(other);
-        SavedTensor so(other, "div_"), old(go ? self.detach().clone() : Tensor(), "div_");
-        Shape sh = other.shape();
-        DType ds = self.dtype(), dt = other.dtype();
-        return [=](const Tensor& g) -> TensorList {
-          Tensor g_over = kiln::div(g, so.get());
-          if (!go) return {g_over.to(ds), Tensor()};
-          return {g_over.to(ds), operand_grad(kiln::neg(kiln::mul(g_over, kiln::div(old.get(), so.get()))), sh, dt)};
-        };
-      });
+  return binary_inplace("div_", BinaryOp::Div, self, other, 1.0, [&]() -> BackwardFn {
+    // d self = g / other; d other = -g * old / other^2.
+    bool go = detail::needs_grad(other);
+    SavedTensor so(other, "div_"), old(go ? self.detach().clone() : Tensor(), "div_");
+    Shape sh = other.shape();
+    DType ds = self.dtype(), dt = other.dtype();
+    return [=](const Tensor& g) -> TensorList {
+      Tensor g_over = kiln::div(g, so.get());
+      if (!go) return {g_over.to(ds), Tensor()};
+      return {g_over.to(ds), operand_grad(kiln::neg(kiln::mul(g_over, kiln::div(old.get(), so.get()))), sh, dt)};
+    };
+  });
 }
 
 Tensor& Tensor::clamp_(std::optional<double> lo, std::optional<double> hi) {
