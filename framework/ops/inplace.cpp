@@ -238,15 +238,15 @@ Tensor& Tensor::copy_(const Tensor& src) {
       });
 }
 
-Tensor& Tensor::fill_(double v) {
-  Tensor& self = *this;
-  return apply_inplace("fill_", self, {}, [&] { backend_for(device()).fill(self, v); }, zero_grad_fn);
+namespace {
+// self <- v everywhere, recorded as `op` (fill_ or zero_).
+Tensor& fill_inplace(const char* op, Tensor& self, double v) {
+  return apply_inplace(op, self, {}, [&] { backend_for(self.device()).fill(self, v); }, zero_grad_fn);
 }
+}  // namespace
 
-Tensor& Tensor::zero_() {
-  Tensor& self = *this;
-  return apply_inplace("zero_", self, {}, [&] { backend_for(device()).fill(self, 0.0); }, zero_grad_fn);
-}
+Tensor& Tensor::fill_(double v) { return fill_inplace("fill_", *this, v); }
+Tensor& Tensor::zero_() { return fill_inplace("zero_", *this, 0.0); }
 
 // self (S), mask (bool, broadcastable to S) -> self (S) with `value` where mask is true
 Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
