@@ -10,18 +10,23 @@
 namespace kiln {
 
 // ---------------------------------------------------------------- the in-place path
+namespace {
+// Whether several elements of t sit at one memory location: a dim of size > 1 with
+// stride 0, as expand makes.
+bool elements_share_memory(const TensorImpl& t) {
+  for (size_t d = 0; d < t.shape.size(); ++d)
+    if (t.strides[d] == 0 && t.shape[d] > 1) return true;
+  return false;
+}
+}  // namespace
+
 bool detail::inplace_prologue(const char* op, const Tensor& self, std::initializer_list<const Tensor*> operands) {
   detail::check_defined(op, self);
   const TensorImpl& s = *self.impl();
-  for (size_t d = 0; d < s.shape.size(); ++d) {
-    KILN_CHECK(s.strides[d] != 0 || s.shape[d] <= 1, op,
-               "unsupported operation: more than one element of the written-to tensor (shape ", shape_str(s.shape),
-               ", strides ", shape_str(s.strides), ") refers to a single memory location; clone() it first");
-  }
-  if (!is_grad_enabled()) return false;
-  bool record = self.requires_grad();
-  for (const Tensor* o : operands) record = record || (o && o->defined() && o->requires_grad());
-  if (!record) return false;
+  KILN_CHECK(!elements_share_memory(s), op, "unsupported operation: more than one element of the written-to tensor "
+             "(shape ", shape_str(s.shape), ", strides ", shape_str(s.strides),
+             ") refers to a single memory location; clone() it first");
+  if (!is_grad_enabled() || !(self.requires_grad() || any_requires_grad(operands))) return false;
   KILN_CHECK(!(s.requires_grad && self.is_leaf()), op,
              "a leaf tensor that requires grad is being used in an in-place operation");
   KILN_CHECK(!s.view_no_grad, op,
@@ -31,10 +36,8 @@ bool detail::inplace_prologue(const char* op, const Tensor& self, std::initializ
     const TensorImpl& b = *s.view_base;
     KILN_CHECK(!(b.requires_grad && !b.grad_fn), op,
                "a view of a leaf tensor that requires grad is being used in an in-place operation");
-    for (size_t d = 0; d < b.shape.size(); ++d) {
-      KILN_CHECK(b.strides[d] != 0 || b.shape[d] <= 1, op, "in-place on a view of a tensor whose elements share "
-                 "memory (shape ", shape_str(b.shape), ", strides ", shape_str(b.strides), ") is not supported");
-    }
+    KILN_CHECK(!elements_share_memory(b), op, "in-place on a view of a tensor whose elements share memory (shape ",
+               shape_str(b.shape), ", strides ", shape_str(b.strides), ") is not supported");
   }
   return true;
 }
