@@ -87,14 +87,20 @@ using detail::apply_inplace;
 Tensor operand_for(const char* op, const Tensor& self, const Tensor& other) {
   detail::check_defined(op, self);
   detail::check_defined(op, other, "operand");
-  Shape s = broadcast_shapes(op, self.shape(), other.shape());
-  KILN_CHECK(s == self.shape(), op, "output of shape ", shape_str(self.shape()),
-             " doesn't match the broadcast shape ", shape_str(s));
+  const bool same_shape = other.shape() == self.shape();
+  if (!same_shape) {
+    Shape s = broadcast_shapes(op, self.shape(), other.shape());
+    KILN_CHECK(s == self.shape(), op, "output of shape ", shape_str(self.shape()),
+               " doesn't match the broadcast shape ", shape_str(s));
+  }
   KILN_CHECK(is_floating(self.dtype()) || !is_floating(other.dtype()), op, "result type ",
              dtype_name(other.dtype()), " can't be cast to the desired output type ", dtype_name(self.dtype()));
-  Tensor o = other.detach();
+  // Only the write reads the result (backward keeps `other`), so an operand that fits
+  // already is used as it is: no new handle, the common case of an optimizer step.
+  if (same_shape && other.dtype() == self.dtype()) return other;
+  Tensor o = other.detach();  // converted without recording
   if (o.dtype() != self.dtype()) o = o.to(self.dtype());
-  return o.shape() == s ? o : o.expand(s);
+  return same_shape ? o : o.expand(self.shape());
 }
 
 // The gradient of an operand from one of self's shape: summed over what was broadcast,
