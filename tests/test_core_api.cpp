@@ -202,6 +202,15 @@ TEST_CASE("in-place ops on a non-leaf give the right gradients") {
   CHECK(vec(y.detach()) == std::vector<double>{1 * 4 + 0.5 - 1 + 1, 2 * 5 + 1 - 1.25 + 1, 3 * 6 + 1.5 - 1.5 + 1});
 }
 
+TEST_CASE("an op's result is its own base even when its forward made it as a view under NoGradGuard") {
+  // flip runs its gathers under NoGradGuard, then records its node on their result.
+  Tensor a = leaf({1, 2, 3}, {3});
+  Tensor y = flip(a, {0});
+  y.mul_(2.0);
+  y.sum().backward();
+  CHECK(vec(a.grad()) == std::vector<double>{2, 2, 2});
+}
+
 TEST_CASE("fill_ and zero_ on a non-leaf cut the old value's gradient to zero") {
   Tensor a = leaf({1, 2}, {2});
   Tensor y = a * 3.0;

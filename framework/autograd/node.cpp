@@ -120,7 +120,10 @@ Tensor record_node(Tensor result, const std::vector<Tensor>& inputs, std::shared
   for (const Tensor& in : inputs) node->next.push_back(gradient_edge(in));
   TensorImpl& r = *result.impl();
   r.grad_fn = std::move(node);
-  r.view_base.reset();  // an op's result is its own base (a view op marks its result after this)
+  // An op's result is its own base, even one computed from a view made under NoGradGuard
+  // (a view op marks its result after this).
+  r.view_base.reset();
+  r.view_no_grad = false;
   return result;
 }
 

@@ -29,6 +29,13 @@ using Strides = std::vector<int64_t>;  // in elements, not bytes
 // them: it always means the list-of-dims overload.
 template <class T>
 concept DimIndex = std::integral<T> && !std::same_as<T, bool>;
+namespace detail {
+// What such an overload passes on: sum(x, -1) is sum(x, {-1}).
+template <DimIndex I>
+std::vector<int64_t> dims_of(I dim) {
+  return {static_cast<int64_t>(dim)};
+}
+}  // namespace detail
 
 // These take any vector of sizes (a Shape, Strides or dims) without a copy.
 int64_t shape_numel(const std::vector<int64_t>& s);

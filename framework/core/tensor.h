@@ -181,13 +181,13 @@ class Tensor {
   Tensor le(double v) const;
   Tensor gt(double v) const;
   Tensor ge(double v) const;
-  template <DimIndex I> Tensor sum(I dim, bool keepdim = false) const { return sum(dims_of(dim), keepdim); }
-  template <DimIndex I> Tensor mean(I dim, bool keepdim = false) const { return mean(dims_of(dim), keepdim); }
-  template <DimIndex I> Tensor amax(I dim, bool keepdim = false) const { return amax(dims_of(dim), keepdim); }
-  template <DimIndex I> Tensor amin(I dim, bool keepdim = false) const { return amin(dims_of(dim), keepdim); }
-  template <DimIndex I> Tensor logsumexp(I dim, bool keepdim = false) const { return logsumexp(dims_of(dim), keepdim); }
+  template <DimIndex I> Tensor sum(I dim, bool keepdim = false) const { return sum(detail::dims_of(dim), keepdim); }
+  template <DimIndex I> Tensor mean(I dim, bool keepdim = false) const { return mean(detail::dims_of(dim), keepdim); }
+  template <DimIndex I> Tensor amax(I dim, bool keepdim = false) const { return amax(detail::dims_of(dim), keepdim); }
+  template <DimIndex I> Tensor amin(I dim, bool keepdim = false) const { return amin(detail::dims_of(dim), keepdim); }
+  template <DimIndex I> Tensor logsumexp(I dim, bool keepdim = false) const { return logsumexp(detail::dims_of(dim), keepdim); }
   template <DimIndex I> Tensor var(I dim, int64_t correction = 1, bool keepdim = false) const {
-    return var(dims_of(dim), correction, keepdim);
+    return var(detail::dims_of(dim), correction, keepdim);
   }
   // x += y is x.add_(y), and so on: in place, under the in-place rules (ops/op_helpers.h).
   Tensor& operator+=(const Tensor& o) { return add_(o); }
@@ -238,7 +238,7 @@ class Tensor {
   Tensor outer(const Tensor& other) const;
   Tensor std(const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false) const;
   template <DimIndex I> Tensor std(I dim, int64_t correction = 1, bool keepdim = false) const {
-    return std(dims_of(dim), correction, keepdim);
+    return std(detail::dims_of(dim), correction, keepdim);
   }
   Tensor norm(double p = 2.0, const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
 
@@ -282,7 +282,6 @@ class Tensor {
   Tensor& normal_(double mean = 0.0, double std = 1.0);
 
  private:
-  template <class I> static std::vector<int64_t> dims_of(I dim) { return {static_cast<int64_t>(dim)}; }
   TensorImpl& checked() const {
     KILN_CHECK(impl_ != nullptr, "tensor", "use of an undefined tensor");
     return *impl_;

@@ -93,7 +93,6 @@ namespace {
 struct LiteralLayout {
   Shape shape;
   TensorLiteral::Kind kind = TensorLiteral::Kind::Bool;  // the widest seen: Bool < Int < Float
-  bool any_value = false;
 };
 
 // "[1][0]" for the path of indices to a nested element.
@@ -114,7 +113,6 @@ void walk_literal(const TensorLiteral& lit, size_t dim, std::vector<int64_t>& pa
       depth_known = true;
       out.shape.resize(dim);
     }
-    out.any_value = true;
     if (lit.kind() > out.kind) out.kind = lit.kind();
     return;
   }
@@ -163,9 +161,11 @@ Tensor tensor(const TensorLiteral& data, TensorOptions opts) {
   bool depth_known = false;
   walk_literal(data, 0, path, layout, depth_known);
   using K = TensorLiteral::Kind;
-  if (!opts.has_dtype_) opts = opts.dtype(!layout.any_value || layout.kind == K::Float ? kFloat32
-                                          : layout.kind == K::Int                       ? kInt64
-                                                                                        : kBool);
+  if (!opts.has_dtype_) {
+    // An empty literal (no values: numel 0) is float32, as in torch.
+    const bool floating = layout.kind == K::Float || shape_numel(layout.shape) == 0;
+    opts = opts.dtype(floating ? kFloat32 : layout.kind == K::Int ? kInt64 : kBool);
+  }
   KILN_CHECK(!opts.requires_grad_ || is_floating(opts.dtype_), "tensor",
              "only floating-point tensors can require gradients, got ", dtype_name(opts.dtype_),
              " (integer values make an int64 tensor: write 1.0 for a float, or pass a dtype)");

@@ -10,18 +10,23 @@
 namespace kiln {
 
 // ---------------------------------------------------------------- the in-place path
+namespace {
+// Whether several elements of t sit at one memory location: a dim of size > 1 with
+// stride 0, as expand makes.
+bool elements_share_memory(const TensorImpl& t) {
+  for (size_t d = 0; d < t.shape.size(); ++d)
+    if (t.strides[d] == 0 && t.shape[d] > 1) return true;
+  return false;
+}
+}  // namespace
+
 bool detail::inplace_prologue(const char* op, const Tensor& self, std::initializer_list<const Tensor*> operands) {
   detail::check_defined(op, self);
   const TensorImpl& s = *self.impl();
-  for (size_t d = 0; d < s.shape.size(); ++d) {
-    KILN_CHECK(s.strides[d] != 0 || s.shape[d] <= 1, op,
-               "unsupported operation: more than one element of the written-to tensor (shape ", shape_str(s.shape),
-               ", strides ", shape_str(s.strides), ") refers to a single memory location; clone() it first");
-  }
-  if (!is_grad_enabled()) return false;
-  bool record = self.requires_grad();
-  for (const Tensor* o : operands) record = record || (o && o->defined() && o->requires_grad());
-  if (!record) return false;
+  KILN_CHECK(!elements_share_memory(s), op, "unsupported operation: more than one element of the written-to tensor "
+             "(shape ", shape_str(s.shape), ", strides ", shape_str(s.strides),
+             ") refers to a single memory location; clone() it first");
+  if (!is_grad_enabled() || !(self.requires_grad() || any_requires_grad(operands))) return false;
   KILN_CHECK(!(s.requires_grad && self.is_leaf()), op,
              "a leaf tensor that requires grad is being used in an in-place operation");
   KILN_CHECK(!s.view_no_grad, op,
@@ -31,10 +36,8 @@ bool detail::inplace_prologue(const char* op, const Tensor& self, std::initializ
     const TensorImpl& b = *s.view_base;
     KILN_CHECK(!(b.requires_grad && !b.grad_fn), op,
                "a view of a leaf tensor that requires grad is being used in an in-place operation");
-    for (size_t d = 0; d < b.shape.size(); ++d) {
-      KILN_CHECK(b.strides[d] != 0 || b.shape[d] <= 1, op, "in-place on a view of a tensor whose elements share "
-                 "memory (shape ", shape_str(b.shape), ", strides ", shape_str(b.strides), ") is not supported");
-    }
+    KILN_CHECK(!elements_share_memory(b), op, "in-place on a view of a tensor whose elements share memory (shape ",
+               shape_str(b.shape), ", strides ", shape_str(b.strides), ") is not supported");
   }
   return true;
 }
@@ -84,14 +87,20 @@ using detail::apply_inplace;
 Tensor operand_for(const char* op, const Tensor& self, const Tensor& other) {
   detail::check_defined(op, self);
   detail::check_defined(op, other, "operand");
-  Shape s = broadcast_shapes(op, self.shape(), other.shape());
-  KILN_CHECK(s == self.shape(), op, "output of shape ", shape_str(self.shape()),
-             " doesn't match the broadcast shape ", shape_str(s));
+  const bool same_shape = other.shape() == self.shape();
+  if (!same_shape) {
+    Shape s = broadcast_shapes(op, self.shape(), other.shape());
+    KILN_CHECK(s == self.shape(), op, "output of shape ", shape_str(self.shape()),
+               " doesn't match the broadcast shape ", shape_str(s));
+  }
   KILN_CHECK(is_floating(self.dtype()) || !is_floating(other.dtype()), op, "result type ",
              dtype_name(other.dtype()), " can't be cast to the desired output type ", dtype_name(self.dtype()));
-  Tensor o = other.detach();
+  // Only the write reads the result (backward keeps `other`), so an operand that fits
+  // already is used as it is: no new handle, the common case of an optimizer step.
+  if (same_shape && other.dtype() == self.dtype()) return other;
+  Tensor o = other.detach();  // converted without recording
   if (o.dtype() != self.dtype()) o = o.to(self.dtype());
-  return o.shape() == s ? o : o.expand(s);
+  return same_shape ? o : o.expand(self.shape());
 }
 
 // The gradient of an operand from one of self's shape: summed over what was broadcast,
@@ -109,23 +118,31 @@ void check_true_division(const Tensor& self) {
              " tensor is not supported");
 }
 
-// self += alpha * other, recorded as `op` (add_ or sub_).
-Tensor& add_scaled(const char* op, Tensor& self, const Tensor& other, double alpha) {
+// self = self <kind> (scale * other), other broadcast to self's shape and cast to its
+// dtype (operand_for); recorded as `op` with make_backward (apply_inplace).
+template <class MakeBackward>
+Tensor& binary_inplace(const char* op, BinaryOp kind, Tensor& self, const Tensor& other, double scale,
+                       MakeBackward&& make_backward) {
   Tensor o = operand_for(op, self, other);
-  if (alpha != 1.0) {
+  if (scale != 1.0) {
     NoGradGuard no_grad;
-    o = kiln::mul(o, alpha);
+    o = kiln::mul(o, scale);
   }
   return apply_inplace(
-      op, self, {&other}, [&] { backend_of(op, {&self, &o}).binary(BinaryOp::Add, self, o, self); },
-      [&]() -> BackwardFn {
-        Shape so = other.shape();
-        DType dt = other.dtype();
-        bool go = detail::needs_grad(other);
-        return [=](const Tensor& g) -> TensorList {
-          return {g, go ? operand_grad(alpha == 1.0 ? g : mul(g, alpha), so, dt) : Tensor()};
-        };
-      });
+      op, self, {&other}, [&] { backend_of(op, {&self, &o}).binary(kind, self, o, self); },
+      std::forward<MakeBackward>(make_backward));
+}
+
+// self += alpha * other, recorded as `op` (add_ or sub_).
+Tensor& add_scaled(const char* op, Tensor& self, const Tensor& other, double alpha) {
+  return binary_inplace(op, BinaryOp::Add, self, other, alpha, [&]() -> BackwardFn {
+    Shape so = other.shape();
+    DType dt = other.dtype();
+    bool go = detail::needs_grad(other);
+    return [=](const Tensor& g) -> TensorList {
+      return {g, go ? operand_grad(alpha == 1.0 ? g : mul(g, alpha), so, dt) : Tensor()};
+    };
+  });
 }
 
 // self = self <op> v for a scalar v through a unary kernel; the gradient is g * slope.
@@ -158,41 +175,35 @@ Tensor& Tensor::div_(double v) {
 }
 
 Tensor& Tensor::mul_(const Tensor& other) {
-  Tensor o = operand_for("mul_", *this, other);
   Tensor& self = *this;
-  return apply_inplace(
-      "mul_", self, {&other}, [&] { backend_of("mul_", {&self, &o}).binary(BinaryOp::Mul, self, o, self); },
-      [&]() -> BackwardFn {
-        // d self = g * other; d other = g * (self's old value), kept as a clone.
-        bool gs = self.requires_grad(), go = detail::needs_grad(other);
-        SavedTensor so(gs ? other : Tensor(), "mul_"), old(go ? self.detach().clone() : Tensor(), "mul_");
-        Shape sh = other.shape();
-        DType ds = self.dtype(), dt = other.dtype();
-        return [=](const Tensor& g) -> TensorList {
-          return {gs ? kiln::mul(g, so.get()).to(ds) : Tensor(),
-                  go ? operand_grad(kiln::mul(g, old.get()), sh, dt) : Tensor()};
-        };
-      });
+  return binary_inplace("mul_", BinaryOp::Mul, self, other, 1.0, [&]() -> BackwardFn {
+    // d self = g * other; d other = g * (self's old value), kept as a clone.
+    bool gs = self.requires_grad(), go = detail::needs_grad(other);
+    SavedTensor so(gs ? other : Tensor(), "mul_"), old(go ? self.detach().clone() : Tensor(), "mul_");
+    Shape sh = other.shape();
+    DType ds = self.dtype(), dt = other.dtype();
+    return [=](const Tensor& g) -> TensorList {
+      return {gs ? kiln::mul(g, so.get()).to(ds) : Tensor(),
+              go ? operand_grad(kiln::mul(g, old.get()), sh, dt) : Tensor()};
+    };
+  });
 }
 
 Tensor& Tensor::div_(const Tensor& other) {
   check_true_division(*this);
-  Tensor o = operand_for("div_", *this, other);
   Tensor& self = *this;
-  return apply_inplace(
-      "div_", self, {&other}, [&] { backend_of("div_", {&self, &o}).binary(BinaryOp::Div, self, o, self); },
-      [&]() -> BackwardFn {
-        // d self = g / other; d other = -g * old / other^2.
-        bool go = detail::needs_grad(other);
-        SavedTensor so(other, "div_"), old(go ? self.detach().clone() : Tensor(), "div_");
-        Shape sh = other.shape();
-        DType ds = self.dtype(), dt = other.dtype();
-        return [=](const Tensor& g) -> TensorList {
-          Tensor g_over = kiln::div(g, so.get());
-          if (!go) return {g_over.to(ds), Tensor()};
-          return {g_over.to(ds), operand_grad(kiln::neg(kiln::mul(g_over, kiln::div(old.get(), so.get()))), sh, dt)};
-        };
-      });
+  return binary_inplace("div_", BinaryOp::Div, self, other, 1.0, [&]() -> BackwardFn {
+    // d self = g / other; d other = -g * old / other^2.
+    bool go = detail::needs_grad(other);
+    SavedTensor so(other, "div_"), old(go ? self.detach().clone() : Tensor(), "div_");
+    Shape sh = other.shape();
+    DType ds = self.dtype(), dt = other.dtype();
+    return [=](const Tensor& g) -> TensorList {
+      Tensor g_over = kiln::div(g, so.get());
+      if (!go) return {g_over.to(ds), Tensor()};
+      return {g_over.to(ds), operand_grad(kiln::neg(kiln::mul(g_over, kiln::div(old.get(), so.get()))), sh, dt)};
+    };
+  });
 }
 
 Tensor& Tensor::clamp_(std::optional<double> lo, std::optional<double> hi) {
@@ -236,15 +247,15 @@ Tensor& Tensor::copy_(const Tensor& src) {
       });
 }
 
-Tensor& Tensor::fill_(double v) {
-  Tensor& self = *this;
-  return apply_inplace("fill_", self, {}, [&] { backend_for(device()).fill(self, v); }, zero_grad_fn);
+namespace {
+// self <- v everywhere, recorded as `op` (fill_ or zero_).
+Tensor& fill_inplace(const char* op, Tensor& self, double v) {
+  return apply_inplace(op, self, {}, [&] { backend_for(self.device()).fill(self, v); }, zero_grad_fn);
 }
+}  // namespace
 
-Tensor& Tensor::zero_() {
-  Tensor& self = *this;
-  return apply_inplace("zero_", self, {}, [&] { backend_for(device()).fill(self, 0.0); }, zero_grad_fn);
-}
+Tensor& Tensor::fill_(double v) { return fill_inplace("fill_", *this, v); }
+Tensor& Tensor::zero_() { return fill_inplace("zero_", *this, 0.0); }
 
 // self (S), mask (bool, broadcastable to S) -> self (S) with `value` where mask is true
 Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {

@@ -132,22 +132,22 @@ Tensor min(const Tensor& x);
 // core API (issue 12): one dim as an integer, sum(x, -1); a braced list ({0, 1}, {})
 // always picks the list overload above (shape.h, DimIndex).
 template <DimIndex I> Tensor sum(const Tensor& x, I dim, bool keepdim = false) {
-  return sum(x, std::vector<int64_t>{static_cast<int64_t>(dim)}, keepdim);
+  return sum(x, detail::dims_of(dim), keepdim);
 }
 template <DimIndex I> Tensor mean(const Tensor& x, I dim, bool keepdim = false) {
-  return mean(x, std::vector<int64_t>{static_cast<int64_t>(dim)}, keepdim);
+  return mean(x, detail::dims_of(dim), keepdim);
 }
 template <DimIndex I> Tensor var(const Tensor& x, I dim, int64_t correction = 1, bool keepdim = false) {
-  return var(x, std::vector<int64_t>{static_cast<int64_t>(dim)}, correction, keepdim);
+  return var(x, detail::dims_of(dim), correction, keepdim);
 }
 template <DimIndex I> Tensor logsumexp(const Tensor& x, I dim, bool keepdim = false) {
-  return logsumexp(x, std::vector<int64_t>{static_cast<int64_t>(dim)}, keepdim);
+  return logsumexp(x, detail::dims_of(dim), keepdim);
 }
 template <DimIndex I> Tensor amax(const Tensor& x, I dim, bool keepdim = false) {
-  return amax(x, std::vector<int64_t>{static_cast<int64_t>(dim)}, keepdim);
+  return amax(x, detail::dims_of(dim), keepdim);
 }
 template <DimIndex I> Tensor amin(const Tensor& x, I dim, bool keepdim = false) {
-  return amin(x, std::vector<int64_t>{static_cast<int64_t>(dim)}, keepdim);
+  return amin(x, detail::dims_of(dim), keepdim);
 }
 
 struct ValuesIndices {
@@ -232,7 +232,7 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
 // sqrt(var(x, dims, correction, keepdim)); the gradient is 0 where the result is 0.
 Tensor std(const Tensor& x, const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false);
 template <DimIndex I> Tensor std(const Tensor& x, I dim, int64_t correction = 1, bool keepdim = false) {
-  return kiln::std(x, std::vector<int64_t>{static_cast<int64_t>(dim)}, correction, keepdim);
+  return kiln::std(x, detail::dims_of(dim), correction, keepdim);
 }
 // torch.linalg.vector_norm: (sum |x|^p)^(1/p) over dims (all when empty); p = inf / -inf
 // give max / min |x|, p = 0 the count of non-zeros. The gradient at a zero norm is 0.
