@@ -209,6 +209,23 @@ TEST_CASE("an op's result is its own base even when its forward made it as a vie
   y.mul_(2.0);
   y.sum().backward();
   CHECK(vec(a.grad()) == std::vector<double>{2, 2, 2});
+  // The same when the input needs no gradient (the op records nothing) and the in-place
+  // operand does, and for index_select's result made under NoGradGuard: each is a fresh
+  // tensor, as in torch, so the in-place op is recorded on it.
+  Tensor w = leaf({1, 2, 3}, {3});
+  Tensor f = flip(from_vector<double>({4, 5, 6}, {3}), {0});
+  f.mul_(w);
+  f.sum().backward();
+  CHECK(vec(w.grad()) == std::vector<double>{6, 5, 4});
+  Tensor picked;
+  {
+    NoGradGuard no_grad;
+    picked = index_select(from_vector<double>({4, 5, 6}, {3}), 0, from_vector<int64_t>({2, 0}, {2}));
+  }
+  Tensor v = leaf({1, 2}, {2});
+  picked.mul_(v);
+  picked.sum().backward();
+  CHECK(vec(v.grad()) == std::vector<double>{6, 4});
 }
 
 TEST_CASE("fill_ and zero_ on a non-leaf cut the old value's gradient to zero") {

@@ -109,21 +109,31 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t) {
   return acc;
 }
 
+void own_result(const Tensor& result, const std::vector<Tensor>& inputs) {
+  TensorImpl& r = *result.impl();
+  for (const Tensor& in : inputs)
+    if (in.impl() == &r) return;
+  r.view_base.reset();
+  r.view_no_grad = false;
+}
+
 Tensor record(const char* op, Tensor result, const std::vector<Tensor>& inputs, BackwardFn fn) {
-  if (!any_requires_grad(inputs)) return result;
+  if (!any_requires_grad(inputs)) {
+    own_result(result, inputs);
+    return result;
+  }
   return record_node(std::move(result), inputs, std::make_shared<FunctionNode>(op, std::move(fn)));
 }
 
 Tensor record_node(Tensor result, const std::vector<Tensor>& inputs, std::shared_ptr<Node> node) {
-  if (!any_requires_grad(inputs)) return result;
+  if (!any_requires_grad(inputs)) {
+    own_result(result, inputs);
+    return result;
+  }
   node->next.reserve(inputs.size());
   for (const Tensor& in : inputs) node->next.push_back(gradient_edge(in));
-  TensorImpl& r = *result.impl();
-  r.grad_fn = std::move(node);
-  // An op's result is its own base, even one computed from a view made under NoGradGuard
-  // (a view op marks its result after this).
-  r.view_base.reset();
-  r.view_no_grad = false;
+  result.impl()->grad_fn = std::move(node);
+  own_result(result, inputs);  // a view op marks its result after this
   return result;
 }
 

@@ -105,8 +105,15 @@ class FunctionNode final : public Node {
 bool any_requires_grad(std::initializer_list<const Tensor*> inputs);
 bool any_requires_grad(const std::vector<Tensor>& inputs);
 
+// Makes `result` an op's own tensor: an op that builds its result as a view of its own
+// temporaries (under its NoGradGuard or not) returns no view of anything the caller
+// holds, so the result carries no view record (views.h). Does nothing when `result` is
+// one of `inputs` (an op that returned its input itself).
+void own_result(const Tensor& result, const std::vector<Tensor>& inputs);
+
 // Makes `result` the output of a node named `op` over `inputs` with backward `fn`, when
-// recording is on and some input requires grad; otherwise returns `result` unchanged.
+// recording is on and some input requires grad; otherwise returns `result` as the op's
+// own tensor (own_result).
 // fn returns one gradient per input (undefined tensors for inputs without one).
 Tensor record(const char* op, Tensor result, const std::vector<Tensor>& inputs, BackwardFn fn);
 // The same with a node of the op's own class (its edges to `inputs` are set here).

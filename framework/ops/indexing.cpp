@@ -40,7 +40,9 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
     spread[d] = 1;
     y = gather(x, d, detail::make_view(wrapped, out, spread, wrapped.offset()));
   }
-  return index.dim() == 0 ? y.squeeze(d) : y;
+  if (index.dim() == 0) y = y.squeeze(d);
+  own_result(y, {x, index});  // a fresh tensor, as torch's, not a view of the gather's rows
+  return y;
 }
 
 }  // namespace kiln
