@@ -224,6 +224,19 @@ TEST_CASE("clone() of a built-in module: new tensors, same values, flags and gra
   CHECK(ln2->eps == ln.eps);
 }
 
+TEST_CASE("clone() of the activations SiLU, Softplus, Tanh, Sigmoid keeps their configuration") {
+  nn::Sequential seq(std::make_shared<nn::SiLU>(), std::make_shared<nn::Softplus>(2.0, 10.0),
+                     std::make_shared<nn::Tanh>(), std::make_shared<nn::Sigmoid>());
+  auto copy = std::dynamic_pointer_cast<nn::Sequential>(seq.clone());
+  REQUIRE(copy);
+  auto sp = std::dynamic_pointer_cast<nn::Softplus>((*copy)[1]);
+  REQUIRE(sp);
+  CHECK(sp->beta == 2.0);
+  CHECK(sp->threshold == 10.0);
+  Tensor x = randn({2, 3});
+  CHECK(equal(copy->forward(x), seq.forward(x)));
+}
+
 TEST_CASE("clone() leaves the random generator where it was (as deepcopy draws nothing)") {
   manual_seed(6);
   nn::Linear big(64, 64);

@@ -161,7 +161,7 @@ class Tensor {
   Tensor relu() const;
   Tensor gelu(const std::string& approximate = "none") const;
   Tensor clamp(std::optional<double> min, std::optional<double> max) const;
-  // pointwise math (ops/pointwise_math.cpp)
+  // pointwise math (ops/elementwise_unary.cpp)
   Tensor sin() const;
   Tensor cos() const;
   Tensor tan() const;

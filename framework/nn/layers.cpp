@@ -177,6 +177,10 @@ std::shared_ptr<Module> Softmax::make_fresh() const { return std::make_shared<So
 std::shared_ptr<Module> LogSoftmax::make_fresh() const { return std::make_shared<LogSoftmax>(dim); }
 std::shared_ptr<Module> ReLU::make_fresh() const { return std::make_shared<ReLU>(); }
 std::shared_ptr<Module> GELU::make_fresh() const { return std::make_shared<GELU>(approximate); }
+std::shared_ptr<Module> SiLU::make_fresh() const { return std::make_shared<SiLU>(); }
+std::shared_ptr<Module> Softplus::make_fresh() const { return std::make_shared<Softplus>(beta, threshold); }
+std::shared_ptr<Module> Tanh::make_fresh() const { return std::make_shared<Tanh>(); }
+std::shared_ptr<Module> Sigmoid::make_fresh() const { return std::make_shared<Sigmoid>(); }
 std::shared_ptr<Module> Identity::make_fresh() const { return std::make_shared<Identity>(); }
 std::shared_ptr<Module> Sequential::make_fresh() const {
   auto copy = std::make_shared<Sequential>();

@@ -110,6 +110,7 @@ class SiLU : public UnaryModule {
  public:
   SiLU() : UnaryModule("SiLU") {}
   Tensor forward(const Tensor& x) override;
+  std::shared_ptr<Module> make_fresh() const override;  // clone(): same configuration
 };
 
 // softplus(x, beta, threshold); prints "Softplus(beta=1, threshold=20)" as torch does
@@ -118,6 +119,7 @@ class Softplus : public UnaryModule {
  public:
   explicit Softplus(double beta = 1.0, double threshold = 20.0);
   Tensor forward(const Tensor& x) override;
+  std::shared_ptr<Module> make_fresh() const override;  // clone(): same configuration
   std::string extra_repr() const override;
   double beta, threshold;
 };
@@ -126,12 +128,14 @@ class Tanh : public UnaryModule {
  public:
   Tanh() : UnaryModule("Tanh") {}
   Tensor forward(const Tensor& x) override;
+  std::shared_ptr<Module> make_fresh() const override;  // clone(): same configuration
 };
 
 class Sigmoid : public UnaryModule {
  public:
   Sigmoid() : UnaryModule("Sigmoid") {}
   Tensor forward(const Tensor& x) override;
+  std::shared_ptr<Module> make_fresh() const override;  // clone(): same configuration
 };
 
 class Identity : public UnaryModule {

@@ -32,16 +32,6 @@ Tensor new_heads(int64_t N, int64_t H, int64_t L, int64_t X, const Tensor& like)
   return detail::new_tensor({N, L, H, X}, like.dtype(), like).transpose(1, 2);
 }
 
-// softmax over the last dim where a row whose every score is -inf gives zeros (and zero
-// gradients) instead of NaN, as torch's _safe_softmax: the fused kernels' rule.
-Tensor safe_softmax(const Tensor& scores) {
-  if (scores.size(-1) == 0) return softmax(scores, -1);
-  Tensor dead = eq(amax(scores.detach(), {-1}, /*keepdim=*/true), -std::numeric_limits<double>::infinity());
-  // The dead rows' scores are replaced before the softmax, so that nothing is NaN in
-  // forward or backward, then their weights are zeroed.
-  return masked_fill(softmax(masked_fill(scores, dead, 0.0), -1), dead, 0.0);
-}
-
 // The unfused formula, for a float mask that itself needs a gradient.
 Tensor attention_composed(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double p,
                           double scale, Generator* gen) {
@@ -94,6 +84,15 @@ Tensor kernel_mask(const Tensor& q, const Tensor& k, const Tensor& attn_mask, bo
 }
 
 }  // namespace
+
+// The fused kernels' rule for a fully masked row, composed (ops.h).
+Tensor safe_softmax(const Tensor& scores) {
+  if (scores.size(-1) == 0) return softmax(scores, -1);
+  Tensor dead = eq(amax(scores.detach(), {-1}, /*keepdim=*/true), -std::numeric_limits<double>::infinity());
+  // The dead rows' scores are replaced before the softmax, so that nothing is NaN in
+  // forward or backward, then their weights are zeroed.
+  return masked_fill(softmax(masked_fill(scores, dead, 0.0), -1), dead, 0.0);
+}
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
                                     double dropout_p, bool is_causal, std::optional<double> scale_opt,

@@ -1,6 +1,10 @@
-// Unary elementwise ops and their derivatives.
+// Unary elementwise ops and their derivatives. The pointwise math ones at the end (with
+// the Tensor methods of sin … expm1; the others' are in core/tensor.cpp):
+//   sin … expm1: integer and bool inputs give float32, as torch; float32/float64 kept.
+//   silu, softplus: floating inputs only (torch has no integer kernels for them).
 #include <cmath>
 #include <limits>
+#include <numbers>
 
 #include "ops/op_helpers.h"
 
@@ -23,6 +27,13 @@ Tensor run_binary_same(BinaryOp kind, const Tensor& g, const Tensor& saved) {
   Tensor out = detail::new_tensor(saved.shape(), saved.dtype(), saved);
   backend_of("backward", {&gg, &saved}).binary(kind, gg, saved, out);
   return out;
+}
+
+// x as a floating tensor: int64 and bool become float32 (torch's promotion for sin …
+// expm1); float32/float64 stay.
+Tensor as_floating(const char* op, const Tensor& x) {
+  detail::check_defined(op, x);
+  return is_floating(x.dtype()) ? x : x.to(kFloat32);
 }
 
 }  // namespace
@@ -151,5 +162,89 @@ Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> m
     return {where(inside, g, 0.0)};
   });
 }
+
+// ---------------------------------------------------------------- pointwise math
+Tensor sin(const Tensor& x_in) {
+  Tensor x = as_floating("sin", x_in);
+  Tensor y = run_unary("sin", UnaryOp::Sin, x);
+  if (!any_requires_grad({&x})) return y;
+  SavedTensor sx(x, "sin");
+  return record("sin", y, {x}, [sx](const Tensor& g) -> TensorList { return {mul(g, cos(sx.get()))}; });
+}
+
+Tensor cos(const Tensor& x_in) {
+  Tensor x = as_floating("cos", x_in);
+  Tensor y = run_unary("cos", UnaryOp::Cos, x);
+  if (!any_requires_grad({&x})) return y;
+  SavedTensor sx(x, "cos");
+  return record("cos", y, {x}, [sx](const Tensor& g) -> TensorList { return {mul(mul(g, sin(sx.get())), -1.0)}; });
+}
+
+Tensor tan(const Tensor& x_in) {
+  Tensor x = as_floating("tan", x_in);
+  Tensor y = run_unary("tan", UnaryOp::Tan, x);
+  if (!any_requires_grad({&x})) return y;
+  SavedTensor sy(y, "tan");  // tan' = 1 + tan², from the output as torch
+  return record("tan", y, {x}, [sy](const Tensor& g) -> TensorList {
+    const Tensor& t = sy.get();
+    return {mul(g, add(mul(t, t), 1.0))};
+  });
+}
+
+Tensor erf(const Tensor& x_in) {
+  Tensor x = as_floating("erf", x_in);
+  Tensor y = run_unary("erf", UnaryOp::Erf, x);
+  if (!any_requires_grad({&x})) return y;
+  SavedTensor sx(x, "erf");
+  return record("erf", y, {x}, [sx](const Tensor& g) -> TensorList {
+    const Tensor& v = sx.get();  // erf' = 2/√π · exp(-x²)
+    return {mul(g, mul(exp(mul(mul(v, v), -1.0)), 2.0 * std::numbers::inv_sqrtpi))};
+  });
+}
+
+Tensor log1p(const Tensor& x_in) {
+  Tensor x = as_floating("log1p", x_in);
+  Tensor y = run_unary("log1p", UnaryOp::Log1p, x);
+  if (!any_requires_grad({&x})) return y;
+  SavedTensor sx(x, "log1p");
+  return record("log1p", y, {x}, [sx](const Tensor& g) -> TensorList { return {div(g, add(sx.get(), 1.0))}; });
+}
+
+Tensor expm1(const Tensor& x_in) {
+  Tensor x = as_floating("expm1", x_in);
+  Tensor y = run_unary("expm1", UnaryOp::Expm1, x);
+  if (!any_requires_grad({&x})) return y;
+  SavedTensor sy(y, "expm1");  // expm1' = exp(x) = y + 1
+  return record("expm1", y, {x}, [sy](const Tensor& g) -> TensorList { return {mul(g, add(sy.get(), 1.0))}; });
+}
+
+Tensor silu(const Tensor& x) {
+  Tensor y = float_unary("silu", UnaryOp::Silu, x);
+  if (!any_requires_grad({&x})) return y;
+  SavedTensor sx(x, "silu");
+  return record("silu", y, {x}, [sx](const Tensor& g) -> TensorList {
+    return {run_binary_same(BinaryOp::SiluBackward, g, sx.get())};  // one fused pass: g · s (1 + x (1 - s))
+  });
+}
+
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  detail::check_floating("softplus", x);
+  KILN_CHECK(beta != 0 && !std::isnan(beta), "softplus", "beta must be a non-zero number, got ", beta);
+  Tensor y = run_unary("softplus", UnaryOp::Softplus, x, beta, threshold);
+  if (!any_requires_grad({&x})) return y;
+  SavedTensor sx(x, "softplus");
+  return record("softplus", y, {x}, [sx, beta, threshold](const Tensor& g) -> TensorList {
+    // d/dx = sigmoid(βx), and 1 where softplus is linear (βx > threshold).
+    Tensor z = mul(sx.get(), beta);
+    return {where(gt(z, threshold), g, mul(g, sigmoid(z)))};
+  });
+}
+
+Tensor Tensor::sin() const { return kiln::sin(*this); }
+Tensor Tensor::cos() const { return kiln::cos(*this); }
+Tensor Tensor::tan() const { return kiln::tan(*this); }
+Tensor Tensor::erf() const { return kiln::erf(*this); }
+Tensor Tensor::log1p() const { return kiln::log1p(*this); }
+Tensor Tensor::expm1() const { return kiln::expm1(*this); }
 
 }  // namespace kiln

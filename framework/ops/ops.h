@@ -282,6 +282,9 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
 // ---------------------------------------------------------------- fused nn kernels
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
+// softmax over the last dim where a row whose every score is -inf gives zeros (and zero
+// gradients) instead of NaN: torch's _safe_softmax, the rule of scaled_dot_product_attention.
+Tensor safe_softmax(const Tensor& scores);
 // Normalises over the last normalized_shape.size() dims; weight/bias may be undefined.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);

@@ -29,7 +29,9 @@ Tensor isinf(const Tensor& x) {
 Tensor isfinite(const Tensor& x) {
   detail::check_defined("isfinite", x);
   NoGradGuard no_grad;
-  return is_floating(x.dtype()) ? logical_not(logical_or(isnan(x), isinf(x))) : constant_mask(x, true);
+  // |x| < inf: false for ±inf and for NaN (every comparison with NaN is false).
+  return is_floating(x.dtype()) ? lt(abs(x.detach()), std::numeric_limits<double>::infinity())
+                                : constant_mask(x, true);
 }
 
 // A nonzero element (NaN included) counts as true, as in torch.all / torch.any.

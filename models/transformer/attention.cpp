@@ -18,17 +18,6 @@ void check_mask_dtype(const char* op, const Tensor& mask, const char* what, DTyp
              dtype_name(dtype), " (the dtype of the query), got ", dtype_name(mask.dtype()));
 }
 
-// softmax over the last dim where a row whose every score is -inf (a query that may
-// attend to nothing) gives zeros and zero gradients instead of NaN, as torch's
-// _safe_softmax and kiln::scaled_dot_product_attention.
-Tensor safe_softmax(const Tensor& scores) {
-  if (scores.size(-1) == 0) return softmax(scores, -1);
-  Tensor dead = eq(amax(scores.detach(), {-1}, /*keepdim=*/true), -kInf);
-  // The dead rows' scores are replaced before the softmax, so that nothing is NaN in
-  // forward or backward, then their weights are zeroed.
-  return masked_fill(softmax(masked_fill(scores, dead, 0.0), -1), dead, 0.0);
-}
-
 // Appends `n` columns that mask nothing to the last dim of a mask.
 Tensor pad_mask(const Tensor& mask, int64_t n) {
   if (!mask.defined() || n == 0) return mask;

@@ -48,6 +48,7 @@ __device__ inline double weight_sum(const T* cw, int64_t C) {
 template <class T>
 __global__ void cross_entropy_kernel(const T* x, const int64_t* t, const T* cw, T* loss, T* w, int64_t N, int64_t C,
                                      int64_t ignore_index, double eps) {
+  const double w_sum = eps > 0 ? weight_sum(cw, C) : 0;  // Σ cw, for the smoothing term: once per block
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
     const int64_t target = t[n];
     if (target == ignore_index || target < 0 || target >= C) {  // bad targets were rejected on the host
@@ -56,12 +57,11 @@ __global__ void cross_entropy_kernel(const T* x, const int64_t* t, const T* cw, 
     }
     const T* row = x + n * C;
     const double lse = row_logsumexp(row, C);
-    double dot = 0, w_sum = 0;  // Σ_c cw[c] row[c] and Σ cw, for the smoothing term
+    double dot = 0;  // Σ_c cw[c] row[c], for the smoothing term
     if (eps > 0) {
       for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
         dot += static_cast<double>(row[c]) * (cw ? static_cast<double>(cw[c]) : 1.0);
       dot = block_sum(dot);
-      w_sum = weight_sum(cw, C);
     }
     if (threadIdx.x == 0) {
       const double wt = cw ? static_cast<double>(cw[target]) : 1.0;
