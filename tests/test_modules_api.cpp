@@ -183,6 +183,7 @@ TEST_CASE("module(args…) calls forward whatever its arguments") {
   tr::TransformerEncoderLayer layer(lo);
   CHECK(equal(layer(q), layer.forward(q)));
   tr::SinusoidalPositionalEncoding pe(8, 0.0, 10);
+  CHECK(pe.dropout->p == 0.0);  // a public member, as in LearnedPositionalEncoding
   Tensor x = randn({2, 3, 8});
   CHECK(equal(pe(x, 2), pe.forward(x, 2)));
   CHECK(equal(pe(x), pe.forward(x, 0)));
