@@ -3,6 +3,7 @@
 #include <cxxabi.h>
 
 #include <cstdlib>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <typeinfo>
@@ -198,8 +199,26 @@ void Module::to(DType dtype) {
 
 namespace {
 // The clones made so far by the clone() in progress on this thread (keyed by original),
-// so that a submodule reached twice is cloned once.
+// so that a submodule reached twice is cloned once; null outside a clone().
 thread_local std::map<const Module*, std::shared_ptr<Module>>* t_clones = nullptr;
+
+// Held by the outermost clone(): owns the memo, and when the clone ends (returning or
+// throwing) puts the random generator back where it was: the fresh modules'
+// initialisation draws numbers that their copied values then replace.
+class CloneScope {
+ public:
+  CloneScope() : rng_(default_generator().get_state()) { t_clones = &memo_; }
+  ~CloneScope() {
+    t_clones = nullptr;
+    default_generator().set_state(rng_);
+  }
+  CloneScope(const CloneScope&) = delete;
+  CloneScope& operator=(const CloneScope&) = delete;
+
+ private:
+  std::map<const Module*, std::shared_ptr<Module>> memo_;
+  GeneratorState rng_;
+};
 }  // namespace
 
 std::shared_ptr<Module> Module::make_fresh() const {
@@ -213,37 +232,21 @@ std::shared_ptr<Module> Module::clone_child(const std::shared_ptr<Module>& child
 }
 
 std::shared_ptr<Module> Module::clone() const {
-  if (t_clones) {
-    auto it = t_clones->find(this);
-    if (it != t_clones->end()) return it->second;
+  std::optional<CloneScope> outermost;
+  if (!t_clones) {
+    outermost.emplace();
+  } else if (auto it = t_clones->find(this); it != t_clones->end()) {
+    return it->second;
   }
-  // The outermost clone owns the memo and keeps the random generator where it was: the
-  // fresh module's initialisation draws numbers that its copied values then replace.
-  const bool outermost = t_clones == nullptr;
-  std::map<const Module*, std::shared_ptr<Module>> memo;
-  const GeneratorState rng = default_generator().get_state();
-  if (outermost) t_clones = &memo;
-  try {
-    std::shared_ptr<Module> copy;
-    {
-      NoGradGuard no_grad;
-      copy = make_fresh();
-      KILN_CHECK(copy != nullptr, "Module.clone", "make_fresh() of ", type_name(), " returned null");
-      copy->copy_state_from(*this);
-    }
-    (*t_clones)[this] = copy;
-    if (outermost) {
-      t_clones = nullptr;
-      default_generator().set_state(rng);
-    }
-    return copy;
-  } catch (...) {
-    if (outermost) {
-      t_clones = nullptr;
-      default_generator().set_state(rng);
-    }
-    throw;
+  std::shared_ptr<Module> copy;
+  {
+    NoGradGuard no_grad;
+    copy = make_fresh();
+    KILN_CHECK(copy != nullptr, "Module.clone", "make_fresh() of ", type_name(), " returned null");
+    copy->copy_state_from(*this);
   }
+  (*t_clones)[this] = copy;
+  return copy;
 }
 
 namespace {
