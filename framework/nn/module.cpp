@@ -227,10 +227,6 @@ std::shared_ptr<Module> Module::make_fresh() const {
             "> (which default-constructs it) or override make_fresh() to build one with the same configuration");
 }
 
-std::shared_ptr<Module> Module::clone_child(const std::shared_ptr<Module>& child) {
-  return child ? child->clone() : nullptr;
-}
-
 std::shared_ptr<Module> Module::clone() const {
   std::optional<CloneScope> outermost;
   if (!t_clones) {

@@ -109,8 +109,16 @@ class Module : public std::enable_shared_from_this<Module> {
   // buffer is a function of its configuration (a positional table) recomputes it at the
   // new precision instead of keeping a rounded copy.
   virtual void converted_to(DType) {}
-  // clone() of a child from make_fresh(): a child reached twice is cloned once.
-  static std::shared_ptr<Module> clone_child(const std::shared_ptr<Module>& child);
+  // clone() of a child from make_fresh(), as the child's type (null for null): a child
+  // reached twice is cloned once.
+  template <class M>
+  static std::shared_ptr<M> clone_child(const std::shared_ptr<M>& child) {
+    if (!child) return nullptr;
+    std::shared_ptr<M> copy = std::dynamic_pointer_cast<M>(child->clone());
+    KILN_CHECK(copy != nullptr, "Module.clone", "make_fresh() of ", child->type_name(),
+               " built a module of another type");
+    return copy;
+  }
 
  private:
   void check_new_name(const std::string& name) const;
