@@ -272,6 +272,32 @@ TEST_CASE("clone() of a user module: Cloneable's one line; shared submodules sta
   CHECK(dynamic_cast<user::SizedWithFresh*>(s2.get()) != nullptr);
 }
 
+TEST_CASE("clone() of a module whose constructor clones one layer several times keeps the copies apart") {
+  // The constructor's own layer->clone() calls, made while the outer clone() runs, are
+  // deep copies as anywhere else: the memo that keeps a shared submodule shared applies
+  // to the original's children only.
+  struct Stack : nn::Cloneable<Stack> {
+    std::shared_ptr<transformer::TransformerEncoder> enc;
+    Stack() {
+      transformer::TransformerLayerOptions o;
+      o.d_model = 8, o.nhead = 2, o.dim_feedforward = 16, o.dropout = 0.0;
+      enc = register_module("enc", std::make_shared<transformer::TransformerEncoder>(
+                                       std::make_shared<transformer::TransformerEncoderLayer>(o), 3));
+    }
+  };
+  manual_seed(10);
+  Stack s;
+  {
+    NoGradGuard g;
+    for (size_t i = 0; i < 3; ++i) (*s.enc->layers)[i]->linear1->bias.fill_(static_cast<double>(i));
+  }
+  std::shared_ptr<Stack> c = s.clone();
+  CHECK((*c->enc->layers)[0] != (*c->enc->layers)[1]);
+  CHECK((*c->enc->layers)[1] != (*c->enc->layers)[2]);
+  CHECK(c->parameters().size() == s.parameters().size());
+  check_deep_copy(s, *c);
+}
+
 TEST_CASE("clone() of a module that cannot say how to build itself is an error saying what to do") {
   user::MyNet plain;
   CHECK(error_of([&] { plain.clone(); }) ==
