@@ -183,6 +183,7 @@ TEST_CASE("module(args…) calls forward whatever its arguments") {
   tr::TransformerEncoderLayer layer(lo);
   CHECK(equal(layer(q), layer.forward(q)));
   tr::SinusoidalPositionalEncoding pe(8, 0.0, 10);
+  CHECK(pe.dropout->p == 0.0);  // a public member, as in LearnedPositionalEncoding
   Tensor x = randn({2, 3, 8});
   CHECK(equal(pe(x, 2), pe.forward(x, 2)));
   CHECK(equal(pe(x), pe.forward(x, 0)));
@@ -282,6 +283,32 @@ TEST_CASE("clone() of a user module: Cloneable's one line; shared submodules sta
   auto s2 = s.clone();
   check_deep_copy(s, *s2);
   CHECK(dynamic_cast<user::SizedWithFresh*>(s2.get()) != nullptr);
+}
+
+TEST_CASE("clone() of a module whose constructor clones one layer several times keeps the copies apart") {
+  // The constructor's own layer->clone() calls, made while the outer clone() runs, are
+  // deep copies as anywhere else: the memo that keeps a shared submodule shared applies
+  // to the original's children only.
+  struct Stack : nn::Cloneable<Stack> {
+    std::shared_ptr<transformer::TransformerEncoder> enc;
+    Stack() {
+      transformer::TransformerLayerOptions o;
+      o.d_model = 8, o.nhead = 2, o.dim_feedforward = 16, o.dropout = 0.0;
+      enc = register_module("enc", std::make_shared<transformer::TransformerEncoder>(
+                                       std::make_shared<transformer::TransformerEncoderLayer>(o), 3));
+    }
+  };
+  manual_seed(10);
+  Stack s;
+  {
+    NoGradGuard g;
+    for (size_t i = 0; i < 3; ++i) (*s.enc->layers)[i]->linear1->bias.fill_(static_cast<double>(i));
+  }
+  std::shared_ptr<Stack> c = s.clone();
+  CHECK((*c->enc->layers)[0] != (*c->enc->layers)[1]);
+  CHECK((*c->enc->layers)[1] != (*c->enc->layers)[2]);
+  CHECK(c->parameters().size() == s.parameters().size());
+  check_deep_copy(s, *c);
 }
 
 TEST_CASE("clone() of a module that cannot say how to build itself is an error saying what to do") {

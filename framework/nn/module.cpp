@@ -197,9 +197,34 @@ void Module::to(DType dtype) {
 // ---- clone
 
 namespace {
-// The clones made so far by the clone() in progress on this thread (keyed by original),
-// so that a submodule reached twice is cloned once.
-thread_local std::map<const Module*, std::shared_ptr<Module>>* t_clones = nullptr;
+using CloneMemo = std::map<const Module*, std::shared_ptr<Module>>;
+// The clones of children made so far by the clone() in progress on this thread (keyed by
+// original), so that a child reached twice in its tree is cloned once; null outside.
+thread_local CloneMemo* t_clones = nullptr;
+
+// Held by every clone(): a memo of its own (a clone() that a constructor calls inside
+// another clone, TransformerEncoder(layer, n)'s, is a deep copy as anywhere else, not
+// one of the outer tree's children), the outer one's put back at the end (returning
+// or throwing). The outermost also puts the random generator back where it was: the
+// fresh modules' initialisation draws numbers that their copied values then replace.
+class CloneScope {
+ public:
+  CloneScope() : outer_(t_clones) {
+    if (!outer_) rng_ = default_generator().get_state();
+    t_clones = &memo_;
+  }
+  ~CloneScope() {
+    t_clones = outer_;
+    if (!outer_) default_generator().set_state(rng_);
+  }
+  CloneScope(const CloneScope&) = delete;
+  CloneScope& operator=(const CloneScope&) = delete;
+
+ private:
+  CloneMemo* outer_;
+  CloneMemo memo_;
+  GeneratorState rng_;
+};
 }  // namespace
 
 std::shared_ptr<Module> Module::make_fresh() const {
@@ -208,42 +233,25 @@ std::shared_ptr<Module> Module::make_fresh() const {
             "> (which default-constructs it) or override make_fresh() to build one with the same configuration");
 }
 
-std::shared_ptr<Module> Module::clone_child(const std::shared_ptr<Module>& child) {
-  return child ? child->clone() : nullptr;
+std::shared_ptr<Module> Module::clone() const {
+  CloneScope scope;
+  return clone_in_scope();
 }
 
-std::shared_ptr<Module> Module::clone() const {
-  if (t_clones) {
-    auto it = t_clones->find(this);
-    if (it != t_clones->end()) return it->second;
-  }
-  // The outermost clone owns the memo and keeps the random generator where it was: the
-  // fresh module's initialisation draws numbers that its copied values then replace.
-  const bool outermost = t_clones == nullptr;
-  std::map<const Module*, std::shared_ptr<Module>> memo;
-  const GeneratorState rng = default_generator().get_state();
-  if (outermost) t_clones = &memo;
-  try {
-    std::shared_ptr<Module> copy;
-    {
-      NoGradGuard no_grad;
-      copy = make_fresh();
-      KILN_CHECK(copy != nullptr, "Module.clone", "make_fresh() of ", type_name(), " returned null");
-      copy->copy_state_from(*this);
-    }
-    (*t_clones)[this] = copy;
-    if (outermost) {
-      t_clones = nullptr;
-      default_generator().set_state(rng);
-    }
-    return copy;
-  } catch (...) {
-    if (outermost) {
-      t_clones = nullptr;
-      default_generator().set_state(rng);
-    }
-    throw;
-  }
+std::shared_ptr<Module> Module::clone_in_scope() const {
+  NoGradGuard no_grad;
+  std::shared_ptr<Module> copy = make_fresh();
+  KILN_CHECK(copy != nullptr, "Module.clone", "make_fresh() of ", type_name(), " returned null");
+  copy->copy_state_from(*this);
+  return copy;
+}
+
+std::shared_ptr<Module> Module::clone_once(const Module& child) {
+  if (!t_clones) return child.clone();  // called outside a clone(): nothing to share
+  if (auto it = t_clones->find(&child); it != t_clones->end()) return it->second;
+  std::shared_ptr<Module> copy = child.clone_in_scope();
+  (*t_clones)[&child] = copy;
+  return copy;
 }
 
 namespace {

@@ -109,14 +109,27 @@ class Module : public std::enable_shared_from_this<Module> {
   // buffer is a function of its configuration (a positional table) recomputes it at the
   // new precision instead of keeping a rounded copy.
   virtual void converted_to(DType) {}
-  // clone() of a child from make_fresh(): a child reached twice is cloned once.
-  static std::shared_ptr<Module> clone_child(const std::shared_ptr<Module>& child);
+  // clone() of a child from make_fresh(), as the child's type (null for null): a child
+  // reached twice in the tree being cloned is cloned once.
+  template <class M>
+  static std::shared_ptr<M> clone_child(const std::shared_ptr<M>& child) {
+    if (!child) return nullptr;
+    std::shared_ptr<M> copy = std::dynamic_pointer_cast<M>(clone_once(*child));
+    KILN_CHECK(copy != nullptr, "Module.clone", "make_fresh() of ", child->type_name(),
+               " built a module of another type");
+    return copy;
+  }
 
  private:
   void check_new_name(const std::string& name) const;
   // clone()'s second half: this module's (and its children's) values, flags and training
   // mode from `src`, matched by name; a different layout is an error naming the key.
   void copy_state_from(const Module& src);
+  // clone() without opening a scope: make_fresh() and copy_state_from(), with the memo of
+  // the clone() in progress.
+  std::shared_ptr<Module> clone_in_scope() const;
+  // clone_child's untyped half: child's clone, made once per clone() in progress.
+  static std::shared_ptr<Module> clone_once(const Module& child);
   // Every parameter and buffer under every name (no de-duplication): what state_dict holds.
   NamedTensors state_tensors() const;
   void str_into(std::string& out, int indent) const;

@@ -1,6 +1,7 @@
 #include "transformer/decoder.h"
 
 #include "transformer/feed_forward.h"
+#include "transformer/layer_stack.h"
 
 namespace kiln::transformer {
 
@@ -82,32 +83,26 @@ std::shared_ptr<nn::Module> TransformerDecoderLayer::make_fresh() const {
   return copy;
 }
 
-TransformerDecoder::TransformerDecoder() : Cloneable("TransformerDecoder") {
-  layers = register_module("layers", std::make_shared<nn::ModuleList<TransformerDecoderLayer>>());
+TransformerDecoder::TransformerDecoder(std::shared_ptr<nn::ModuleList<TransformerDecoderLayer>> l,
+                                       std::shared_ptr<nn::UnaryModule> n)
+    : Cloneable("TransformerDecoder"), layers(register_module("layers", std::move(l))) {
+  if (n) norm = register_module("norm", std::move(n));
 }
 
 TransformerDecoder::TransformerDecoder(const std::shared_ptr<TransformerDecoderLayer>& layer, int64_t num_layers,
                                        std::shared_ptr<nn::UnaryModule> final_norm)
-    : TransformerDecoder() {
-  KILN_CHECK(layer != nullptr, "TransformerDecoder", "decoder_layer must not be null");
-  KILN_CHECK(num_layers >= 0, "TransformerDecoder", "num_layers must be non-negative, got ", num_layers);
-  for (int64_t i = 0; i < num_layers; ++i) layers->push_back(layer->clone());
-  if (final_norm) norm = register_module("norm", std::move(final_norm));
-}
+    : TransformerDecoder(detail::layer_clones("TransformerDecoder", "decoder_layer", layer, num_layers),
+                         std::move(final_norm)) {}
 
 TransformerDecoder::TransformerDecoder(TransformerLayerOptions layer, int64_t num_layers, bool final_norm)
-    : TransformerDecoder() {
-  KILN_CHECK(num_layers >= 0, "TransformerDecoder", "num_layers must be non-negative, got ", num_layers);
-  for (int64_t i = 0; i < num_layers; ++i) layers->push_back(std::make_shared<TransformerDecoderLayer>(layer));
+    : TransformerDecoder(detail::fresh_layers<TransformerDecoderLayer>("TransformerDecoder", layer, num_layers),
+                         nullptr) {
   if (final_norm) norm = register_module("norm", std::make_shared<nn::LayerNorm>(layer.d_model, layer.layer_norm_eps));
 }
 
 std::shared_ptr<nn::Module> TransformerDecoder::make_fresh() const {
-  std::shared_ptr<TransformerDecoder> copy(new TransformerDecoder());  // the empty constructor is private
-  for (const auto& layer : *layers)
-    copy->layers->push_back(std::static_pointer_cast<TransformerDecoderLayer>(clone_child(layer)));
-  if (norm) copy->norm = copy->register_module("norm", std::static_pointer_cast<nn::UnaryModule>(clone_child(norm)));
-  return copy;
+  // Not make_shared: this constructor is private.
+  return std::shared_ptr<TransformerDecoder>(new TransformerDecoder(clone_child(layers), clone_child(norm)));
 }
 
 Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,

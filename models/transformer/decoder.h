@@ -74,7 +74,10 @@ class TransformerDecoder : public nn::Cloneable<TransformerDecoder> {
   std::shared_ptr<nn::UnaryModule> norm;  // null without a final norm
 
  private:
-  TransformerDecoder();  // empty, for make_fresh
+  // The layers and the optional final norm, registered as given: what the public
+  // constructors and make_fresh share.
+  TransformerDecoder(std::shared_ptr<nn::ModuleList<TransformerDecoderLayer>> layers,
+                     std::shared_ptr<nn::UnaryModule> norm);
 };
 
 }  // namespace kiln::transformer

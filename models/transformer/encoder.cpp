@@ -1,6 +1,7 @@
 #include "transformer/encoder.h"
 
 #include "transformer/feed_forward.h"
+#include "transformer/layer_stack.h"
 
 namespace kiln::transformer {
 
@@ -46,33 +47,26 @@ std::shared_ptr<nn::Module> TransformerEncoderLayer::make_fresh() const {
   return std::make_shared<TransformerEncoderLayer>(options);
 }
 
-TransformerEncoder::TransformerEncoder() : Cloneable("TransformerEncoder") {
-  layers = register_module("layers", std::make_shared<nn::ModuleList<TransformerEncoderLayer>>());
+TransformerEncoder::TransformerEncoder(std::shared_ptr<nn::ModuleList<TransformerEncoderLayer>> l,
+                                       std::shared_ptr<nn::UnaryModule> n)
+    : Cloneable("TransformerEncoder"), layers(register_module("layers", std::move(l))) {
+  if (n) norm = register_module("norm", std::move(n));
 }
 
 TransformerEncoder::TransformerEncoder(const std::shared_ptr<TransformerEncoderLayer>& layer, int64_t num_layers,
                                        std::shared_ptr<nn::UnaryModule> final_norm)
-    : TransformerEncoder() {
-  KILN_CHECK(layer != nullptr, "TransformerEncoder", "encoder_layer must not be null");
-  KILN_CHECK(num_layers >= 0, "TransformerEncoder", "num_layers must be non-negative, got ", num_layers);
-  for (int64_t i = 0; i < num_layers; ++i) layers->push_back(layer->clone());
-  if (final_norm) norm = register_module("norm", std::move(final_norm));
-}
+    : TransformerEncoder(detail::layer_clones("TransformerEncoder", "encoder_layer", layer, num_layers),
+                         std::move(final_norm)) {}
 
 TransformerEncoder::TransformerEncoder(TransformerLayerOptions layer, int64_t num_layers, bool final_norm)
-    : TransformerEncoder() {
-  KILN_CHECK(num_layers >= 0, "TransformerEncoder", "num_layers must be non-negative, got ", num_layers);
-  for (int64_t i = 0; i < num_layers; ++i) layers->push_back(std::make_shared<TransformerEncoderLayer>(layer));
+    : TransformerEncoder(detail::fresh_layers<TransformerEncoderLayer>("TransformerEncoder", layer, num_layers),
+                         nullptr) {
   if (final_norm) norm = register_module("norm", std::make_shared<nn::LayerNorm>(layer.d_model, layer.layer_norm_eps));
 }
 
 std::shared_ptr<nn::Module> TransformerEncoder::make_fresh() const {
-  // Not make_shared: the empty constructor is private.
-  std::shared_ptr<TransformerEncoder> copy(new TransformerEncoder());
-  for (const auto& layer : *layers)
-    copy->layers->push_back(std::static_pointer_cast<TransformerEncoderLayer>(clone_child(layer)));
-  if (norm) copy->norm = copy->register_module("norm", std::static_pointer_cast<nn::UnaryModule>(clone_child(norm)));
-  return copy;
+  // Not make_shared: this constructor is private.
+  return std::shared_ptr<TransformerEncoder>(new TransformerEncoder(clone_child(layers), clone_child(norm)));
 }
 
 Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const Tensor& kpm) {

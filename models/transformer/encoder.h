@@ -47,7 +47,10 @@ class TransformerEncoder : public nn::Cloneable<TransformerEncoder> {
   std::shared_ptr<nn::UnaryModule> norm;  // null without a final norm
 
  private:
-  TransformerEncoder();  // empty, for make_fresh
+  // The layers and the optional final norm, registered as given: what the public
+  // constructors and make_fresh share.
+  TransformerEncoder(std::shared_ptr<nn::ModuleList<TransformerEncoderLayer>> layers,
+                     std::shared_ptr<nn::UnaryModule> norm);
 };
 
 }  // namespace kiln::transformer

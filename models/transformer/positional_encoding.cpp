@@ -19,32 +19,20 @@ int64_t seq_len_of(const char* op, const Tensor& x, int64_t d_model, int64_t max
 
 }  // namespace
 
-namespace {
-
-// The table in T: the paper's frequencies, computed in double then rounded once.
-template <class T>
-Tensor sinusoidal_table_as(int64_t max_len, int64_t d_model) {
-  std::vector<T> table(static_cast<size_t>(max_len * d_model));
-  for (int64_t pos = 0; pos < max_len; ++pos) {
-    for (int64_t i = 0; i < d_model; i += 2) {
-      double angle = static_cast<double>(pos) * std::exp(-std::log(10000.0) * static_cast<double>(i) / d_model);
-      table[static_cast<size_t>(pos * d_model + i)] = static_cast<T>(std::sin(angle));
-      if (i + 1 < d_model) table[static_cast<size_t>(pos * d_model + i + 1)] = static_cast<T>(std::cos(angle));
-    }
-  }
-  return from_vector<T>(table, {max_len, d_model});
-}
-
-}  // namespace
-
 Tensor sinusoidal_table(int64_t max_len, int64_t d_model, DType dtype) {
   KILN_CHECK(max_len >= 0 && d_model > 0, "sinusoidal_table", "need max_len >= 0 and d_model > 0, got ",
              max_len, " and ", d_model);
   KILN_CHECK(is_floating(dtype), "sinusoidal_table", "dtype must be floating, got ", dtype_name(dtype));
-  if (dtype == kFloat64) return sinusoidal_table_as<double>(max_len, d_model);
-  // Other floating dtypes: rounded once from the double values.
-  Tensor t = sinusoidal_table_as<double>(max_len, d_model);
-  return t.to(dtype);
+  // The paper's frequencies, computed in double, then rounded once to dtype.
+  std::vector<double> table(static_cast<size_t>(max_len * d_model));
+  for (int64_t pos = 0; pos < max_len; ++pos) {
+    for (int64_t i = 0; i < d_model; i += 2) {
+      double angle = static_cast<double>(pos) * std::exp(-std::log(10000.0) * static_cast<double>(i) / d_model);
+      table[static_cast<size_t>(pos * d_model + i)] = std::sin(angle);
+      if (i + 1 < d_model) table[static_cast<size_t>(pos * d_model + i + 1)] = std::cos(angle);
+    }
+  }
+  return from_vector<double>(table, {max_len, d_model}).to(dtype);
 }
 
 SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(int64_t d, double p, int64_t max_len_, bool bf)

@@ -27,10 +27,10 @@ class SinusoidalPositionalEncoding
   int64_t d_model, max_len;
   bool batch_first;
   Tensor pe;  // buffer (max_len, d_model)
+  std::shared_ptr<nn::Dropout> dropout;
 
  protected:
   void converted_to(DType dtype) override;
-  std::shared_ptr<nn::Dropout> dropout;
 };
 
 class LearnedPositionalEncoding : public nn::Cloneable<LearnedPositionalEncoding, nn::UnaryModule> {

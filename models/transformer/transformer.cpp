@@ -34,8 +34,8 @@ std::shared_ptr<nn::Module> Transformer::make_fresh() const {
   // The encoder and decoder as they are (built or custom), cloned; the new Transformer's
   // re-initialisation is overwritten by clone's copy of the values.
   TransformerOptions o = options;
-  o.custom_encoder = std::static_pointer_cast<TransformerEncoder>(clone_child(encoder));
-  o.custom_decoder = std::static_pointer_cast<TransformerDecoder>(clone_child(decoder));
+  o.custom_encoder = clone_child(encoder);
+  o.custom_decoder = clone_child(decoder);
   return std::make_shared<Transformer>(o);
 }
 
