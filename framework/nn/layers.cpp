@@ -184,7 +184,7 @@ std::shared_ptr<Module> Sigmoid::make_fresh() const { return std::make_shared<Si
 std::shared_ptr<Module> Identity::make_fresh() const { return std::make_shared<Identity>(); }
 std::shared_ptr<Module> Sequential::make_fresh() const {
   auto copy = std::make_shared<Sequential>();
-  for (const auto& m : layers_) copy->push_back(std::dynamic_pointer_cast<UnaryModule>(clone_child(m)));
+  for (const auto& m : layers_) copy->push_back(clone_child(m));
   return copy;
 }
 

@@ -191,7 +191,7 @@ class ModuleList : public Module {
   // clone(): a list of the items' clones (an item listed twice stays one module).
   std::shared_ptr<Module> make_fresh() const override {
     auto copy = std::make_shared<ModuleList>();
-    for (const auto& item : items_) copy->push_back(std::dynamic_pointer_cast<M>(clone_child(item)));
+    for (const auto& item : items_) copy->push_back(clone_child(item));
     return copy;
   }
 
