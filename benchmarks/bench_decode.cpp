@@ -11,9 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "kiln.h"
+#include <kiln/kiln.h>
+#include <kiln/transformer/kiln_transformer.h>
+
 #include "train_config.h"
-#include "transformer/kiln_transformer.h"
 
 namespace tr = kiln::transformer;
 using kiln::Tensor;

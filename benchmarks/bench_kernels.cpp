@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln.h"
+#include <kiln/kiln.h>
 
 namespace {
 

@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "kiln.h"
+#include <kiln/kiln.h>
 
 namespace {
 

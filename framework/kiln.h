@@ -1,5 +1,7 @@
 #pragma once
-// Everything a Kiln user needs: #include "kiln.h".
+// Everything a Kiln user needs: #include <kiln/kiln.h>.
+#include <kiln/version.h>  // generated: see include/kiln/meson.build
+
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"

@@ -2,7 +2,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "kiln.h"
+#include <kiln/kiln.h>
 
 int main() {
   using namespace kiln;

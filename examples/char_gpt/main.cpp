@@ -17,8 +17,9 @@
 #include <string>
 #include <vector>
 
+#include <kiln/kiln.h>
+
 #include "../common/cli.h"
-#include "kiln.h"
 
 using namespace kiln;
 

@@ -6,9 +6,10 @@
 //   seed001_nn_api [--scale K] [--seed S]   (K divides d_model and the feed-forward size; 1 = the notebook's sizes)
 #include <iostream>
 
+#include <kiln/kiln.h>
+#include <kiln/transformer/kiln_transformer.h>
+
 #include "../common/cli.h"
-#include "kiln.h"
-#include "transformer/kiln_transformer.h"
 
 using namespace kiln;
 

@@ -8,8 +8,9 @@
 #include <iostream>
 #include <stdexcept>
 
+#include <kiln/kiln.h>
+
 #include "../common/cli.h"
-#include "kiln.h"
 
 using namespace kiln;
 

@@ -14,8 +14,9 @@
 #include <cstdio>
 #include <iostream>
 
+#include <kiln/transformer/kiln_transformer.h>
+
 #include "seed_training.h"
-#include "transformer/kiln_transformer.h"
 
 using namespace kiln;
 

@@ -10,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-#include "kiln.h"
+#include <kiln/kiln.h>
 
 namespace seed {
 

@@ -13,9 +13,10 @@
 #include <iostream>
 #include <string>
 
+#include <kiln/kiln.h>
+#include <kiln/transformer/kiln_transformer.h>
+
 #include "corpus.h"
-#include "kiln.h"
-#include "transformer/kiln_transformer.h"
 
 namespace tr = kiln::transformer;
 using kiln::Tensor;

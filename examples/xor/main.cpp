@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include "kiln.h"
+#include <kiln/kiln.h>
 
 int main(int argc, char** argv) {
   uint64_t seed = 0;

@@ -14,7 +14,7 @@
 //    window of its base's current history (torch's AsStridedBackward).
 #include <memory>
 
-#include "autograd/node.h"
+#include "node.h"
 
 namespace kiln {
 

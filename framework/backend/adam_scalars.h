@@ -3,7 +3,7 @@
 // dtype, computed once on the host for every backend's fused adam_step kernel.
 #include <cmath>
 
-#include "backend/backend.h"
+#include "backend.h"
 
 namespace kiln {
 

@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/generator.h"
-#include "core/tensor.h"
+#include "../core/generator.h"
+#include "../core/tensor.h"
 
 namespace kiln {
 

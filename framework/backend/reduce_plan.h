@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/shape.h"
+#include "../core/shape.h"
 
 namespace kiln {
 

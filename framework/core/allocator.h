@@ -2,7 +2,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/device.h"
+#include "device.h"
 
 namespace kiln {
 

@@ -1,5 +1,6 @@
 #include "core/config.h"
 
+#include <kiln/version.h>
 #include <tbb/version.h>
 
 #include <sstream>
@@ -11,16 +12,14 @@
 #include "backend/cuda/cuda_backend.h"
 #endif
 
-#ifndef KILN_VERSION
-#define KILN_VERSION "dev"
-#endif
-
 namespace kiln {
+
+const char* version() noexcept { return KILN_VERSION_STRING; }
 
 std::string config() {
   cpu::BlasInfo blas = cpu::blas_info();
   std::ostringstream os;
-  os << "Kiln " << KILN_VERSION << "\n"
+  os << "Kiln " << version() << "\n"
      << "  - C++ compiler: " << __VERSION__ << " (C++" << __cplusplus / 100 % 100 << ")\n"
      << "  - CPU vector extensions: " << cpu::cpu_vector_isa() << "\n"
      << "  - BLAS: " << blas.library << "\n"

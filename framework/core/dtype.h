@@ -48,7 +48,7 @@ decltype(auto) visit_floating(const char* op, DType t, F&& f);
 
 }  // namespace kiln
 
-#include "core/error.h"
+#include "error.h"
 
 namespace kiln {
 template <class F>

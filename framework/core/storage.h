@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "core/device.h"
+#include "device.h"
 
 namespace kiln {
 

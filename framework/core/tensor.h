@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "core/device.h"
-#include "core/dtype.h"
-#include "core/error.h"
-#include "core/shape.h"
-#include "core/storage.h"
+#include "device.h"
+#include "dtype.h"
+#include "error.h"
+#include "shape.h"
+#include "storage.h"
 
 namespace kiln {
 

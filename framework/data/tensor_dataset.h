@@ -13,8 +13,8 @@
 #include <memory>
 #include <vector>
 
-#include "core/generator.h"
-#include "core/tensor.h"
+#include "../core/generator.h"
+#include "../core/tensor.h"
 
 namespace kiln::data {
 

@@ -4,11 +4,11 @@
 // continues exactly as if it had never stopped.
 #include <string>
 
-#include "core/generator.h"
-#include "io/safetensors.h"
-#include "nn/module.h"
-#include "optim/lr_scheduler.h"
-#include "optim/optimizer.h"
+#include "../core/generator.h"
+#include "safetensors.h"
+#include "../nn/module.h"
+#include "../optim/lr_scheduler.h"
+#include "../optim/optimizer.h"
 
 namespace kiln::io {
 

@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 namespace kiln::io {
 

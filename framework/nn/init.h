@@ -3,7 +3,7 @@
 // recording) from the default generator (see kiln::manual_seed) and returns it.
 #include <string>
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 namespace kiln::nn::init {
 

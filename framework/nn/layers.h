@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "nn/module.h"
+#include "module.h"
 
 namespace kiln::nn {
 

@@ -4,8 +4,8 @@
 // Reduction; BatchMean is kl_div's only, the others reject it.
 #include <string>
 
-#include "nn/module.h"
-#include "ops/ops.h"
+#include "module.h"
+#include "../ops/ops.h"
 
 namespace kiln::nn {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <utility>
 
-#include "ops/op_helpers.h"
+#include "op_helpers.h"
 
 namespace kiln::detail {
 

@@ -1,8 +1,8 @@
 #pragma once
 // Internal helpers shared by the op files (not part of the public API).
-#include "autograd/node.h"
-#include "backend/backend.h"
-#include "ops/ops.h"
+#include "../autograd/node.h"
+#include "../backend/backend.h"
+#include "ops.h"
 
 namespace kiln::detail {
 

@@ -8,10 +8,10 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/grad_mode.h"
-#include "core/generator.h"
-#include "core/tensor.h"
-#include "ops/tensor_literal.h"
+#include "../autograd/grad_mode.h"
+#include "../core/generator.h"
+#include "../core/tensor.h"
+#include "tensor_literal.h"
 
 namespace kiln {
 

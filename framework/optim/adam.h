@@ -1,5 +1,5 @@
 #pragma once
-#include "optim/optimizer.h"
+#include "optimizer.h"
 
 namespace kiln::optim {
 

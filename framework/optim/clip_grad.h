@@ -1,7 +1,7 @@
 #pragma once
 #include <vector>
 
-#include "core/tensor.h"
+#include "../core/tensor.h"
 
 namespace kiln::optim {
 

@@ -6,7 +6,7 @@
 #include <functional>
 #include <vector>
 
-#include "optim/optimizer.h"
+#include "optimizer.h"
 
 namespace kiln::optim {
 

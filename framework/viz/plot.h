@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/tensor.h"
-#include "viz/png.h"
+#include "../core/tensor.h"
+#include "png.h"
 
 namespace kiln::viz {
 

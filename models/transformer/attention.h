@@ -4,7 +4,7 @@
 // decoding one token at a time.
 #include <memory>
 
-#include "kiln.h"
+#include <kiln/kiln.h>
 
 namespace kiln::transformer {
 

@@ -4,8 +4,8 @@
 #include <memory>
 #include <vector>
 
-#include "transformer/attention.h"
-#include "transformer/layer_options.h"
+#include "attention.h"
+#include "layer_options.h"
 
 namespace kiln::transformer {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "transformer/seq2seq.h"
+#include "seq2seq.h"
 
 namespace kiln::transformer {
 

@@ -2,8 +2,8 @@
 // nn.TransformerEncoderLayer and nn.TransformerEncoder, same parameter names.
 #include <memory>
 
-#include "transformer/attention.h"
-#include "transformer/layer_options.h"
+#include "attention.h"
+#include "layer_options.h"
 
 namespace kiln::transformer {
 

@@ -3,7 +3,7 @@
 #include <memory>
 #include <string>
 
-#include "kiln.h"
+#include <kiln/kiln.h>
 
 namespace kiln::transformer {
 

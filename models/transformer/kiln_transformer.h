@@ -1,18 +1,18 @@
 #pragma once
 // The Transformer of "Attention Is All You Need", its trainer and decoding:
-// #include "transformer/kiln_transformer.h".
-#include "transformer/attention.h"
-#include "transformer/decoder.h"
-#include "transformer/decoding.h"
-#include "transformer/encoder.h"
-#include "transformer/feed_forward.h"
-#include "transformer/masks.h"
-#include "transformer/metrics_log.h"
-#include "transformer/positional_encoding.h"
-#include "transformer/progress.h"
-#include "transformer/seq2seq.h"
-#include "transformer/trainer.h"
-#include "transformer/transformer.h"
+// #include <kiln/transformer/kiln_transformer.h>.
+#include "attention.h"
+#include "decoder.h"
+#include "decoding.h"
+#include "encoder.h"
+#include "feed_forward.h"
+#include "masks.h"
+#include "metrics_log.h"
+#include "positional_encoding.h"
+#include "progress.h"
+#include "seq2seq.h"
+#include "trainer.h"
+#include "transformer.h"
 
 // torch.nn's spellings: nn.MultiheadAttention, nn.TransformerEncoderLayer, … are in
 // kiln::nn as well, so `nn::Transformer model(opts);` reads as PyTorch does.

@@ -3,8 +3,8 @@
 // as deep copies of one layer or fresh from options.
 #include <memory>
 
-#include "kiln.h"
-#include "transformer/layer_options.h"
+#include <kiln/kiln.h>
+#include "layer_options.h"
 
 namespace kiln::transformer::detail {
 

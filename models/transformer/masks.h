@@ -4,7 +4,7 @@
 // float form (0 where allowed, -inf where masked) for nn.Transformer.
 #include <cstdint>
 
-#include "kiln.h"
+#include <kiln/kiln.h>
 
 namespace kiln::transformer {
 

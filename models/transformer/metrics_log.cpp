@@ -5,7 +5,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "kiln.h"
+#include <kiln/kiln.h>
 
 namespace kiln::transformer {
 

@@ -2,7 +2,7 @@
 // Positional encodings added to token embeddings, each followed by dropout:
 // the paper's fixed sinusoids (a buffer "pe" up to max_len) and learned positions
 // (an Embedding, as 003's LearnedPositionalEncoding).
-#include "kiln.h"
+#include <kiln/kiln.h>
 
 namespace kiln::transformer {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "transformer/positional_encoding.h"
-#include "transformer/transformer.h"
+#include "positional_encoding.h"
+#include "transformer.h"
 
 namespace kiln::transformer {
 

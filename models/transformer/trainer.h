@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "transformer/metrics_log.h"
-#include "transformer/progress.h"
-#include "transformer/seq2seq.h"
+#include "metrics_log.h"
+#include "progress.h"
+#include "seq2seq.h"
 
 namespace kiln::transformer {
 

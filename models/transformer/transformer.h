@@ -4,9 +4,9 @@
 // dict saved from PyTorch as safetensors loads unchanged.
 #include <memory>
 
-#include "transformer/decoder.h"
-#include "transformer/encoder.h"
-#include "transformer/masks.h"
+#include "decoder.h"
+#include "encoder.h"
+#include "masks.h"
 
 namespace kiln::transformer {
 

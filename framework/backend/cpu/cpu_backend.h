@@ -1,5 +1,5 @@
 #pragma once
-#include "backend/backend.h"
+#include "../backend.h"
 
 namespace kiln::cpu {
 

@@ -8,7 +8,7 @@
 #include <array>
 #include <memory>
 
-#include "backend/cpu/strided_loop.h"
+#include "strided_loop.h"
 
 namespace kiln::cpu {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "backend/cpu/vec_math.h"
+#include "vec_math.h"
 
 namespace kiln::cpu::rows {
 

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "backend/cpu/parallel.h"
-#include "core/tensor.h"
+#include "parallel.h"
+#include "../../core/tensor.h"
 
 namespace kiln::cpu {
 

@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <string>
 
-#include "backend/backend.h"
-#include "core/allocator.h"
+#include "../backend.h"
+#include "../../core/allocator.h"
 
 namespace kiln::cuda {
 

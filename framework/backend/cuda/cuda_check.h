@@ -5,7 +5,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include "core/error.h"
+#include "../../core/error.h"
 
 namespace kiln::cuda {
 

@@ -5,8 +5,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include "backend/cuda/cuda_check.h"
-#include "core/tensor.h"
+#include "cuda_check.h"
+#include "../../core/tensor.h"
 
 namespace kiln::cuda {
 

@@ -4,7 +4,7 @@
 // host, which then throws the CPU backend's message. Reading it waits for the device.
 #include <climits>
 
-#include "backend/cuda/cuda_device.h"
+#include "cuda_device.h"
 
 namespace kiln::cuda {
 
