@@ -4,7 +4,15 @@
 # backend built (meson's -Dcuda=auto), one without builds and runs CPU-only.
 set -euo pipefail
 
+#   install_deps.sh            what building Kiln needs
+#   install_deps.sh --tests    and what its test suite needs as well: cmake (the install
+#                              test builds a CMake consumer) and clang (a clang++ build)
 packages=(g++ meson ninja-build pkg-config libopenblas-dev libtbb-dev doctest-dev)
+case "${1:-}" in
+  "") ;;
+  --tests) packages+=(cmake clang) ;;
+  *) echo "install_deps.sh: unknown argument '$1' (expected nothing or --tests)" >&2; exit 2 ;;
+esac
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,15 +1,25 @@
 #!/usr/bin/env bash
-# The whole test suite: install what is missing, build, run every test; then build the
-# tests again with AddressSanitizer and UndefinedBehaviorSanitizer and run them clean.
+# The whole test suite: install what is missing, build, run every test (among them the
+# install test: Kiln installed into a fresh prefix and used from outside by pkg-config,
+# CMake and a Meson subproject); build and run them again with clang++; then with
+# AddressSanitizer and UndefinedBehaviorSanitizer, which must run clean.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install_deps.sh
+bash scripts/install_deps.sh --tests
 
 # cuda=auto (the default): the CUDA backend is compiled wherever nvcc and cuBLAS exist;
 # its suite (test_cuda) is skipped where no GPU is.
 [ -d build ] || meson setup build --buildtype=release
 ninja -C build
 meson test -C build --print-errorlogs
+
+# The same suite built by clang++ (Debian's clang 14), CPU only; its install test builds
+# the consumers with clang++ too. KILN_SKIP_CLANG=1 skips it.
+if [ "${KILN_SKIP_CLANG:-0}" != "1" ]; then
+  [ -d build-clang ] || CXX=clang++ meson setup build-clang --buildtype=release -Dcuda=disabled -Dbenchmarks=false
+  ninja -C build-clang
+  meson test -C build-clang --print-errorlogs
+fi
 
 if [ "${KILN_SKIP_SANITIZERS:-0}" != "1" ]; then
   # CPU only: AddressSanitizer and the CUDA runtime do not mix well.
