@@ -268,10 +268,26 @@ SafetensorsContents parse_safetensors(const std::string& bytes, const std::strin
   return out;
 }
 
-void write_file_atomic(const std::string& path, const std::string& bytes) {
+std::string atomic_temp_path(const std::string& path) {
   // Unique per process and per call, so concurrent saves never share a temporary file.
   static std::atomic<uint64_t> counter{0};
-  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+}
+
+bool is_atomic_temp_of(const std::string& name, const std::string& target) {
+  const std::string head = target + ".tmp.";
+  if (name.size() <= head.size() || name.compare(0, head.size(), head) != 0) return false;
+  // The rest is "<digits>.<digits>".
+  const std::string rest = name.substr(head.size());
+  const size_t dot = rest.find('.');
+  auto digits = [](const std::string& s) {
+    return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+  };
+  return dot != std::string::npos && digits(rest.substr(0, dot)) && digits(rest.substr(dot + 1));
+}
+
+void write_file_atomic(const std::string& path, const std::string& bytes) {
+  std::string tmp = atomic_temp_path(path);
   {
     std::FILE* f = std::fopen(tmp.c_str(), "wb");
     KILN_CHECK(f != nullptr, "save", "cannot write '", path, "': opening the temporary file '", tmp,

@@ -36,7 +36,17 @@ SafetensorsContents load_safetensors(const std::string& path);
 SafetensorsContents parse_safetensors(const std::string& bytes, const std::string& source = "<memory>");
 std::string serialize_safetensors(const TensorMap& tensors, const Metadata& metadata = {});
 
-// Writes bytes to path atomically (temporary file + rename).
+// Writes bytes to path atomically: a temporary file in the same directory (named by
+// atomic_temp_path), flushed to disk, then renamed over path.
 void write_file_atomic(const std::string& path, const std::string& bytes);
+
+// The temporary file write_file_atomic(path, ...) writes before its rename,
+// "<path>.tmp.<pid>.<n>": unique per process and call. A crash between the write and
+// the rename leaves one behind; is_atomic_temp_of recognises it, so an owner of the
+// directory (train::CheckpointManager) can remove it.
+std::string atomic_temp_path(const std::string& path);
+// Whether the file name `name` is such a temporary of the file name `target` (names
+// without directories: "best.safetensors.tmp.4242.0" of "best.safetensors").
+bool is_atomic_temp_of(const std::string& name, const std::string& target);
 
 }  // namespace kiln::io
