@@ -329,6 +329,15 @@ TEST_CASE("CheckpointManager: step-numbered files, the last keep_last kept, noth
   save_tiny(one, 2);
   CHECK(names_in(dir2.path) == std::vector<std::string>{"ckpt-000000002.safetensors", "last.safetensors"});
   CHECK(read_text(dir2 / "last.safetensors") == read_text(one.latest()));
+
+  // clear(): a fresh start in a used directory removes the manager's files only.
+  nn::Linear lin(1, 1);
+  CHECK(m.save(400, {&lin}, {}, 0.5).best);
+  m.clear();
+  CHECK(m.checkpoints().empty());
+  CHECK(m.best().empty());
+  CHECK(std::isnan(m.best_metric()));
+  CHECK(names_in(dir.path) == std::vector<std::string>{"ckpt-5.safetensors", "model.safetensors", "notes.txt"});
 }
 
 TEST_CASE("CheckpointManager: the best by a metric, kept across a restart") {

@@ -127,6 +127,16 @@ void CheckpointManager::remove_file(const std::string& path, const std::string& 
              "': ", ec.message());
 }
 
+void CheckpointManager::clear() {
+  std::vector<std::string> doomed;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(directory_, ec))
+    if (owns(e.path().filename().string()) && !e.is_directory(ec)) doomed.push_back(e.path().string());
+  KILN_CHECK(!ec, "CheckpointManager", "cannot list the directory '", directory_, "': ", ec.message());
+  for (const std::string& path : doomed) remove_file(path, "");
+  best_metric_ = NAN;
+}
+
 std::vector<CheckpointInfo> CheckpointManager::checkpoints() const {
   std::vector<CheckpointInfo> out;
   std::error_code ec;

@@ -75,6 +75,10 @@ class CheckpointManager {
   // metadata it was saved with. Throws when there is nothing to resume.
   io::Metadata resume(const io::CheckpointParts& parts) const;
 
+  // Deletes every file of this manager's names (step checkpoints, best, latest alias):
+  // a run that starts over in a directory an earlier run used. Other files stay.
+  void clear();
+
   // The best checkpoint's path, "" when there is none (or no best_name).
   std::string best() const;
   // Its metric; NaN when there is no best or its file does not record one.
