@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -272,10 +273,11 @@ std::map<std::string, Tensor> snapshot(const std::map<std::string, Tensor>& stat
 
 void check_same_state(const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b) {
   REQUIRE(a.size() == b.size());
-  for (const auto& [name, t] : a) {
+  for (const auto& entry : a) {
+    const std::string& name = entry.first;
     CAPTURE(name);
     REQUIRE(b.count(name));
-    CHECK(equal(t, b.at(name)));  // bitwise
+    CHECK(equal(entry.second, b.at(name)));  // bitwise
   }
 }
 
@@ -492,6 +494,27 @@ TEST_CASE("CheckpointManager: temporary files of an interrupted save are removed
                                    "last.safetensors"});
   std::sort(expected.begin(), expected.end());
   CHECK(names == expected);
+}
+
+TEST_CASE("io::load_safetensors_metadata reads a checkpoint's metadata from its header alone") {
+  ScratchDir dir("metadata");
+  nn::Linear lin(3, 2);
+  const std::string path = dir / "c.safetensors";
+  io::save_checkpoint(path, {&lin}, {{"epoch", "4"}});
+  io::Metadata meta = io::load_safetensors_metadata(path);
+  CHECK(meta.at("user.epoch") == "4");
+  CHECK(meta.at("format") == "kiln-checkpoint-1");
+  CHECK(meta == io::load_safetensors(path).metadata);
+  // The tensors are not read: a file cut short after its header still gives its metadata.
+  const std::string bytes = read_text(path);
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  write_text(dir / "cut.safetensors", bytes.substr(0, 8 + n));
+  CHECK(io::load_safetensors_metadata(dir / "cut.safetensors") == meta);
+  write_text(dir / "short.safetensors", bytes.substr(0, 8 + n / 2));
+  const std::string cut = dir / "short.safetensors";
+  CHECK_ERROR_STARTS("[safetensors]", io::load_safetensors_metadata(cut), cut.c_str(), "runs past the end");
+  CHECK_ERROR_STARTS("[safetensors]", io::load_safetensors_metadata(dir / "none"), "cannot open");
 }
 
 TEST_CASE("CheckpointManager: bad options and directories name CheckpointManager and what was given") {

@@ -32,6 +32,11 @@ struct SafetensorsContents {
 // holes nor runs past the end. Throws "[safetensors] <path>: …" on anything wrong.
 SafetensorsContents load_safetensors(const std::string& path);
 
+// The "__metadata__" of a file alone, read from its header (not the tensors: a look at a
+// large checkpoint's metadata costs only its header). Throws as load_safetensors for a
+// header that is not one.
+Metadata load_safetensors_metadata(const std::string& path);
+
 // The same, from bytes in memory (what load_safetensors reads from the file).
 SafetensorsContents parse_safetensors(const std::string& bytes, const std::string& source = "<memory>");
 std::string serialize_safetensors(const TensorMap& tensors, const Metadata& metadata = {});

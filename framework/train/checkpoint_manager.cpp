@@ -7,10 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "core/error.h"
-#include "io/json.h"
 #include "io/safetensors.h"
 
 namespace kiln::train {
@@ -29,22 +27,13 @@ std::string metric_text(double v) {
   return buf;
 }
 
-// The metric a best file was saved with, read from its header alone (a checkpoint can be
-// gigabytes). NaN when the file has none or cannot be read: the next metric replaces it.
+// The metric a best file was saved with, from its header alone (a checkpoint can be
+// gigabytes). NaN when the file records none or cannot be read: the next metric replaces it.
 double recorded_metric(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  uint64_t n = 0;
-  std::error_code ec;
-  const uintmax_t size = fs::file_size(path, ec);
-  if (!in.read(reinterpret_cast<char*>(&n), 8) || ec || n > size - 8 || n > (uint64_t{1} << 28)) return NAN;
-  std::string header(n, '\0');
-  if (!in.read(header.data(), static_cast<std::streamsize>(n))) return NAN;
   try {
-    io::JsonValue root = io::parse_json(header, "CheckpointManager", path + ": ");
-    const io::JsonValue* meta = root.find("__metadata__");
-    const io::JsonValue* v = meta ? meta->find("user." + kMetricKey) : nullptr;
-    if (!v || v->kind != io::JsonValue::Kind::String) return NAN;
-    return std::strtod(v->string.c_str(), nullptr);
+    io::Metadata meta = io::load_safetensors_metadata(path);
+    auto it = meta.find("user." + kMetricKey);  // io::save_checkpoint's prefix of user entries
+    return it == meta.end() ? NAN : std::strtod(it->second.c_str(), nullptr);
   } catch (const Error&) {
     return NAN;
   }
