@@ -3,7 +3,8 @@
 //
 //   train::CheckpointManager ckpt("runs/mlp", {.keep_last = 3});
 //   io::CheckpointParts parts{&model, &optimizer};
-//   if (resume && !ckpt.latest().empty()) io::Metadata m = ckpt.resume(parts);
+//   io::Metadata meta;
+//   if (resume && !ckpt.latest().empty()) meta = ckpt.resume(parts);  // as saved
 //   ...
 //   ckpt.save(step, parts, {{"epoch", std::to_string(epoch)}}, val_loss);
 //
