@@ -30,5 +30,8 @@
 #include "data/vocab.h"
 #include "data/dataloader.h"
 #include "data/tensor_dataset.h"
+#include "train/progress_bar.h"
+#include "train/metrics_log.h"
+#include "train/checkpoint_manager.h"
 #include "viz/png.h"
 #include "viz/plot.h"

@@ -171,6 +171,22 @@ std::string serialize_safetensors(const TensorMap& tensors, const Metadata& meta
   return out;
 }
 
+namespace {
+
+// The "__metadata__" object of a header: string values only.
+Metadata metadata_of(const JsonValue& v, const std::string& fail_prefix) {
+  KILN_CHECK(v.kind == JsonValue::Kind::Object, "safetensors", fail_prefix, "__metadata__ must be an object");
+  Metadata m;
+  for (const auto& [k, s] : v.object) {
+    KILN_CHECK(s.kind == JsonValue::Kind::String, "safetensors", fail_prefix, "metadata value of '", k,
+               "' is not a string");
+    m[k] = s.string;
+  }
+  return m;
+}
+
+}  // namespace
+
 SafetensorsContents parse_safetensors(const std::string& bytes, const std::string& source) {
   const std::string op = "safetensors";
   auto fail_prefix = source + ": ";
@@ -189,12 +205,7 @@ SafetensorsContents parse_safetensors(const std::string& bytes, const std::strin
   std::vector<Entry> entries;
   for (const auto& [name, v] : root.object) {
     if (name == "__metadata__") {
-      KILN_CHECK(v.kind == JsonValue::Kind::Object, op.c_str(), fail_prefix, "__metadata__ must be an object");
-      for (const auto& [k, s] : v.object) {
-        KILN_CHECK(s.kind == JsonValue::Kind::String, op.c_str(), fail_prefix, "metadata value of '", k,
-                   "' is not a string");
-        out.metadata[k] = s.string;
-      }
+      out.metadata = metadata_of(v, fail_prefix);
       continue;
     }
     KILN_CHECK(v.kind == JsonValue::Kind::Object, op.c_str(), fail_prefix, "entry '", name, "' is not an object");
@@ -268,10 +279,26 @@ SafetensorsContents parse_safetensors(const std::string& bytes, const std::strin
   return out;
 }
 
-void write_file_atomic(const std::string& path, const std::string& bytes) {
+std::string atomic_temp_path(const std::string& path) {
   // Unique per process and per call, so concurrent saves never share a temporary file.
   static std::atomic<uint64_t> counter{0};
-  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+}
+
+bool is_atomic_temp_of(const std::string& name, const std::string& target) {
+  const std::string head = target + ".tmp.";
+  if (name.size() <= head.size() || name.compare(0, head.size(), head) != 0) return false;
+  // The rest is "<digits>.<digits>".
+  const std::string rest = name.substr(head.size());
+  const size_t dot = rest.find('.');
+  auto digits = [](const std::string& s) {
+    return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+  };
+  return dot != std::string::npos && digits(rest.substr(0, dot)) && digits(rest.substr(dot + 1));
+}
+
+void write_file_atomic(const std::string& path, const std::string& bytes) {
+  std::string tmp = atomic_temp_path(path);
   {
     std::FILE* f = std::fopen(tmp.c_str(), "wb");
     KILN_CHECK(f != nullptr, "save", "cannot write '", path, "': opening the temporary file '", tmp,
@@ -305,6 +332,29 @@ SafetensorsContents load_safetensors(const std::string& path) {
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   KILN_CHECK(!in.bad(), "safetensors", path, ": reading failed after ", bytes.size(), " bytes");
   return parse_safetensors(bytes, path);
+}
+
+Metadata load_safetensors_metadata(const std::string& path) {
+  const std::string fail_prefix = path + ": ";
+  std::error_code ec;
+  KILN_CHECK(!std::filesystem::is_directory(path, ec), "safetensors", path, ": is a directory, not a file");
+  std::ifstream in(path, std::ios::binary);
+  KILN_CHECK(in.good(), "safetensors", path, ": cannot open: ", std::strerror(errno));
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  KILN_CHECK(!ec, "safetensors", path, ": cannot read its size: ", ec.message());
+  uint64_t n = 0;
+  KILN_CHECK(size >= 8 && in.read(reinterpret_cast<char*>(&n), 8), "safetensors", fail_prefix,
+             "file is truncated: ", size, " bytes, too short for the 8-byte header size");
+  KILN_CHECK(n <= size - 8, "safetensors", fail_prefix, "header size ", n, " runs past the end of the file (", size,
+             " bytes)");
+  KILN_CHECK(n >= 2, "safetensors", fail_prefix, "header size ", n, " is too small for a JSON object");
+  std::string header(n, '\0');
+  KILN_CHECK(in.read(header.data(), static_cast<std::streamsize>(n)), "safetensors", fail_prefix,
+             "reading the header failed");
+  JsonValue root = parse_json(header, "safetensors", fail_prefix);
+  KILN_CHECK(root.kind == JsonValue::Kind::Object, "safetensors", fail_prefix, "header is not a JSON object");
+  const JsonValue* meta = root.find("__metadata__");
+  return meta ? metadata_of(*meta, fail_prefix) : Metadata{};
 }
 
 }  // namespace kiln::io

@@ -32,11 +32,26 @@ struct SafetensorsContents {
 // holes nor runs past the end. Throws "[safetensors] <path>: …" on anything wrong.
 SafetensorsContents load_safetensors(const std::string& path);
 
+// The "__metadata__" of a file alone, read from its header (not the tensors: a look at a
+// large checkpoint's metadata costs only its header). Throws as load_safetensors for a
+// header that is not one.
+Metadata load_safetensors_metadata(const std::string& path);
+
 // The same, from bytes in memory (what load_safetensors reads from the file).
 SafetensorsContents parse_safetensors(const std::string& bytes, const std::string& source = "<memory>");
 std::string serialize_safetensors(const TensorMap& tensors, const Metadata& metadata = {});
 
-// Writes bytes to path atomically (temporary file + rename).
+// Writes bytes to path atomically: a temporary file in the same directory (named by
+// atomic_temp_path), flushed to disk, then renamed over path.
 void write_file_atomic(const std::string& path, const std::string& bytes);
+
+// The temporary file write_file_atomic(path, ...) writes before its rename,
+// "<path>.tmp.<pid>.<n>": unique per process and call. A crash between the write and
+// the rename leaves one behind; is_atomic_temp_of recognises it, so an owner of the
+// directory (train::CheckpointManager) can remove it.
+std::string atomic_temp_path(const std::string& path);
+// Whether the file name `name` is such a temporary of the file name `target` (names
+// without directories: "best.safetensors.tmp.4242.0" of "best.safetensors").
+bool is_atomic_temp_of(const std::string& name, const std::string& target);
 
 }  // namespace kiln::io

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <sstream>
 
 namespace kiln::transformer {
@@ -73,11 +72,16 @@ Trainer::Trainer(Seq2SeqTransformer& model, const data::PairDataLoader* train,
                                                             opts_.lr_factor, opts_.warmup_indexing);
   if (!opts_.resume_from.empty()) load(opts_.resume_from);
   if (!opts_.metrics_path.empty()) {
-    metrics_ = MetricsLog(opts_.metrics_path,
+    metrics_ = train::MetricsLog(opts_.metrics_path,
                           {"step", "epoch", "lr", "loss", "grad_norm", "tokens_per_s", "val_loss"},
                           /*append=*/!opts_.resume_from.empty());
   }
-  if (!opts_.checkpoint_dir.empty()) std::filesystem::create_directories(opts_.checkpoint_dir);
+  if (!opts_.checkpoint_dir.empty()) {
+    train::CheckpointManagerOptions co;
+    co.keep_last = opts_.checkpoint_keep_last;
+    co.latest_alias = "last.safetensors";  // the name resume_from has always been given
+    checkpoints_ = std::make_unique<train::CheckpointManager>(opts_.checkpoint_dir, co);
+  }
 }
 
 Trainer::Trainer(Seq2SeqTransformer& model, TrainerOptions opts) : Trainer(model, nullptr, nullptr, std::move(opts)) {}
@@ -129,19 +133,25 @@ double Trainer::evaluate(const data::PairDataLoader& loader) {
   return tokens > 0 ? total / static_cast<double>(tokens) : NAN;
 }
 
-void Trainer::save(const std::string& path) const {
+io::CheckpointParts Trainer::checkpoint_parts() const {
+  return io::CheckpointParts{&model_, optimizer_.get(), scheduler_.get()};
+}
+
+io::Metadata Trainer::checkpoint_metadata() const {
   io::Metadata meta = opts_.checkpoint_metadata;
   meta["trainer.epoch"] = std::to_string(epoch_);
   meta["trainer.next_batch"] = std::to_string(next_batch_);
   meta["trainer.global_step"] = std::to_string(global_step_);
   meta["trainer.best_loss"] = fmt("%.17g", best_loss_);
   meta["trainer.step_losses"] = join_losses(step_losses_);
-  io::save_checkpoint(path, io::CheckpointParts{&model_, optimizer_.get(), scheduler_.get()}, meta);
+  return meta;
 }
+
+void Trainer::save(const std::string& path) const { io::save_checkpoint(path, checkpoint_parts(), checkpoint_metadata()); }
 
 void Trainer::load(const std::string& path) {
   // load_checkpoint returns the user metadata without its "user." prefix.
-  io::Metadata meta = io::load_checkpoint(path, io::CheckpointParts{&model_, optimizer_.get(), scheduler_.get()});
+  io::Metadata meta = io::load_checkpoint(path, checkpoint_parts());
   epoch_ = metadata_int(meta, "trainer.epoch", path);
   next_batch_ = metadata_int(meta, "trainer.next_batch", path);
   global_step_ = metadata_int(meta, "trainer.global_step", path);
@@ -150,13 +160,14 @@ void Trainer::load(const std::string& path) {
 }
 
 void Trainer::maybe_checkpoint(bool epoch_end, double val_loss) {
-  if (opts_.checkpoint_dir.empty()) return;
-  namespace fs = std::filesystem;
+  if (!checkpoints_) return;
   bool periodic = opts_.checkpoint_every > 0 && global_step_ % opts_.checkpoint_every == 0;
+  // The trainer judges "best" itself (its best loss travels in the checkpoint, so a run
+  // resumed from a file of another directory keeps it); the manager then keeps the file.
   bool improved = epoch_end && std::isfinite(val_loss) && val_loss < best_loss_;
   if (improved) best_loss_ = val_loss;
-  if (epoch_end || periodic) save((fs::path(opts_.checkpoint_dir) / "last.safetensors").string());
-  if (improved) save((fs::path(opts_.checkpoint_dir) / "best.safetensors").string());
+  if (epoch_end || periodic)
+    checkpoints_->save(global_step_, checkpoint_parts(), checkpoint_metadata(), improved ? val_loss : NAN);
 }
 
 std::vector<EpochSummary> Trainer::fit() {
@@ -164,7 +175,7 @@ std::vector<EpochSummary> Trainer::fit() {
   KILN_CHECK(train_ != nullptr, "Trainer::fit",
              "this trainer has no training DataLoader: build it with one, or call train_step(source, target)");
   const int64_t per_epoch = train_->num_batches();
-  ProgressBar bar(opts_.epochs * per_epoch, stderr, opts_.progress);
+  train::ProgressBar bar(opts_.epochs * per_epoch, stderr, opts_.progress);
   std::vector<EpochSummary> summaries;
   while (epoch_ < opts_.epochs) {
     auto epoch_start = clock::now();

@@ -5,7 +5,8 @@
 // loss per epoch, a live progress bar, metrics to CSV or JSON lines, periodic and best
 // checkpoints, and resuming exactly where a checkpoint left off. It trains where the
 // model's parameters are: model.to(Device("cuda")) first, and every step (batches,
-// optimizer state) runs on the GPU.
+// optimizer state) runs on the GPU. The bar, the log and the checkpoint directory are
+// kiln::train's (framework/train), which a loop of one's own can use as well.
 #include <cmath>
 #include <functional>
 #include <map>
@@ -13,11 +14,18 @@
 #include <string>
 #include <vector>
 
-#include "metrics_log.h"
-#include "progress.h"
+#include <kiln/train/checkpoint_manager.h>
+#include <kiln/train/metrics_log.h>
+#include <kiln/train/progress_bar.h>
+
 #include "seq2seq.h"
 
 namespace kiln::transformer {
+
+// The bar and the log were kiln::transformer's before they moved to kiln::train; these
+// names stay for one release (0.3 drops them).
+using ProgressBar = train::ProgressBar;
+using MetricsLog = train::MetricsLog;
 
 struct TrainerOptions {
   int64_t epochs = 10;
@@ -32,9 +40,16 @@ struct TrainerOptions {
   double label_smoothing = 0.1;
   double clip_grad_norm = 1.0;  // 0 turns clipping off
   std::string metrics_path;     // "" for none; .csv, or .jsonl/.json for JSON lines
-  std::string checkpoint_dir;   // "" for none; holds last.safetensors and best.safetensors
+  // "" for none. A train::CheckpointManager directory holding
+  //   ckpt-<step>.safetensors  the checkpoint of that step (9 digits: ckpt-000001200),
+  //                            the checkpoint_keep_last newest of them;
+  //   last.safetensors         the newest of them (a link), what resume_from is given;
+  //   best.safetensors         the epoch end with the lowest validation loss (the
+  //                            training loss without validation data).
+  std::string checkpoint_dir;
   int64_t checkpoint_every = 0;  // steps between periodic checkpoints (0: at epoch ends only)
-  std::string resume_from;      // a checkpoint to continue from
+  int64_t checkpoint_keep_last = 1;  // step checkpoints kept, at least 1
+  std::string resume_from;      // a checkpoint to continue from (dir/last.safetensors)
   bool progress = true;         // the live bar and per-epoch lines on stderr
   // Extra metadata stored in every checkpoint (e.g. the model's configuration).
   std::map<std::string, std::string> checkpoint_metadata;
@@ -91,6 +106,10 @@ class Trainer {
   Trainer(Seq2SeqTransformer& model, const data::PairDataLoader* train, const data::PairDataLoader* validation,
           TrainerOptions opts);
   void maybe_checkpoint(bool epoch_end, double val_loss);
+  // What a checkpoint holds: the model, the optimizer, the schedule and the generator,
+  // and where the run is (epoch, batch, step, best loss, the losses so far).
+  io::CheckpointParts checkpoint_parts() const;
+  io::Metadata checkpoint_metadata() const;
 
   Seq2SeqTransformer& model_;
   const data::PairDataLoader* train_;  // null: train_step only
@@ -98,7 +117,8 @@ class Trainer {
   TrainerOptions opts_;
   std::unique_ptr<optim::Adam> optimizer_;
   std::unique_ptr<optim::WarmupInverseSqrtLR> scheduler_;
-  MetricsLog metrics_;
+  train::MetricsLog metrics_;
+  std::unique_ptr<train::CheckpointManager> checkpoints_;  // null without checkpoint_dir
   int64_t global_step_ = 0;
   int64_t epoch_ = 0;       // the epoch in progress
   int64_t next_batch_ = 0;  // its next batch
