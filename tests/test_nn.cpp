@@ -366,7 +366,11 @@ TEST_CASE("nested model (Embedding, ModuleList of a custom block with a buffer, 
   for (const auto& [n, p] : net->named_parameters()) check_fx(p.grad(), "net.f64.grad." + n);
   // The same weights rounded to float32, as torch's net.float().
   net->to(kFloat32);
-  for (const auto& entry : net->state_dict()) CHECK_MESSAGE(entry.second.dtype() == kFloat32, entry.first);
+  for (const auto& entry : net->state_dict()) {
+    const auto& n = entry.first;
+    const auto& t = entry.second;
+    CHECK_MESSAGE(t.dtype() == kFloat32, n);
+  }
   check_fx(net->forward(idx), "net.f32.out");
 }
 
@@ -842,7 +846,11 @@ TEST_CASE("num_parameters counts trainable ones on request; to(kFloat64) and bac
     CHECK_MESSAGE(t.requires_grad(), n);
     CHECK_MESSAGE(t.is_leaf(), n);
   }
-  for (const auto& entry : net.named_buffers()) CHECK_MESSAGE(entry.second.dtype() == kFloat64, entry.first);
+  for (const auto& entry : net.named_buffers()) {
+    const auto& n = entry.first;
+    const auto& t = entry.second;
+    CHECK_MESSAGE(t.dtype() == kFloat64, n);
+  }
   CHECK(net.embed->weight.impl() == weight_impl);  // the module's handles stay valid
   CHECK(net.embed->weight.dtype() == kFloat64);
   CHECK((*net.layers)[0]->scale.dtype() == kFloat64);
@@ -871,7 +879,11 @@ TEST_CASE("state_dict shares storage; load_state_dict copies values and checks k
   nn::Module::LoadResult r = b.load_state_dict(sa);
   CHECK(r.missing_keys.empty());
   CHECK(r.unexpected_keys.empty());
-  for (const auto& kv : b.state_dict()) CHECK_MESSAGE(equal(kv.second, sa.at(kv.first)), kv.first);
+  for (const auto& kv : b.state_dict()) {
+    const auto& k = kv.first;
+    const auto& v = kv.second;
+    CHECK_MESSAGE(equal(v, sa.at(k)), k);
+  }
   CHECK(!b.embed->weight.same_storage(a.embed->weight));  // copied, not aliased
   CHECK(b.embed->weight.requires_grad());
   // A non-contiguous source is copied by value.
