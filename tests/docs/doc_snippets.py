@@ -32,7 +32,6 @@ HEADER = (
 # The table's expression cells run as kiln_doc::value([&]() -> decltype(auto) { return
 # EXPR; }): the lambda lets a void expression (`opt.step()`) through too.
 VALUE_SINK = """#include <type_traits>
-#include <utility>
 
 namespace kiln_doc {
 template <class T> void use(T&&) {}
@@ -50,7 +49,8 @@ STATEMENT_WORDS = {
     "for", "goto", "if", "namespace", "return", "static", "struct", "switch", "template",
     "throw", "typedef", "union", "using", "while",
 }
-# `Type name`, `ns::Type<Args> name(...)`, `Type* name`: a declaration.
+# `Type name`, `ns::Type<Args> name(...)`, `Type* name`: a declaration. (`x * y` matches
+# too, as C++ reads it when x names a type: such a span stays a plain statement.)
 DECLARATION_RE = re.compile(r"^[A-Za-z_][\w:]*(<.*>)?[\s*&]+[A-Za-z_]\w*\s*($|[({=\[;,])", re.S)
 
 
