@@ -274,7 +274,9 @@ TEST_CASE("safetensors: every dtype round-trips bit for bit") {
   save_safetensors(path, in);
   SafetensorsContents out = load_safetensors(path);
   REQUIRE(out.tensors.size() == in.size());
-  for (const auto& [k, t] : in) {
+  for (const auto& kt : in) {
+    const auto& k = kt.first;
+    const auto& t = kt.second;
     CAPTURE(k);
     REQUIRE(out.tensors.count(k));
     const Tensor& r = out.tensors.at(k);
@@ -364,7 +366,9 @@ TEST_CASE("safetensors: 0-d, empty and non-contiguous tensors") {
   for (const char* k : {"transposed", "stepped", "expanded", "row"}) REQUIRE_FALSE(in[k].is_contiguous());
   SafetensorsContents out = parse_safetensors(serialize_safetensors(in));
   REQUIRE(out.tensors.size() == in.size());
-  for (const auto& [k, t] : in) {
+  for (const auto& kt : in) {
+    const auto& k = kt.first;
+    const auto& t = kt.second;
     CAPTURE(k);
     const Tensor& r = out.tensors.at(k);
     CHECK(r.shape() == t.shape());
@@ -471,7 +475,9 @@ TEST_CASE("torch: a torch state_dict loads into the equivalent Kiln module and c
   CHECK(snapshot(net) != before);
   auto state = net.state_dict();
   CHECK(state.size() == 7);
-  for (const auto& [k, t] : state) {
+  for (const auto& kt : state) {
+    const auto& k = kt.first;
+    const auto& t = kt.second;
     CAPTURE(k);
     REQUIRE(expected.count("model." + k));
     CHECK(equal(t, expected.at("model." + k)));
@@ -497,7 +503,9 @@ TEST_CASE("torch: Kiln writes the same bytes as the reference implementation") {
   SafetensorsContents c = load_safetensors(fixture("torch_mixed.safetensors"));
   CHECK(c.metadata == Metadata{{"format", "pt"}, {"note", "tab\there \"quoted\" \\ caf\xC3\xA9"}});
   size_t compared = 0;
-  for (const auto& [name, want] : expected) {
+  for (const auto& entry : expected) {
+    const auto& name = entry.first;
+    const auto& want = entry.second;
     if (name.rfind("mixed.", 0) != 0) continue;
     CAPTURE(name);
     const Tensor& got = c.tensors.at(name.substr(6));
@@ -568,7 +576,9 @@ TEST_CASE("state_dict: missing and unexpected keys (strict lists them, non-stric
   CHECK(r.missing_keys == std::vector<std::string>{"emb.weight", "seq.1.bias"});
   CHECK(r.unexpected_keys == std::vector<std::string>{"extra", "seq.9.weight"});
   auto after = dst.state_dict();
-  for (const auto& [k, t] : after) {
+  for (const auto& kt : after) {
+    const auto& k = kt.first;
+    const auto& t = kt.second;
     CAPTURE(k);
     if (k == "emb.weight" || k == "seq.1.bias") CHECK(before.at(k) == snapshot(dst).at(k));  // kept
     else CHECK(same_bits(t, state.at(k)));                                                 // loaded
@@ -838,7 +848,9 @@ TEST_CASE("safetensors: a broken file leaves the module unchanged") {
       {"header", good.substr(0, 8) + std::string(n, ' ') + good.substr(8 + n)},
       {"trailing", good + std::string(4, '\0')},
   };
-  for (const auto& [name, bytes] : broken) {
+  for (const auto& entry : broken) {
+    const auto& name = entry.first;
+    const auto& bytes = entry.second;
     CAPTURE(name);
     std::string path = (dir / (name + ".safetensors")).string();
     write_bytes(path, bytes);
@@ -1073,7 +1085,9 @@ TEST_CASE("checkpoint: contents, and the state it restores") {
   CHECK(default_generator().get_state().offset == rng.offset);
   auto a = u.opt->state_dict(), b = t.opt->state_dict();
   REQUIRE(a.size() == b.size());
-  for (const auto& [k, v] : b) {
+  for (const auto& kv : b) {
+    const auto& k = kv.first;
+    const auto& v = kv.second;
     CAPTURE(k);
     REQUIRE(a.count(k));
     CHECK(equal(a.at(k).to(kFloat64), v.to(kFloat64)));

@@ -75,7 +75,9 @@ TEST_CASE("sin, cos, tan, erf, log1p, expm1, silu, softplus match torch, with Na
   for (const auto& tag : kTags) {
     const std::string p = "un." + tag + ".";
     Tensor edge = fx(p + "edge"), x = fx(p + "x");
-    for (const auto& [name, f] : unary_ops()) {
+    for (const auto& op : unary_ops()) {
+      const auto& name = op.first;
+      const auto& f = op.second;
       CAPTURE(name);
       check_fx(f(edge), p + "edge." + name);
       check_fx(f(x), p + "x." + name);
@@ -99,7 +101,9 @@ TEST_CASE("integer and bool inputs give float32 as torch; empty inputs give empt
   Tensor ix = fx("un.int.x"), bx = fx("un.bool.x");
   REQUIRE(ix.dtype() == kInt64);
   REQUIRE(bx.dtype() == kBool);
-  for (const auto& [name, f] : unary_ops()) {
+  for (const auto& op : unary_ops()) {
+    const auto& name = op.first;
+    const auto& f = op.second;
     if (name.rfind("silu", 0) == 0 || name.rfind("softplus", 0) == 0) continue;  // floating only
     CAPTURE(name);
     check_fx(f(ix), "un.int." + name);
@@ -158,7 +162,9 @@ TEST_CASE("mse_loss, l1_loss, smooth_l1_loss match torch: reductions, broadcast 
   for (const auto& tag : kTags) {
     const std::string p = "reg." + tag + ".";
     Tensor a = fx(p + "a"), b = fx(p + "b"), row = fx(p + "row");
-    for (const auto& [name, f] : fns) {
+    for (const auto& fn : fns) {
+      const auto& name = fn.first;
+      const auto& f = fn.second;
       CAPTURE(name);
       for (const auto& [rn, r] : kReds) {
         check_fx(f(a, b, r), p + name + "." + rn);
@@ -196,7 +202,9 @@ TEST_CASE("binary_cross_entropy_with_logits matches torch: weight, pos_weight, l
     const std::vector<std::pair<std::string, std::pair<Tensor, Tensor>>> cases = {
         {"plain", {Tensor(), Tensor()}}, {"w", {w, Tensor()}}, {"wrow", {wrow, Tensor()}},
         {"pw", {Tensor(), pw}}, {"wpw", {w, pw}}};
-    for (const auto& [name, wp] : cases) {
+    for (const auto& c : cases) {
+      const auto& name = c.first;
+      const auto& wp = c.second;
       CAPTURE(name);
       const Tensor &cw = wp.first, &cpw = wp.second;
       for (const auto& [rn, r] : kReds) {
@@ -219,7 +227,9 @@ TEST_CASE("kl_div matches torch: log_target, batchmean, broadcast, 0 log 0, nega
   for (const auto& tag : kTags) {
     const std::string p = "kl." + tag + ".";
     Tensor i = fx(p + "i"), t = fx(p + "t"), tp = fx(p + "tp"), lt = fx(p + "lt"), row = fx(p + "row");
-    for (const auto& [rn, r] : reds) {
+    for (const auto& red : reds) {
+      const auto& rn = red.first;
+      const auto& r = red.second;
       CAPTURE(rn);
       check_fx(nn::kl_div(i, t, r), p + rn);
       check_fx(nn::KLDivLoss(r)(i, t), p + rn);
@@ -253,7 +263,9 @@ TEST_CASE("cross_entropy and nll_loss with class weights match torch: ignore_ind
     const std::string q = "ce." + tag + ".";
     Tensor x = fx(q + "x"), w = fx(q + "w"), x3 = fx(q + "x3"), x1 = fx(q + "x1");
     Tensor lp = fx(q + "lp"), lp3 = fx(q + "lp3"), lp1 = fx(q + "lp1");
-    for (const auto& [rn, r] : kReds) {
+    for (const auto& red : kReds) {
+      const auto& rn = red.first;
+      const auto& r = red.second;
       CAPTURE(rn);
       const std::string p = q + rn + ".";
       check_fx(cross_entropy(x, t, w, -100, 0.0, r), p + "ce");
@@ -285,7 +297,9 @@ TEST_CASE("cross_entropy with all-one class weights equals the unweighted loss")
   Tensor x = fx("ce.f64.x"), t = fx("ce.t");
   Tensor ones4 = ones({4}, kFloat64);
   for (double ls : {0.0, 0.2}) {
-    for (const auto& [rn, r] : kReds) {
+    for (const auto& red : kReds) {
+      const auto& rn = red.first;
+      const auto& r = red.second;
       CAPTURE(rn);
       kiln::testing::check_matches("ce ones", cross_entropy(x, t, ones4, -100, ls, r), cross_entropy(x, t, -100, ls, r),
                                    kTol64);

@@ -55,7 +55,9 @@ bool all_finite(const Tensor& t) {
 void check_deep_copy(const nn::Module& original, const nn::Module& copy) {
   nn::StateDict a = original.state_dict(), b = copy.state_dict();
   REQUIRE(a.size() == b.size());
-  for (const auto& [name, t] : a) {
+  for (const auto& entry : a) {
+    const auto& name = entry.first;
+    const auto& t = entry.second;
     REQUIRE_MESSAGE(b.count(name), name);
     const Tensor& c = b.at(name);
     CHECK_MESSAGE(equal(t, c), name);
@@ -596,7 +598,9 @@ TEST_CASE("seed 004's first inference call model(src, [[0]]) with pad index 0 gi
   Tensor loss = sum(model(src, tgt));
   loss.backward();
   CHECK(std::isfinite(loss.item()));
-  for (const auto& [name, prm] : model.named_parameters()) {
+  for (const auto& entry : model.named_parameters()) {
+    const auto& name = entry.first;
+    const auto& prm = entry.second;
     if (prm.grad().defined()) CHECK_MESSAGE(all_finite(prm.grad()), name);
   }
 }

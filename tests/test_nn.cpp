@@ -258,7 +258,9 @@ TEST_CASE("LayerNorm matches torch: 1-D and 2-D normalized_shape, no affine, eps
         {"noaffine", std::make_shared<nn::LayerNorm>(6, 1e-5, false)},
         {"eps", std::make_shared<nn::LayerNorm>(Shape{3, 6}, 0.25)},
     };
-    for (auto& [c, m] : cases) {
+    for (auto& entry : cases) {
+      auto& c = entry.first;
+      auto& m = entry.second;
       CAPTURE(p + c);
       m->to(dt);
       if (m->elementwise_affine) {
@@ -328,7 +330,9 @@ TEST_CASE("Softmax, LogSoftmax, ReLU, GELU (exact and tanh) match torch") {
 }
 
 TEST_CASE("Sequential runs its modules in order, as torch (eval mode)") {
-  for (const auto& [tag, dt] : kDtypes) {
+  for (const auto& entry : kDtypes) {
+    const auto& tag = entry.first;
+    const auto& dt = entry.second;
     CAPTURE(tag);
     nn::Sequential seq({std::make_shared<nn::Linear>(4, 8), std::make_shared<nn::GELU>("tanh"),
                         std::make_shared<nn::LayerNorm>(8), std::make_shared<nn::Dropout>(0.25),
@@ -362,7 +366,11 @@ TEST_CASE("nested model (Embedding, ModuleList of a custom block with a buffer, 
   for (const auto& [n, p] : net->named_parameters()) check_fx(p.grad(), "net.f64.grad." + n);
   // The same weights rounded to float32, as torch's net.float().
   net->to(kFloat32);
-  for (const auto& [n, t] : net->state_dict()) CHECK_MESSAGE(t.dtype() == kFloat32, n);
+  for (const auto& entry : net->state_dict()) {
+    const auto& n = entry.first;
+    const auto& t = entry.second;
+    CHECK_MESSAGE(t.dtype() == kFloat32, n);
+  }
   check_fx(net->forward(idx), "net.f32.out");
 }
 
@@ -831,12 +839,18 @@ TEST_CASE("num_parameters counts trainable ones on request; to(kFloat64) and bac
   for (const auto& [k, v] : net.state_dict()) before[k] = v.clone();
   TensorImpl* weight_impl = net.embed->weight.impl();
   net.to(kFloat64);
-  for (const auto& [n, t] : net.named_parameters()) {
+  for (const auto& entry : net.named_parameters()) {
+    const auto& n = entry.first;
+    const auto& t = entry.second;
     CHECK_MESSAGE(t.dtype() == kFloat64, n);
     CHECK_MESSAGE(t.requires_grad(), n);
     CHECK_MESSAGE(t.is_leaf(), n);
   }
-  for (const auto& [n, t] : net.named_buffers()) CHECK_MESSAGE(t.dtype() == kFloat64, n);
+  for (const auto& entry : net.named_buffers()) {
+    const auto& n = entry.first;
+    const auto& t = entry.second;
+    CHECK_MESSAGE(t.dtype() == kFloat64, n);
+  }
   CHECK(net.embed->weight.impl() == weight_impl);  // the module's handles stay valid
   CHECK(net.embed->weight.dtype() == kFloat64);
   CHECK((*net.layers)[0]->scale.dtype() == kFloat64);
@@ -846,7 +860,9 @@ TEST_CASE("num_parameters counts trainable ones on request; to(kFloat64) and bac
   out.sum().backward();
   CHECK(net.embed->weight.grad().dtype() == kFloat64);
   net.to(kFloat32);
-  for (const auto& [k, v] : net.state_dict()) {
+  for (const auto& kv : net.state_dict()) {
+    const auto& k = kv.first;
+    const auto& v = kv.second;
     CHECK_MESSAGE(v.dtype() == kFloat32, k);
     CHECK_MESSAGE(equal(v, before.at(k)), k);  // float32 -> float64 -> float32 is exact
   }
@@ -863,7 +879,11 @@ TEST_CASE("state_dict shares storage; load_state_dict copies values and checks k
   nn::Module::LoadResult r = b.load_state_dict(sa);
   CHECK(r.missing_keys.empty());
   CHECK(r.unexpected_keys.empty());
-  for (const auto& [k, v] : b.state_dict()) CHECK_MESSAGE(equal(v, sa.at(k)), k);
+  for (const auto& kv : b.state_dict()) {
+    const auto& k = kv.first;
+    const auto& v = kv.second;
+    CHECK_MESSAGE(equal(v, sa.at(k)), k);
+  }
   CHECK(!b.embed->weight.same_storage(a.embed->weight));  // copied, not aliased
   CHECK(b.embed->weight.requires_grad());
   // A non-contiguous source is copied by value.

@@ -342,7 +342,9 @@ TEST_CASE("optimizer steps and clipping record no graph") {
       CHECK(p.requires_grad());
       CHECK_FALSE(p.grad().requires_grad());
     }
-    for (const auto& [k, t] : opt->state_dict()) {
+    for (const auto& kt : opt->state_dict()) {
+      const auto& k = kt.first;
+      const auto& t = kt.second;
       INFO(k);
       CHECK_FALSE(t.requires_grad());
     }

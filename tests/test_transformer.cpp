@@ -1162,7 +1162,9 @@ TEST_CASE("Trainer: resuming a mid-epoch checkpoint gives bitwise the losses of 
   CHECK(sc[0].train_loss == sa[1].train_loss);
   CHECK(sc[1].train_loss == sa[2].train_loss);
   // The weights are the same too.
-  for (const auto& [name, p] : a.state_dict()) {
+  for (const auto& entry : a.state_dict()) {
+    const auto& name = entry.first;
+    const auto& p = entry.second;
     CAPTURE(name);
     CHECK(equal(p, c.state_dict().at(name)));
   }

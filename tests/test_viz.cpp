@@ -241,8 +241,8 @@ TEST_CASE("crc32 and adler32 give the standard check values and match bitwise re
 TEST_CASE("write_png round-trips pixels through an independent decoder") {
   TempDir dir;
   // 1x1; odd sizes; and 200x150, whose 90150 raw bytes need two stored blocks.
-  for (auto [w, h, min_blocks] : {std::tuple{1, 1, 1}, {7, 5, 1}, {3, 40, 1}, {200, 150, 2},
-                                   {400, 300, 6}}) {
+  for (const auto& size : {std::tuple{1, 1, 1}, {7, 5, 1}, {3, 40, 1}, {200, 150, 2}, {400, 300, 6}}) {
+    const int w = std::get<0>(size), h = std::get<1>(size), min_blocks = std::get<2>(size);
     CAPTURE(w);
     CAPTURE(h);
     Image img = random_image(w, h, uint32_t(w * 1000 + h));
@@ -419,8 +419,10 @@ TEST_CASE("text: Latin-1 letters are their base letter with the accent on top") 
     return rows;
   };
   // ü é à ñ ö ä: rows 2..7 are the plain letter's, rows 0..1 carry the accent.
-  for (auto [accented, plain] : {std::pair{"\xC3\xBC", "u"}, {"\xC3\xA9", "e"}, {"\xC3\xA0", "a"},
-                                 {"\xC3\xB1", "n"}, {"\xC3\xB6", "o"}, {"\xC3\xA4", "a"}}) {
+  for (const auto& letters : {std::pair{"\xC3\xBC", "u"}, {"\xC3\xA9", "e"}, {"\xC3\xA0", "a"},
+                               {"\xC3\xB1", "n"}, {"\xC3\xB6", "o"}, {"\xC3\xA4", "a"}}) {
+    const char* accented = letters.first;
+    const char* plain = letters.second;
     CAPTURE(plain);
     std::vector<int> g = bitmap(accented), base = bitmap(plain);
     CHECK(std::vector<int>(g.begin() + 2, g.end()) == std::vector<int>(base.begin() + 2, base.end()));

@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kiln::io {
@@ -18,8 +19,26 @@ struct JsonValue {
   std::vector<JsonValue> array;
   std::vector<std::pair<std::string, JsonValue>> object;  // in file order
 
+  // Declared here and defaulted below, once JsonValue is complete. Left implicit, they
+  // would be defined when std::pair<std::string, JsonValue> is instantiated (pair's
+  // conditionally explicit constructors ask whether JsonValue is default constructible),
+  // while that pair is still incomplete: with libstdc++, clang refuses ~vector of it.
+  JsonValue();
+  JsonValue(const JsonValue&);
+  JsonValue(JsonValue&&) noexcept;
+  JsonValue& operator=(const JsonValue&);
+  JsonValue& operator=(JsonValue&&) noexcept;
+  ~JsonValue();
+
   const JsonValue* find(const std::string& key) const;
 };
+
+inline JsonValue::JsonValue() = default;
+inline JsonValue::JsonValue(const JsonValue&) = default;
+inline JsonValue::JsonValue(JsonValue&&) noexcept = default;
+inline JsonValue& JsonValue::operator=(const JsonValue&) = default;
+inline JsonValue& JsonValue::operator=(JsonValue&&) noexcept = default;
+inline JsonValue::~JsonValue() = default;
 
 // Throws kiln::Error "[op] <context>corrupt header: …" with the byte position on bad
 // input, including duplicate object keys, unpaired surrogates and numbers outside

@@ -15,8 +15,6 @@ namespace {
 constexpr int64_t kGrainHeavy = 4096;
 
 template <class T>
-constexpr T kInvSqrt2 = static_cast<T>(0.70710678118654752440);
-template <class T>
 constexpr T kInvSqrt2Pi = static_cast<T>(0.39894228040143267794);
 template <class T>
 constexpr T kSqrt2OverPi = static_cast<T>(0.79788456080286535588);
