@@ -9,7 +9,10 @@ bash scripts/install_deps.sh --tests
 
 # cuda=auto (the default): the CUDA backend is compiled wherever nvcc and cuBLAS exist;
 # its suite (test_cuda) is skipped where no GPU is.
+# Both compilers' trees are built with -Dwerror=true: warnings (warning_level=2) stay at
+# zero. (scripts/run.sh does not: a newer compiler's new warning must not stop a user.)
 [ -d build ] || meson setup build --buildtype=release
+meson configure build -Dwerror=true
 ninja -C build
 meson test -C build --print-errorlogs
 
@@ -17,6 +20,7 @@ meson test -C build --print-errorlogs
 # the consumers with clang++ too. KILN_SKIP_CLANG=1 skips it.
 if [ "${KILN_SKIP_CLANG:-0}" != "1" ]; then
   [ -d build-clang ] || CXX=clang++ meson setup build-clang --buildtype=release -Dcuda=disabled -Dbenchmarks=false
+  meson configure build-clang -Dwerror=true
   ninja -C build-clang
   meson test -C build-clang --print-errorlogs
 fi
