@@ -4,7 +4,13 @@
 
 #include <kiln/kiln.h>
 
-int main() {
+#include "../common/cli.h"
+
+namespace {
+
+int run(int argc, char** argv) {
+  kiln_examples::Cli cli(argc, argv, "autograd_demo (no flags)");
+  cli.finish();
   using namespace kiln;
   std::printf("%s\n", config().c_str());
   manual_seed(0);
@@ -27,4 +33,10 @@ int main() {
   std::printf("learned w = %.4f (want 3), b = %.4f (want -2)\n", w.item(), b.item());
   std::cout << "w: " << w << "\n";
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return kiln_examples::run_main("autograd_demo", [&] { return run(argc, argv); });
 }

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -20,6 +21,7 @@
 #include <kiln/kiln.h>
 
 #include "../common/cli.h"
+#include "../common/memory_budget.h"
 
 using namespace kiln;
 
@@ -168,6 +170,13 @@ struct CharData {
 };
 
 CharData read_text(const std::string& path) {
+  // A regular file of sensible size: not a directory, nor /dev/zero read without end.
+  std::error_code ec;
+  KILN_CHECK(std::filesystem::is_regular_file(path, ec), "char_gpt", "the text '", path,
+             "' is not a regular file", ec ? ": " + ec.message() : std::string());
+  const uintmax_t bytes = std::filesystem::file_size(path, ec);
+  KILN_CHECK(!ec && bytes <= (uintmax_t(1) << 30), "char_gpt", "the text '", path, "' must be at most 1 GiB, it has ",
+             ec ? 0 : bytes, " bytes");
   std::ifstream f(path, std::ios::binary);
   KILN_CHECK(f.good(), "char_gpt", "cannot open the text '", path, "'");
   std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -205,7 +214,7 @@ int run(int argc, char** argv) {
                          "char_gpt [--data FILE] [--seconds S] [--steps N] [--layers L] [--heads H] [--embd C]\n"
                          "                [--block T] [--batch B] [--lr LR] [--dropout P] [--seed S] [--threads N]\n"
                          "                [--sample N] [--temperature T] [--top-k K]");
-  const std::string data_path = cli.text("--data", "/usr/share/common-licenses/GPL-3");
+  const std::string data_path = cli.nonempty_text("--data", "/usr/share/common-licenses/GPL-3");
   const double seconds = cli.real("--seconds", 60.0, 0.0, 86400.0);
   const int64_t max_steps = cli.integer("--steps", 1'000'000, 1, 1'000'000'000);
   GPTConfig c;
@@ -225,6 +234,22 @@ int run(int argc, char** argv) {
   if (c.n_embd % c.n_head != 0)
     cli.fail("--embd (" + std::to_string(c.n_embd) + ") must be a multiple of --heads (" +
              std::to_string(c.n_head) + ")");
+  {
+    // Before reading or building anything: would training fit in memory? (At most 256
+    // tokens: one per byte value.) Parameters: the two embeddings and per block the
+    // attention (4·C² + 4·C), the MLP (8·C² + 5·C) and two layer norms.
+    namespace ke = kiln_examples;
+    const uint64_t C = ke::u(c.n_embd);
+    const uint64_t block = ke::add({ke::mul({12, C, C}), ke::mul({13, C})});
+    const uint64_t params = ke::add({ke::mul({256 + ke::u(c.block_size), C}), ke::mul({ke::u(c.n_layer), block}),
+                                     ke::mul({2, C})});
+    const uint64_t activations =
+        ke::transformer_activations(batch, c.block_size, c.n_head, c.n_embd, 4 * c.n_embd, c.n_layer, 256);
+    ke::check_fits(cli,
+                   "--layers " + std::to_string(c.n_layer) + " --embd " + std::to_string(c.n_embd) + " --block " +
+                       std::to_string(c.block_size) + " --batch " + std::to_string(batch),
+                   params, ke::training_bytes(params, activations));
+  }
   if (threads > 0) set_num_threads(static_cast<int>(threads));
 
   CharData data = read_text(data_path);

@@ -1,7 +1,8 @@
 #pragma once
-// A small command-line reader for the examples: `--name value` flags, each validated
-// and named in its error, and a main() wrapper that reports any exception as one line
-// and exits 1 (a bad flag exits 2 with the usage).
+// A small command-line reader for the examples: `--name value` flags and `--name`
+// switches, each validated and named in its error, and a main() wrapper that reports
+// any exception as one line and exits 1. A bad flag is one line naming it and exit
+// status 2 (--help prints the usage).
 //
 //   kiln_examples::Cli cli(argc, argv, "char_gpt [--steps N] [--seed S]");
 //   int64_t steps = cli.integer("--steps", 100, 0, 1'000'000);
@@ -11,16 +12,21 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <functional>
+#include <new>
 #include <set>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 namespace kiln_examples {
 
 class Cli {
  public:
   Cli(int argc, char** argv, std::string usage) : usage_(std::move(usage)) {
+    program_ = usage_.substr(0, usage_.find(' '));
     for (int i = 1; i < argc; ++i) args_.emplace_back(argv[i]);
     if (!args_.empty() && (args_[0] == "--help" || args_[0] == "-h")) {
       std::printf("usage: %s\n", usage_.c_str());
@@ -66,6 +72,21 @@ class Cli {
     return v ? *v : def;
   }
 
+  // A text flag that must not be empty when given (a path, a name).
+  std::string nonempty_text(const std::string& flag, const std::string& def) {
+    const std::string* v = value(flag);
+    if (v && v->empty()) fail(flag + " must not be empty");
+    return v ? *v : def;
+  }
+
+  // A switch without a value: whether it was given.
+  bool flag(const std::string& name) {
+    known_.insert(name);
+    for (const std::string& a : args_)
+      if (a == name) return true;
+    return false;
+  }
+
   // Every argument must have been a known flag, each at most once.
   void finish() {
     std::set<std::string> seen;
@@ -77,8 +98,25 @@ class Cli {
     }
   }
 
+  // The directory a flag names, created if needed and checked writable, before any
+  // work: "--out a/file/x" (under a file) or "--out /proc/x" is a flag error then, not
+  // a std::filesystem exception after training.
+  std::string directory(const std::string& flag, const std::string& def) {
+    const std::string dir = nonempty_text(flag, def);
+    if (!dir.empty()) make_directory(flag, dir);
+    return dir;
+  }
+  void make_directory(const std::string& flag, const std::string& dir) const {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) fail(flag + " '" + dir + "': cannot create the directory: " + ec.message());
+    if (!std::filesystem::is_directory(dir, ec)) fail(flag + " '" + dir + "' is not a directory");
+    if (::access(dir.c_str(), W_OK | X_OK) != 0) fail(flag + " '" + dir + "': the directory is not writable");
+  }
+
+  // One line naming the problem, exit status 2.
   [[noreturn]] void fail(const std::string& problem) const {
-    std::fprintf(stderr, "error: %s\nusage: %s\n", problem.c_str(), usage_.c_str());
+    std::fprintf(stderr, "%s: error: %s (--help for usage)\n", program_.c_str(), problem.c_str());
     std::exit(2);
   }
 
@@ -99,17 +137,28 @@ class Cli {
     return b;
   }
 
-  std::string usage_;
+  std::string usage_, program_;
   std::vector<std::string> args_;
   std::set<std::string> known_, takes_value_;
 };
 
-// Runs body(); any exception is one line on stderr and exit status 1.
+// A message as one line: line breaks become "; ".
+inline std::string one_line(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  for (size_t at = s.find_first_of("\r\n"); at != std::string::npos; at = s.find_first_of("\r\n", at))
+    s.replace(at, 1, "; ");
+  return s;
+}
+
+// Runs body(); any exception (kiln::Error, a std:: one, anything else) is one line on
+// stderr and exit status 1. The Cli's own errors exit 2 before getting here.
 inline int run_main(const char* program, const std::function<int()>& body) {
   try {
     return body();
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "%s: error: out of memory (std::bad_alloc): try smaller sizes\n", program);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+    std::fprintf(stderr, "%s: error: %s\n", program, one_line(e.what()).c_str());
   } catch (...) {
     std::fprintf(stderr, "%s: error: unknown exception\n", program);
   }

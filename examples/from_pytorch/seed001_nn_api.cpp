@@ -18,6 +18,8 @@ int run(int argc, char** argv) {
   const int64_t scale = cli.integer("--scale", 1, 1, 64);
   const uint64_t seed = static_cast<uint64_t>(cli.integer("--seed", 0, 0, INT64_MAX));
   cli.finish();
+  if (64 % scale != 0)
+    cli.fail("--scale must divide 64 (8 heads share 512 / scale features), got " + std::to_string(scale));
   manual_seed(seed);
 
   // ---- nn.MultiheadAttention

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "../common/cli.h"
+#include "../common/memory_budget.h"
 
 namespace seed {
 
@@ -36,6 +37,21 @@ inline SeedArgs parse_seed_args(kiln_examples::Cli& cli, int64_t tgt_vocab, int6
   if (a.seq_len > a.max_seq_length)
     cli.fail("--seq-len (" + std::to_string(a.seq_len) + ") must not exceed --max-seq-length (" +
              std::to_string(a.max_seq_length) + ")");
+  // Before building anything: would training fit in memory? This attention keeps its
+  // scores, masked scores and weights in each of a layer's three attentions.
+  namespace ke = kiln_examples;
+  const uint64_t params = ke::transformer_parameters(a.src_vocab_size, a.tgt_vocab_size, a.d_model, a.d_ff,
+                                                     a.num_layers, a.num_layers);
+  const uint64_t activations = ke::add(
+      {ke::transformer_activations(a.batch, a.seq_len, a.num_heads, a.d_model, a.d_ff, 2 * a.num_layers,
+                                   a.tgt_vocab_size, 9 * a.num_layers),
+       ke::mul({ke::u(a.max_seq_length), ke::u(a.d_model)})});  // the positional encoding table
+  ke::check_fits(cli,
+                 "--d-model " + std::to_string(a.d_model) + " --ff " + std::to_string(a.d_ff) + " --layers " +
+                     std::to_string(a.num_layers) + " --batch " + std::to_string(a.batch) + " --seq-len " +
+                     std::to_string(a.seq_len) + " --src-vocab " + std::to_string(a.src_vocab_size) +
+                     " --tgt-vocab " + std::to_string(a.tgt_vocab_size),
+                 params, ke::training_bytes(params, activations));
   return a;
 }
 

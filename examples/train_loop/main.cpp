@@ -26,7 +26,9 @@
 
 #include <kiln/kiln.h>
 
+#include "../common/checkpoint_metadata.h"
 #include "../common/cli.h"
+#include "../common/memory_budget.h"
 
 using namespace kiln;
 
@@ -95,13 +97,23 @@ int run(int argc, char** argv) {
   const uint64_t seed = static_cast<uint64_t>(cli.integer("--seed", 0, 0, INT64_MAX));
   const int64_t keep = cli.integer("--keep", 3, 1, 1000);
   const std::string metrics_format = cli.text("--metrics", "csv");
-  const std::string out_dir = cli.text("--out-dir", "train_loop_out");
+  const std::string out_dir = cli.directory("--out-dir", "train_loop_out");
   const bool resume = cli.integer("--resume", 0, 0, 1) == 1;
   const int64_t stop_after = cli.integer("--stop-after", 0, 0, 1'000'000);
   cli.finish();
   if (metrics_format != "csv" && metrics_format != "jsonl")
     cli.fail("--metrics must be csv or jsonl, got '" + metrics_format + "'");
-  if (out_dir.empty()) cli.fail("--out-dir must not be empty");
+  {
+    // Would it fit in memory? The data (3 values a sample), the MLP's parameters, and a
+    // batch's activations (a few hidden-wide tensors a sample).
+    namespace ke = kiln_examples;
+    const uint64_t h = ke::u(hidden);
+    const uint64_t params = ke::add({ke::mul({h, h}), ke::mul({7, h}), kClasses});
+    const uint64_t activations = ke::add({ke::mul({ke::u(samples), 6}), ke::mul({ke::u(batch), 8, h})});
+    ke::check_fits(cli, "--hidden " + std::to_string(hidden) + " --batch " + std::to_string(batch) + " --samples " +
+                            std::to_string(samples),
+                   params, ke::training_bytes(params, activations));
+  }
 
   // The data does not depend on the run's random state: 80% to train, 20% to validate.
   auto [x, y] = spirals(samples, seed + 1);
@@ -121,7 +133,6 @@ int run(int argc, char** argv) {
   optim::Adam optimizer(model.parameters(), adam);
   const io::CheckpointParts parts{&model, &optimizer};
 
-  std::filesystem::create_directories(out_dir);
   train::CheckpointManager checkpoints((std::filesystem::path(out_dir) / "checkpoints").string(),
                                        {.keep_last = keep});
   train::ProgressBar bar(epochs * loader.size());
@@ -133,8 +144,8 @@ int run(int argc, char** argv) {
   if (resume && !checkpoints.latest().empty()) {
     const std::string from = checkpoints.latest();
     io::Metadata meta = checkpoints.resume(parts);
-    start_epoch = std::stoll(meta.at("epoch"));
-    first_val_loss = std::stod(meta.at("first_val_loss"));
+    start_epoch = kiln_examples::metadata_integer(meta, "epoch", from, 1, 1'000'000);
+    first_val_loss = kiln_examples::metadata_real(meta, "first_val_loss", from, 0.0, 1e6);
     resumed = true;
     bar.println("resumed from " + from + " after epoch " + std::to_string(start_epoch));
   } else {

@@ -16,6 +16,8 @@
 #include <kiln/kiln.h>
 #include <kiln/transformer/kiln_transformer.h>
 
+#include "../common/cli.h"
+#include "../common/memory_budget.h"
 #include "corpus.h"
 
 namespace tr = kiln::transformer;
@@ -36,71 +38,42 @@ struct Args {
   bool has_translate = false;
 };
 
-[[noreturn]] void usage(const std::string& problem) {
-  std::fprintf(stderr,
-               "translate_toy: %s\n"
-               "usage: translate_toy [--epochs N] [--d-model D] [--heads H] [--layers L] [--ff F]\n"
-               "                     [--dropout P] [--seed S] [--threads T] [--device cpu|cuda:0]\n"
-               "                     [--beam K (0 = greedy)] [--checkpoint-dir DIR] [--resume FILE]\n"
-               "                     [--load FILE] [--out DIR] [--metrics FILE.csv|.jsonl]\n"
-               "                     [--no-progress] [--translate \"german sentence\"]\n",
-               problem.c_str());
-  std::exit(2);
-}
+const char* kUsage =
+    "translate_toy [--epochs N] [--d-model D] [--heads H] [--layers L] [--ff F]\n"
+    "                     [--dropout P] [--seed S] [--threads T] [--device cpu|cuda:0]\n"
+    "                     [--beam K (0 = greedy)] [--checkpoint-dir DIR] [--resume FILE]\n"
+    "                     [--load FILE] [--out DIR] [--metrics FILE.csv|.jsonl]\n"
+    "                     [--no-progress] [--translate \"german sentence\"]";
 
-int64_t to_int(const std::string& flag, const std::string& v) {
-  try {
-    size_t used = 0;
-    long long x = std::stoll(v, &used);
-    if (used == v.size()) return x;
-  } catch (const std::exception&) {
-  }
-  usage(flag + " expects an integer, got '" + v + "'");
-}
-
-double to_double(const std::string& flag, const std::string& v) {
-  try {
-    size_t used = 0;
-    double x = std::stod(v, &used);
-    if (used == v.size()) return x;
-  } catch (const std::exception&) {
-  }
-  usage(flag + " expects a number, got '" + v + "'");
-}
-
-Args parse(int argc, char** argv) {
+Args parse(kiln_examples::Cli& cli) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string f = argv[i];
-    if (f == "--no-progress") {
-      a.progress = false;
-      continue;
-    }
-    if (f == "-h" || f == "--help") usage("help");
-    if (i + 1 >= argc) usage("missing value after " + f);
-    std::string v = argv[++i];
-    if (f == "--epochs") a.epochs = to_int(f, v);
-    else if (f == "--d-model") a.d_model = to_int(f, v);
-    else if (f == "--heads") a.heads = to_int(f, v);
-    else if (f == "--layers") a.layers = to_int(f, v);
-    else if (f == "--ff") a.ff = to_int(f, v);
-    else if (f == "--dropout") a.dropout = to_double(f, v);
-    else if (f == "--seed") a.seed = static_cast<uint64_t>(to_int(f, v));
-    else if (f == "--threads") a.threads = static_cast<int>(to_int(f, v));
-    else if (f == "--device") a.device = v;
-    else if (f == "--beam") a.beam = to_int(f, v);
-    else if (f == "--checkpoint-dir") a.checkpoint_dir = v;
-    else if (f == "--resume") a.resume = v;
-    else if (f == "--load") a.load = v;
-    else if (f == "--out") a.out = v;
-    else if (f == "--metrics") a.metrics = v;
-    else if (f == "--translate") a.translate = v, a.has_translate = true;
-    else usage("unknown option " + f);
-  }
-  if (a.epochs < 0 || a.d_model < 1 || a.heads < 1 || a.layers < 1 || a.ff < 1 || a.beam < 0) {
-    usage("sizes must be positive (epochs and beam may be 0)");
-  }
-  if (a.d_model % a.heads != 0) usage("--d-model must be divisible by --heads");
+  a.epochs = cli.integer("--epochs", a.epochs, 0, 1'000'000);
+  a.d_model = cli.integer("--d-model", a.d_model, 1, 65536);
+  a.heads = cli.integer("--heads", a.heads, 1, 1024);
+  a.layers = cli.integer("--layers", a.layers, 1, 1000);
+  a.ff = cli.integer("--ff", a.ff, 1, 1 << 20);
+  a.dropout = cli.real("--dropout", a.dropout, 0.0, 0.95);
+  a.seed = static_cast<uint64_t>(cli.integer("--seed", 1, 0, INT64_MAX));
+  a.threads = static_cast<int>(cli.integer("--threads", 0, 0, 4096));
+  a.device = cli.nonempty_text("--device", a.device);
+  a.beam = cli.integer("--beam", a.beam, 0, 64);
+  a.resume = cli.nonempty_text("--resume", "");
+  a.load = cli.nonempty_text("--load", "");
+  a.metrics = cli.nonempty_text("--metrics", "");
+  a.has_translate = cli.flag("--translate");
+  a.translate = cli.text("--translate", "");
+  a.progress = !cli.flag("--no-progress");
+  // The directories are made (and checked) now, before any training; --out only when
+  // there will be pictures to draw.
+  a.checkpoint_dir = cli.directory("--checkpoint-dir", "");
+  const std::string out = cli.text("--out", a.out);  // "" draws no pictures
+  cli.finish();
+  if (!a.resume.empty() && !a.load.empty()) cli.fail("--resume and --load exclude each other");
+  if (a.d_model % a.heads != 0)
+    cli.fail("--d-model (" + std::to_string(a.d_model) + ") must be a multiple of --heads (" + std::to_string(a.heads) +
+             ")");
+  a.out = out;
+  if (!a.has_translate && !out.empty()) cli.make_directory("--out", out);
   return a;
 }
 
@@ -271,11 +244,29 @@ void draw(const std::string& dir, tr::Seq2SeqTransformer& model, const Data& d, 
               dir.c_str());
 }
 
-int run(const Args& a) {
+// Refuses (exit 2) a model whose training would not fit in the machine's memory,
+// before building it.
+void check_size(const kiln_examples::Cli& cli, const Args& a, const Data& d) {
+  namespace ke = kiln_examples;
+  const uint64_t params = ke::transformer_parameters(d.src_vocab.size(), d.tgt_vocab.size(), a.d_model, a.ff, a.layers,
+                                                     a.layers);
+  const int64_t kBatch = 16, kMaxLen = 64;
+  const uint64_t activations = ke::transformer_activations(kBatch, kMaxLen, a.heads, a.d_model, a.ff, 2 * a.layers,
+                                                           d.tgt_vocab.size());
+  ke::check_fits(cli,
+                 "--d-model " + std::to_string(a.d_model) + " --ff " + std::to_string(a.ff) + " --layers " +
+                     std::to_string(a.layers) + " --heads " + std::to_string(a.heads),
+                 params, ke::training_bytes(params, activations));
+}
+
+int run(int argc, char** argv) {
+  kiln_examples::Cli cli(argc, argv, kUsage);
+  const Args a = parse(cli);
+  Data d = make_data();
+  check_size(cli, a, d);
   if (a.threads > 0) kiln::set_num_threads(a.threads);
   kiln::Device device(a.device);
   kiln::manual_seed(a.seed);
-  Data d = make_data();
 
   // Check a sentence to translate before spending time on training.
   std::vector<int64_t> user_ids;
@@ -312,6 +303,7 @@ int run(const Args& a) {
     t.checkpoint_dir = a.checkpoint_dir;
     t.resume_from = a.resume;
     t.progress = a.progress;
+    t.step_losses_kept = std::min<int64_t>(a.epochs * train.num_batches(), 1'000'000);  // for the loss plot
     auto start = std::chrono::steady_clock::now();
     tr::Trainer trainer(model, train, &held, t);
     trainer.fit();
@@ -340,11 +332,5 @@ int run(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Args a = parse(argc, argv);
-  try {
-    return run(a);
-  } catch (const kiln::Error& e) {
-    std::fprintf(stderr, "translate_toy: %s\n", e.what());
-    return 1;
-  }
+  return kiln_examples::run_main("translate_toy", [&] { return run(argc, argv); });
 }

@@ -6,14 +6,15 @@
 
 #include <kiln/kiln.h>
 
-int main(int argc, char** argv) {
-  uint64_t seed = 0;
-  int epochs = 500;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string f = argv[i];
-    if (f == "--seed") seed = std::stoull(argv[i + 1]);
-    else if (f == "--epochs") epochs = std::stoi(argv[i + 1]);
-  }
+#include "../common/cli.h"
+
+namespace {
+
+int run(int argc, char** argv) {
+  kiln_examples::Cli cli(argc, argv, "xor [--seed S] [--epochs N]");
+  const uint64_t seed = static_cast<uint64_t>(cli.integer("--seed", 0, 0, INT64_MAX));
+  const int epochs = static_cast<int>(cli.integer("--epochs", 500, 1, 1'000'000));
+  cli.finish();
   kiln::manual_seed(seed);
   kiln::Tensor x = kiln::tensor({{0.0, 0.0}, {0.0, 1.0}, {1.0, 0.0}, {1.0, 1.0}});
   kiln::Tensor y = kiln::from_vector<int64_t>({0, 1, 1, 0}, {4});
@@ -46,4 +47,10 @@ int main(int argc, char** argv) {
   }
   std::printf("accuracy: %d/4\n", correct);
   return correct == 4 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return kiln_examples::run_main("xor", [&] { return run(argc, argv); });
 }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -33,7 +34,13 @@ double recorded_metric(const std::string& path) {
   try {
     io::Metadata meta = io::load_safetensors_metadata(path);
     auto it = meta.find("user." + kMetricKey);  // io::save_checkpoint's prefix of user entries
-    return it == meta.end() ? NAN : std::strtod(it->second.c_str(), nullptr);
+    if (it == meta.end()) return NAN;
+    // The whole text, or NaN: a prefix read leniently ("abc" as 0) would be a best
+    // metric no later save could beat.
+    double v = NAN;
+    const std::string& s = it->second;
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    return ec == std::errc() && ptr == s.data() + s.size() && std::isfinite(v) ? v : NAN;
   } catch (const Error&) {
     return NAN;
   }

@@ -20,7 +20,8 @@
 // Each is written with io::save_checkpoint, atomically (a temporary file in the
 // directory, then a rename; see io::atomic_temp_path), so a crash leaves the previous
 // files whole and at most a stray temporary file, which the next CheckpointManager on
-// the directory removes. It deletes only files of its own names (those above and their
+// the directory removes (it owns the directory: any process's temporaries of its names;
+// a plain save of a file removes only those of processes that are gone). It deletes only files of its own names (those above and their
 // temporaries): other files in the directory are never touched. What it knows comes
 // from the directory itself, so a new manager after a restart sees the same checkpoints
 // and the same best. One manager (one process) writes a directory at a time.

@@ -1,6 +1,7 @@
 #include "transformer/trainer.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -25,21 +26,56 @@ std::string join_losses(const std::vector<double>& v) {
   return s;
 }
 
-std::vector<double> split_losses(const std::string& s) {
-  std::vector<double> v;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');) v.push_back(std::stod(item));
+const std::string* metadata_find(const io::Metadata& m, const std::string& key, const std::string& path,
+                                 bool required) {
+  auto it = m.find(key);
+  KILN_CHECK(it != m.end() || !required, "Trainer::load", "checkpoint '", path, "' has no '", key,
+             "' entry: not a trainer checkpoint");
+  return it == m.end() ? nullptr : &it->second;
+}
+
+// The whole text as a decimal integer in [lo, hi]; anything else ("1e214", "-5", "",
+// " 3", "7x", an overflow) is an error naming the entry.
+int64_t strict_int(const std::string& text, const std::string& key, const std::string& path, int64_t lo, int64_t hi) {
+  int64_t v = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  KILN_CHECK(!text.empty() && ec == std::errc() && ptr == end && v >= lo && v <= hi, "Trainer::load", "checkpoint '",
+             path, "': '", key, "' must be an integer from ", lo, " to ", hi, ", got '", text, "'");
   return v;
 }
 
-const std::string& metadata_entry(const io::Metadata& m, const std::string& key, const std::string& path) {
-  auto it = m.find(key);
-  KILN_CHECK(it != m.end(), "Trainer::load", "checkpoint '", path, "' has no '", key, "' entry: not a trainer checkpoint");
-  return it->second;
+// The whole text as a number >= 0, finite unless allow_inf (then "inf" too); NaN, a
+// negative value or trailing characters are errors naming the entry.
+double strict_loss(const std::string& text, const std::string& key, const std::string& path, bool allow_inf) {
+  double v = NAN;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  const bool ok = !text.empty() && ec == std::errc() && ptr == end && !std::isnan(v) && v >= 0 &&
+                  (allow_inf || std::isfinite(v));
+  KILN_CHECK(ok, "Trainer::load", "checkpoint '", path, "': '", key, "' must be a ",
+             allow_inf ? "non-negative number or inf" : "finite non-negative number", ", got '", text, "'");
+  return v;
 }
 
-int64_t metadata_int(const io::Metadata& m, const std::string& key, const std::string& path) {
-  return std::stoll(metadata_entry(m, key, path));
+// "l1,l2,…" (each a strict loss); "" is none.
+std::vector<double> split_losses(const std::string& s, const std::string& key, const std::string& path) {
+  std::vector<double> v;
+  if (s.empty()) return v;
+  size_t at = 0;
+  while (true) {
+    const size_t comma = s.find(',', at);
+    v.push_back(strict_loss(s.substr(at, comma - at), key + "[" + std::to_string(v.size()) + "]", path, false));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return v;
+}
+
+// Drops the oldest entries beyond the newest `kept`.
+void keep_newest(std::vector<double>& v, int64_t kept) {
+  const size_t k = static_cast<size_t>(std::max<int64_t>(kept, 0));
+  if (v.size() > k) v.erase(v.begin(), v.end() - static_cast<std::ptrdiff_t>(k));
 }
 
 }  // namespace
@@ -61,6 +97,8 @@ Trainer::Trainer(Seq2SeqTransformer& model, const data::PairDataLoader* train,
     : model_(model), train_(train), validation_(validation), opts_(std::move(opts)) {
   KILN_CHECK(opts_.epochs >= 0, "Trainer", "epochs must be non-negative, got ", opts_.epochs);
   KILN_CHECK(opts_.warmup_steps >= 1, "Trainer", "warmup_steps must be at least 1, got ", opts_.warmup_steps);
+  KILN_CHECK(opts_.step_losses_kept >= 0, "Trainer", "step_losses_kept must be non-negative, got ",
+             opts_.step_losses_kept);
   optim::AdamOptions adam;
   adam.lr = 1.0;  // the schedule sets the actual rate
   adam.beta1 = opts_.beta1;
@@ -110,6 +148,7 @@ double Trainer::train_step(const data::PairBatch& batch) {
   ++global_step_;
   double value = loss.item();
   step_losses_.push_back(value);
+  keep_newest(step_losses_, opts_.step_losses_kept);
   return value;
 }
 
@@ -143,6 +182,7 @@ io::Metadata Trainer::checkpoint_metadata() const {
   meta["trainer.next_batch"] = std::to_string(next_batch_);
   meta["trainer.global_step"] = std::to_string(global_step_);
   meta["trainer.best_loss"] = fmt("%.17g", best_loss_);
+  meta["trainer.epoch_loss_sum"] = fmt("%.17g", epoch_loss_sum_);
   meta["trainer.step_losses"] = join_losses(step_losses_);
   return meta;
 }
@@ -150,13 +190,48 @@ io::Metadata Trainer::checkpoint_metadata() const {
 void Trainer::save(const std::string& path) const { io::save_checkpoint(path, checkpoint_parts(), checkpoint_metadata()); }
 
 void Trainer::load(const std::string& path) {
-  // load_checkpoint returns the user metadata without its "user." prefix.
-  io::Metadata meta = io::load_checkpoint(path, checkpoint_parts());
-  epoch_ = metadata_int(meta, "trainer.epoch", path);
-  next_batch_ = metadata_int(meta, "trainer.next_batch", path);
-  global_step_ = metadata_int(meta, "trainer.global_step", path);
-  best_loss_ = std::stod(metadata_entry(meta, "trainer.best_loss", path));
-  step_losses_ = split_losses(metadata_entry(meta, "trainer.step_losses", path));
+  // Every entry is checked, from the header alone, before anything changes: a bad value
+  // (a step of "1e214", a NaN loss, a negative batch) is an error naming the entry, not a
+  // run that crashes or trains on garbage.
+  const io::Metadata header = io::load_safetensors_metadata(path);
+  io::Metadata meta;  // what load_checkpoint returns: the user entries without "user."
+  for (const auto& [k, v] : header)
+    if (k.rfind("user.", 0) == 0) meta[k.substr(5)] = v;
+  const int64_t kMax = int64_t(1) << 53;  // beyond any real run, and exact as a double
+  auto entry = [&](const std::string& key) { return *metadata_find(meta, key, path, true); };
+  const int64_t epoch = strict_int(entry("trainer.epoch"), "trainer.epoch", path, 0, kMax);
+  const int64_t step = strict_int(entry("trainer.global_step"), "trainer.global_step", path, 0, kMax);
+  // A mid-epoch checkpoint resumes at a batch of the epoch, so it must be one of the
+  // loader's (a loader of another size cannot continue that epoch).
+  const int64_t batches = train_ ? train_->num_batches() : kMax;
+  const int64_t next_batch = strict_int(entry("trainer.next_batch"), "trainer.next_batch", path, 0,
+                                        std::max<int64_t>(batches - 1, 0));
+  KILN_CHECK(next_batch <= step, "Trainer::load", "checkpoint '", path, "': 'trainer.next_batch' (", next_batch,
+             ") exceeds 'trainer.global_step' (", step, ")");
+  const double best = strict_loss(entry("trainer.best_loss"), "trainer.best_loss", path, true);
+  std::vector<double> losses = split_losses(entry("trainer.step_losses"), "trainer.step_losses", path);
+  KILN_CHECK(static_cast<int64_t>(losses.size()) <= step, "Trainer::load", "checkpoint '", path, "': ",
+             losses.size(), " entries in 'trainer.step_losses' but 'trainer.global_step' is ", step);
+  double epoch_sum = 0;
+  if (const std::string* sum = metadata_find(meta, "trainer.epoch_loss_sum", path, false)) {
+    epoch_sum = strict_loss(*sum, "trainer.epoch_loss_sum", path, false);
+  } else {
+    // Checkpoints of Kiln 0.2.0 have the whole history and no sum: add up the epoch's.
+    KILN_CHECK(static_cast<int64_t>(losses.size()) >= next_batch, "Trainer::load", "checkpoint '", path,
+               "' has neither 'trainer.epoch_loss_sum' nor the losses of the epoch's ", next_batch, " steps");
+    for (size_t i = losses.size() - static_cast<size_t>(next_batch); i < losses.size(); ++i) epoch_sum += losses[i];
+  }
+  KILN_CHECK(next_batch > 0 || epoch_sum == 0, "Trainer::load", "checkpoint '", path,
+             "': 'trainer.epoch_loss_sum' must be 0 at an epoch's start, got ", fmt("%.17g", epoch_sum));
+
+  io::load_checkpoint(path, checkpoint_parts());
+  epoch_ = epoch;
+  next_batch_ = next_batch;
+  global_step_ = step;
+  best_loss_ = best;
+  epoch_loss_sum_ = epoch_sum;
+  step_losses_ = std::move(losses);
+  keep_newest(step_losses_, opts_.step_losses_kept);
 }
 
 void Trainer::maybe_checkpoint(bool epoch_end, double val_loss) {
@@ -180,14 +255,12 @@ std::vector<EpochSummary> Trainer::fit() {
   while (epoch_ < opts_.epochs) {
     auto epoch_start = clock::now();
     std::vector<std::vector<size_t>> batches = train_->batch_indices(epoch_);
-    // The epoch's losses start this many entries back (a run resumed mid-epoch has the
-    // losses of the batches before the checkpoint already).
-    const size_t epoch_first = step_losses_.size() - std::min(step_losses_.size(), static_cast<size_t>(next_batch_));
     int64_t tokens = 0;
     for (; next_batch_ < static_cast<int64_t>(batches.size());) {
       data::PairBatch batch = train_->make_batch(batches[static_cast<size_t>(next_batch_)]);
       double lr = optimizer_->param_groups().front().get("lr");
       double loss = train_step(batch);
+      epoch_loss_sum_ += loss;
       ++next_batch_;
       tokens += last_step_tokens_;
       double seconds = std::chrono::duration<double>(clock::now() - epoch_start).count();
@@ -200,10 +273,9 @@ std::vector<EpochSummary> Trainer::fit() {
     }
     EpochSummary s;
     s.epoch = epoch_ + 1;
-    double loss_sum = 0;
-    for (size_t i = epoch_first; i < step_losses_.size(); ++i) loss_sum += step_losses_[i];
-    const size_t steps = step_losses_.size() - epoch_first;
-    s.train_loss = steps ? loss_sum / static_cast<double>(steps) : NAN;
+    // next_batch_ steps of this epoch ran (some of them before a resume, whose sum the
+    // checkpoint carried), in order: the same sum as an uninterrupted run's.
+    s.train_loss = next_batch_ ? epoch_loss_sum_ / static_cast<double>(next_batch_) : NAN;
     s.seconds = std::chrono::duration<double>(clock::now() - epoch_start).count();
     s.tokens_per_second = tokens / std::max(s.seconds, 1e-9);
     if (validation_) s.val_loss = evaluate(*validation_);
@@ -212,6 +284,7 @@ std::vector<EpochSummary> Trainer::fit() {
     // The checkpoint written at an epoch's end resumes at the next epoch's start.
     ++epoch_;
     next_batch_ = 0;
+    epoch_loss_sum_ = 0;
     maybe_checkpoint(true, validation_ ? s.val_loss : s.train_loss);
     bar.println("epoch " + std::to_string(s.epoch) + "/" + std::to_string(opts_.epochs) + "  train loss " +
                 fmt("%.4f", s.train_loss) + (validation_ ? "  val loss " + fmt("%.4f", s.val_loss) : "") + "  " +

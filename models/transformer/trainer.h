@@ -51,6 +51,10 @@ struct TrainerOptions {
   int64_t checkpoint_keep_last = 1;  // step checkpoints kept, at least 1
   std::string resume_from;      // a checkpoint to continue from (dir/last.safetensors)
   bool progress = true;         // the live bar and per-epoch lines on stderr
+  // How many of the newest step losses step_losses() keeps (and checkpoints carry, so a
+  // resumed run has them too); older ones are dropped, so memory stays flat however
+  // long a run is. The whole history is in the metrics log (metrics_path).
+  int64_t step_losses_kept = 1000;
   // Extra metadata stored in every checkpoint (e.g. the model's configuration).
   std::map<std::string, std::string> checkpoint_metadata;
 };
@@ -92,6 +96,8 @@ class Trainer {
   void load(const std::string& path);
 
   int64_t global_step() const { return global_step_; }
+  // The losses of the newest steps, oldest first: at most options().step_losses_kept
+  // of them (after a resume, those of the steps before the checkpoint too).
   const std::vector<double>& step_losses() const { return step_losses_; }
   optim::Adam& optimizer() { return *optimizer_; }
   const TrainerOptions& options() const { return opts_; }
@@ -107,7 +113,8 @@ class Trainer {
           TrainerOptions opts);
   void maybe_checkpoint(bool epoch_end, double val_loss);
   // What a checkpoint holds: the model, the optimizer, the schedule and the generator,
-  // and where the run is (epoch, batch, step, best loss, the losses so far).
+  // and where the run is (epoch, batch, step, best loss, the epoch's loss sum so far,
+  // the newest step losses).
   io::CheckpointParts checkpoint_parts() const;
   io::Metadata checkpoint_metadata() const;
 
@@ -125,7 +132,10 @@ class Trainer {
   double best_loss_ = INFINITY;
   double last_grad_norm_ = NAN;
   int64_t last_step_tokens_ = 0;  // non-pad labels of the last train_step's batch
-  std::vector<double> step_losses_;
+  // The sum of the losses of the epoch in progress (its first next_batch_ steps): the
+  // epoch's mean loss, bitwise the same whether or not the run was resumed mid-epoch.
+  double epoch_loss_sum_ = 0;
+  std::vector<double> step_losses_;  // the newest step_losses_kept
 };
 
 }  // namespace kiln::transformer
