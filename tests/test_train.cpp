@@ -447,7 +447,7 @@ TEST_CASE("CheckpointManager: resume restores model and optimizer bitwise; train
   CHECK_ERROR_STARTS("[CheckpointManager]", none.resume(c.parts()), "nothing to resume", empty.path.c_str());
 }
 
-TEST_CASE("CheckpointManager: temporary files of an interrupted save are removed, nothing else") {
+TEST_CASE("CheckpointManager: temporary files of an interrupted save (its process gone) are removed, nothing else") {
   ScratchDir dir("ckpt_temp");
   // The name io's atomic write gives its temporary file is what the manager looks for.
   const std::string target = "ckpt-000000003.safetensors";
@@ -458,9 +458,15 @@ TEST_CASE("CheckpointManager: temporary files of an interrupted save are removed
   CHECK_FALSE(io::is_atomic_temp_of(target + ".tmp.1.x", target));
   CHECK_FALSE(io::is_atomic_temp_of(target, target));
 
-  const std::vector<std::string> stale = {io_tmp, "ckpt-000000001.safetensors.tmp.4242.0",
-                                          "best.safetensors.tmp.99.17", "last.safetensors.tmp.1.2"};
+  // Left by a process that is gone: pid_max itself is no process's pid (they are below it).
+  long pid_max = 0;
+  std::ifstream("/proc/sys/kernel/pid_max") >> pid_max;
+  REQUIRE(pid_max > 1);
+  const std::string dead = std::to_string(pid_max);
+  const std::vector<std::string> stale = {target + ".tmp." + dead + ".0", "ckpt-000000001.safetensors.tmp." + dead + ".7",
+                                          "best.safetensors.tmp.0.17", "last.safetensors.tmp." + dead + ".2"};
   const std::vector<std::string> unrelated = {
+      io_tmp,                                   // this process's: a save in progress
       "notes.txt",                              // a user's file
       "model.safetensors.tmp.1.2",              // another file's temporary
       "ckpt-1.safetensors.tmp.1.2",             // not the manager's spelling of a step
@@ -472,7 +478,7 @@ TEST_CASE("CheckpointManager: temporary files of an interrupted save are removed
     // Without a latest alias, "last.safetensors" is not one of its names: its temporary stays.
     train::CheckpointManager m(dir.path.string());
     for (size_t i = 0; i < 3; ++i) CHECK_FALSE(fs::exists(dir / stale[i]));
-    CHECK(fs::exists(dir / "last.safetensors.tmp.1.2"));
+    CHECK(fs::exists(dir / stale[3]));
     save_tiny(m, 1);
   }
   for (const std::string& n : stale) write_text(dir / n, "partial");

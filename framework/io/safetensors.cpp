@@ -298,13 +298,21 @@ bool is_atomic_temp_of(const std::string& name, const std::string& target) {
   return dot != std::string::npos && digits(rest.substr(0, dot)) && digits(rest.substr(dot + 1));
 }
 
+bool is_orphaned_atomic_temp_of(const std::string& name, const std::string& target) {
+  if (!is_atomic_temp_of(name, target)) return false;
+  const size_t from = target.size() + 5;  // after "<target>.tmp."
+  const std::string digits = name.substr(from, name.find('.', from) - from);
+  // More digits than any pid_t holds, or 0: no process can have written it.
+  const long pid = digits.size() > 9 ? 0 : std::stol(digits);
+  return pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH);
+}
+
 namespace {
 
-// Removes the temporaries of `path` ("<path>.tmp.<pid>.<n>") that an interrupted save
-// left: those whose process is gone (kill(pid, 0) fails with ESRCH). A live process's
-// temporary is a save in progress and stays. Best effort: a temporary that cannot be
-// listed or removed never makes the save itself fail.
-void remove_dead_temporaries_of(const std::string& path) {
+// Removes the temporaries of `path` that an interrupted save left (see
+// is_orphaned_atomic_temp_of). Best effort: a temporary that cannot be listed or removed
+// never makes the save itself fail.
+void remove_orphaned_temporaries_of(const std::string& path) {
   namespace fs = std::filesystem;
   const fs::path p(path);
   const std::string target = p.filename().string();
@@ -312,12 +320,7 @@ void remove_dead_temporaries_of(const std::string& path) {
   std::error_code ec;
   fs::directory_iterator it(p.parent_path().empty() ? fs::path(".") : p.parent_path(), ec);
   for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (!is_atomic_temp_of(name, target)) continue;
-    const std::string digits = name.substr(target.size() + 5, name.find('.', target.size() + 5) - target.size() - 5);
-    // More digits than any pid_t holds, or 0: no process can have written it.
-    const long pid = digits.size() > 9 ? 0 : std::stol(digits);
-    if (pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)) continue;
+    if (!is_orphaned_atomic_temp_of(it->path().filename().string(), target)) continue;
     std::error_code ignored;
     fs::remove(it->path(), ignored);
   }
@@ -326,7 +329,7 @@ void remove_dead_temporaries_of(const std::string& path) {
 }  // namespace
 
 void write_file_atomic(const std::string& path, const std::string& bytes) {
-  remove_dead_temporaries_of(path);
+  remove_orphaned_temporaries_of(path);
   std::string tmp = atomic_temp_path(path);
   {
     std::FILE* f = std::fopen(tmp.c_str(), "wb");

@@ -47,11 +47,14 @@ void write_file_atomic(const std::string& path, const std::string& bytes);
 
 // The temporary file write_file_atomic(path, ...) writes before its rename,
 // "<path>.tmp.<pid>.<n>": unique per process and call. A crash between the write and
-// the rename leaves one behind; is_atomic_temp_of recognises it, so an owner of the
-// directory (train::CheckpointManager) can remove it.
+// the rename leaves one behind; the next write_file_atomic of the same path removes it
+// (is_orphaned_atomic_temp_of), and so does train::CheckpointManager on start-up.
 std::string atomic_temp_path(const std::string& path);
 // Whether the file name `name` is such a temporary of the file name `target` (names
 // without directories: "best.safetensors.tmp.4242.0" of "best.safetensors").
 bool is_atomic_temp_of(const std::string& name, const std::string& target);
+// Such a temporary whose writing process is gone (kill(pid, 0) fails with ESRCH): an
+// interrupted save's leftover. A live process's temporary is a save in progress.
+bool is_orphaned_atomic_temp_of(const std::string& name, const std::string& target);
 
 }  // namespace kiln::io

@@ -111,7 +111,7 @@ void CheckpointManager::remove_stale_temporaries() const {
     const size_t at = name.rfind(".tmp.");
     if (at == std::string::npos || !e.is_regular_file(ec)) continue;
     const std::string target = name.substr(0, at);
-    if (io::is_atomic_temp_of(name, target) && owns(target)) remove_file(e.path().string(), "");
+    if (io::is_orphaned_atomic_temp_of(name, target) && owns(target)) remove_file(e.path().string(), "");
   }
   KILN_CHECK(!ec, "CheckpointManager", "cannot list the directory '", directory_, "': ", ec.message());
 }

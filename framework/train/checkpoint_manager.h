@@ -20,9 +20,10 @@
 // Each is written with io::save_checkpoint, atomically (a temporary file in the
 // directory, then a rename; see io::atomic_temp_path), so a crash leaves the previous
 // files whole and at most a stray temporary file, which the next CheckpointManager on
-// the directory removes (it owns the directory: any process's temporaries of its names;
-// a plain save of a file removes only those of processes that are gone). It deletes only files of its own names (those above and their
-// temporaries): other files in the directory are never touched. What it knows comes
+// the directory removes, as the next save of that name does (only temporaries whose
+// process is gone: io::is_orphaned_atomic_temp_of). It deletes only files of its own
+// names (those above and their temporaries): other files in the directory are never
+// touched. What it knows comes
 // from the directory itself, so a new manager after a restart sees the same checkpoints
 // and the same best. One manager (one process) writes a directory at a time.
 #include <cmath>
@@ -50,7 +51,7 @@ struct CheckpointInfo {
 class CheckpointManager {
  public:
   // Creates the directory if needed and removes the temporary files an interrupted save
-  // of its names left there. Throws "[CheckpointManager] …" for bad options or a
+  // of its names left there (those of processes that are gone). Throws "[CheckpointManager] …" for bad options or a
   // directory that is a file or cannot be written.
   explicit CheckpointManager(std::string directory, CheckpointManagerOptions options = {});
 
