@@ -73,7 +73,7 @@ void matmul_typed(const Tensor& a_in, const Tensor& b_in, const Tensor& out, boo
   // instead gains nothing (at best equal; slower at n = 256) and would need OpenBLAS's
   // process-wide thread count changed per call, which a TBB-partitioned matmul on
   // another thread would then inherit: both crowds at once.
-  constexpr int64_t kBlockExtent = 512, kMaxBlocks = 16, kTile = 16;
+  constexpr int64_t kBlockExtent = 1024, kMaxBlocks = 16, kTile = 16;
   const bool split_m = M >= N;
   const int64_t extent = split_m ? M : N;
   const int64_t parts = std::min<int64_t>(std::clamp<int64_t>(extent / kBlockExtent, 2, kMaxBlocks),
