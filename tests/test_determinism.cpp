@@ -129,7 +129,7 @@ TEST_CASE("determinism: 50 Transformer training steps give the same losses and w
   });
 }
 
-TEST_CASE("determinism: sums, matmul, softmax, layer_norm, cross_entropy and embedding backward on large inputs") {
+TEST_CASE("determinism: sums, matmul, softmax, layer_norm, cross_entropy, elementwise and embedding backward on large inputs") {
   check_same_bits_on_any_thread_count([] {
     manual_seed(7);
     Results out;
@@ -169,6 +169,13 @@ TEST_CASE("determinism: sums, matmul, softmax, layer_norm, cross_entropy and emb
     loss.backward();
     out.emplace_back("cross_entropy", bytes_of(loss));
     out.emplace_back("cross_entropy backward", bytes_of(logits.grad()));
+    // Elementwise kernels cut where the thread count says: each element must still come
+    // out the same, in a vectorized loop or its scalar tail (an odd size puts the cuts
+    // mid-vector).
+    Tensor odd = randn({1000003});
+    out.emplace_back("exp", bytes_of(exp(odd)));
+    out.emplace_back("gelu", bytes_of(gelu(odd)));
+    out.emplace_back("sigmoid", bytes_of(sigmoid(odd)));
     // Embedding backward: 8192 ids drawn from 50 rows (each repeated ~160 times), 512 wide.
     Tensor table = randn({50, 512}).requires_grad_();
     Tensor e = embedding(table, randint(0, 50, {8192}));
