@@ -10,6 +10,9 @@
 namespace kiln::cpu {
 namespace {
 
+// The most row chunks a backward cuts the rows into (each keeps a partial dw and db).
+constexpr int64_t kMaxChunks = 64;
+
 // One row: x (n) -> y (n), its mean and 1/std. Two passes (mean, then centred squares):
 // no cancellation for large means.
 template <class T>
@@ -98,7 +101,7 @@ void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor&
 
 // dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)), gw = g * w, xhat = (x - mean) * rstd;
 // dw = sum_rows g * xhat; db = sum_rows g. Rows are split into chunks, each with its own
-// partial dw/db, summed at the end.
+// partial dw/db, summed at the end in chunk order.
 void CpuBackend::layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight,
                                      const Tensor& mean, const Tensor& rstd, const Tensor& grad_x,
                                      const Tensor& grad_weight, const Tensor& grad_bias) {
@@ -113,31 +116,34 @@ void CpuBackend::layer_norm_backward(const Tensor& g, const Tensor& x, const Ten
     const T* pr = rstd.data<T>();
     T* pgx = grad_x.defined() ? grad_x.data<T>() : nullptr;
     const bool want_wb = grad_weight.defined() || grad_bias.defined();
-    const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(rows, 4 * get_num_threads()));
+    // Rows in chunks fixed by the shape (not the thread count: dw and db add the chunks'
+    // partial sums, so the cut decides their rounding), about a parallel task's work each.
+    const FixedChunks chunks = fixed_chunks(rows, kGrainElements / std::max<int64_t>(n * 4, 1), kMaxChunks);
     // Per-chunk partial sums in T: each chunk adds at most rows/chunks terms per column.
-    std::vector<T> part_w(want_wb ? chunks * n : 0, T(0)), part_b(want_wb ? chunks * n : 0, T(0));
-    parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) {
-        int64_t r0 = rows * c / chunks, r1 = rows * (c + 1) / chunks;
-        T* dw = want_wb ? part_w.data() + c * n : nullptr;
-        T* db = want_wb ? part_b.data() + c * n : nullptr;
-        for (int64_t r = r0; r < r1; ++r) {
-          layer_norm_backward_row(pg + r * n, px + r * n, pw, pm[r], pr[r], n, dw, db, pgx ? pgx + r * n : nullptr);
-        }
+    std::vector<T> part_w(want_wb ? chunks.count * n : 0, T(0)), part_b(want_wb ? chunks.count * n : 0, T(0));
+    parallel_for_fixed(rows, chunks, [&](int64_t c, int64_t r0, int64_t r1) {
+      T* dw = want_wb ? part_w.data() + c * n : nullptr;
+      T* db = want_wb ? part_b.data() + c * n : nullptr;
+      for (int64_t r = r0; r < r1; ++r) {
+        layer_norm_backward_row(pg + r * n, px + r * n, pw, pm[r], pr[r], n, dw, db, pgx ? pgx + r * n : nullptr);
       }
     });
     if (!want_wb) return;
     T* gwp = grad_weight.defined() ? grad_weight.data<T>() : nullptr;
     T* gbp = grad_bias.defined() ? grad_bias.data<T>() : nullptr;
-    for (int64_t i = 0; i < n; ++i) {
-      double sw = 0, sb = 0;
-      for (int64_t c = 0; c < chunks; ++c) {
-        sw += part_w[c * n + i];
-        sb += part_b[c * n + i];
+    // Columns are independent; each adds its chunks in chunk order.
+    parallel_for(n, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(chunks.count, 1)),
+                 [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        double sw = 0, sb = 0;
+        for (int64_t c = 0; c < chunks.count; ++c) {
+          sw += part_w[c * n + i];
+          sb += part_b[c * n + i];
+        }
+        if (gwp) gwp[i] = static_cast<T>(sw);
+        if (gbp) gbp[i] = static_cast<T>(sb);
       }
-      if (gwp) gwp[i] = static_cast<T>(sw);
-      if (gbp) gbp[i] = static_cast<T>(sb);
-    }
+    });
   });
 }
 

@@ -2,6 +2,8 @@
 // a (…, M, K) @ b (…, K, N) -> out (…, M, N). Transposed operands go to BLAS as
 // transpose flags; only a layout BLAS cannot express (stride-0 rows, arbitrary
 // strides) is copied.
+#include <algorithm>
+
 #include "backend/cpu/blas.h"
 #include "backend/matrix_layout.h"
 #include "backend/cpu/cpu_backend.h"
@@ -45,10 +47,13 @@ void matmul_typed(const Tensor& a_in, const Tensor& b_in, const Tensor& out, boo
   const T* pb = b.data<T>();
   blas_init();
   const double flops = 2.0 * static_cast<double>(M) * N * std::max<int64_t>(K, 1);
-  const int threads = get_num_threads();
   const T beta = accumulate ? T(1) : T(0);
 
-  if (batches > 1 || threads == 1 || flops < 2 * kMinFlopsPerTask) {
+  // How the work is cut depends on the shape only, never on the thread count: a
+  // sub-GEMM of another shape may take another OpenBLAS kernel or K-blocking (its
+  // small-matrix path, edge kernels) and so round differently, and the result must be
+  // the same bits for any set_num_threads. One thread runs the same cuts in turn.
+  if (batches > 1 || flops < 2 * kMinFlopsPerTask) {
     int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(kMinFlopsPerTask / flops));
     parallel_for(batches, grain, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i)
@@ -57,30 +62,31 @@ void matmul_typed(const Tensor& a_in, const Tensor& b_in, const Tensor& out, boo
     });
     return;
   }
-  // One big product: split the larger of M and N into one block per thread.
+  // One big product: the larger of M and N cut into blocks of whole kernel tiles (16),
+  // at least 2 and about kBlockExtent long, at most kMaxBlocks.
   // Measured (benchmarks/bench_matmul, benchmarks/RESULTS.md; 2-core Zen 3, OpenBLAS
-  // 0.3.21 Zen kernels, float32 square n = 256..2048, median of 10 runs): kiln::matmul
-  // runs at 1.00-1.02x one cblas_sgemm with OpenBLAS's own 2 threads. Splitting N
-  // instead, 2 or 4 blocks per thread, or a 2x2 grid came out the same or up to ~10%
-  // slower (within the noise of a shared machine). Handing a big gemm to OpenBLAS's
-  // threads instead gains nothing (at best equal; slower at n = 256) and would need
-  // OpenBLAS's process-wide thread count changed per call, which a TBB-partitioned
-  // matmul on another thread would then inherit: both crowds at once.
+  // 0.3.21 Zen kernels, float32 square n = 256..2048, median of 10 runs): one block per
+  // thread runs at 1.00-1.02x one cblas_sgemm with OpenBLAS's own 2 threads; splitting
+  // N instead, 2 or 4 blocks per thread, or a 2x2 grid came out the same or up to ~10%
+  // slower (within the noise of a shared machine): every block packs the whole of the
+  // other operand again, so blocks stay long. Handing a big gemm to OpenBLAS's threads
+  // instead gains nothing (at best equal; slower at n = 256) and would need OpenBLAS's
+  // process-wide thread count changed per call, which a TBB-partitioned matmul on
+  // another thread would then inherit: both crowds at once.
+  constexpr int64_t kBlockExtent = 1024, kMaxBlocks = 16, kTile = 16;
   const bool split_m = M >= N;
   const int64_t extent = split_m ? M : N;
-  const int64_t parts = std::min<int64_t>(threads, std::max<int64_t>(1, static_cast<int64_t>(flops / kMinFlopsPerTask)));
-  const int64_t block = ((extent + parts - 1) / parts + 15) / 16 * 16;  // whole kernel tiles
-  const int64_t nblocks = (extent + block - 1) / block;
-  parallel_for(nblocks, 1, [&](int64_t j0, int64_t j1) {
-    for (int64_t j = j0; j < j1; ++j) {
-      int64_t s = j * block, e = std::min(extent, s + block);
-      if (split_m) {
-        const T* a_rows = pa + (la.trans ? s : s * la.ld);
-        gemm(la.trans, lb.trans, e - s, N, K, T(1), a_rows, la.ld, pb, lb.ld, beta, c + s * N, N);
-      } else {
-        const T* b_cols = pb + (lb.trans ? s * lb.ld : s);
-        gemm(la.trans, lb.trans, M, e - s, K, T(1), pa, la.ld, b_cols, lb.ld, beta, c + s, N);
-      }
+  const int64_t parts = std::min<int64_t>(std::clamp<int64_t>(extent / kBlockExtent, 2, kMaxBlocks),
+                                          static_cast<int64_t>(flops / kMinFlopsPerTask));
+  const int64_t block = ((extent + parts - 1) / parts + kTile - 1) / kTile * kTile;
+  const FixedChunks blocks{(extent + block - 1) / block, block};
+  parallel_for_fixed(extent, blocks, [&](int64_t, int64_t s, int64_t e) {
+    if (split_m) {
+      const T* a_rows = pa + (la.trans ? s : s * la.ld);
+      gemm(la.trans, lb.trans, e - s, N, K, T(1), a_rows, la.ld, pb, lb.ld, beta, c + s * N, N);
+    } else {
+      const T* b_cols = pb + (lb.trans ? s * lb.ld : s);
+      gemm(la.trans, lb.trans, M, e - s, K, T(1), pa, la.ld, b_cols, lb.ld, beta, c + s, N);
     }
   });
 }

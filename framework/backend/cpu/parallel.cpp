@@ -45,6 +45,15 @@ namespace cpu {
 
 bool worth_parallel(int64_t n, int64_t grain) { return n > grain && get_num_threads() > 1; }
 
+FixedChunks fixed_chunks(int64_t n, int64_t min_size, int64_t max_count) {
+  if (n <= 0) return {};
+  min_size = std::max<int64_t>(1, min_size);
+  max_count = std::max<int64_t>(1, max_count);
+  const int64_t count = std::clamp<int64_t>(n / min_size, 1, max_count);
+  const int64_t size = (n + count - 1) / count;
+  return {(n + size - 1) / size, size};
+}
+
 void parallel_for_chunks(int64_t n, int64_t grain, RangeFn f) {
   if (!worth_parallel(n, grain)) {
     f(0, n);

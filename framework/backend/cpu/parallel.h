@@ -49,5 +49,31 @@ void parallel_for(int64_t n, int64_t grain, F&& f) {
 // True when a parallel_for of n items with this grain would use more than one thread.
 bool worth_parallel(int64_t n, int64_t grain);
 
+// parallel_for may cut [0, n) where the thread count and TBB's scheduling say: fine for
+// work whose every output element is computed whole by one call, from the same inputs in
+// the same order (elementwise, one row or line per item). Work that combines partial
+// results (a sum over rows, a GEMM cut into sub-GEMMs) must instead cut by the shape
+// alone, so that the bits do not depend on the thread count: fixed_chunks.
+
+// [0, n) cut into `count` chunks of `size` items (the last one shorter), a function of
+// n, min_size and max_count only: chunks of at least min_size items, at most max_count of
+// them (then larger), and none empty.
+struct FixedChunks {
+  int64_t count = 0, size = 0;
+  int64_t begin(int64_t c) const { return c * size; }
+  int64_t end(int64_t c, int64_t n) const { return c * size + size < n ? c * size + size : n; }
+};
+FixedChunks fixed_chunks(int64_t n, int64_t min_size, int64_t max_count);
+
+// f(chunk, begin, end) for every chunk of `chunks` over [0, n), in parallel; each chunk
+// is one call, whatever the thread count. Callers that combine per-chunk partial results
+// do so afterwards in chunk order.
+template <class F>
+void parallel_for_fixed(int64_t n, const FixedChunks& chunks, F&& f) {
+  parallel_for(chunks.count, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) f(c, chunks.begin(c), chunks.end(c, n));
+  });
+}
+
 }  // namespace cpu
 }  // namespace kiln
