@@ -236,3 +236,26 @@ TEST_CASE("CheckpointManager reads the best file's metric strictly: garbage is n
   CHECK(std::isnan(m.best_metric()));
   CHECK(m.save(2, {&model}, {}, 1.0).best);
 }
+
+TEST_CASE("load_checkpoint refuses model weights that are not finite, naming the tensor, and changes nothing") {
+  using namespace kiln;
+  const std::string path =
+      (fs::temp_directory_path() / ("kiln_nonfinite_" + std::to_string(::getpid()) + ".safetensors")).string();
+  for (double bad : {NAN, INFINITY, -INFINITY}) {
+    CAPTURE(bad);
+    nn::Linear saved(3, 2);
+    optim::Adam saved_opt(saved.parameters(), optim::AdamOptions{});
+    {
+      NoGradGuard no_grad;
+      saved.bias.fill_(bad);
+    }
+    io::save_checkpoint(path, {&saved, &saved_opt});
+    nn::Linear model(3, 2);
+    optim::Adam opt(model.parameters(), optim::AdamOptions{});
+    const Tensor before = model.weight.clone();
+    CHECK_ERROR_STARTS("[load_checkpoint]", io::load_checkpoint(path, {&model, &opt}), "'model.bias'",
+                       "NaN or infinite");
+    CHECK(equal(model.weight, before));
+  }
+  fs::remove(path);
+}

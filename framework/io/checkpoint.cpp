@@ -2,6 +2,8 @@
 
 #include <limits>
 
+#include "ops/ops.h"
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -85,6 +87,13 @@ Metadata load_checkpoint(const std::string& path, const CheckpointParts& parts) 
   GeneratorState rng;
   if (parts.generator) rng = {parse_u64(c.metadata, "rng.seed", path), parse_u64(c.metadata, "rng.offset", path)};
   KILN_CHECK(!parts.optimizer || !opt_state.empty(), "load_checkpoint", path, ": the checkpoint holds no optimizer state");
+  // A training run cannot resume from weights that are not finite: say so now, not with
+  // a NaN loss later. (A plain state dict, load_state_dict, may hold anything.)
+  for (const auto& kv : model_state) {
+    const Tensor& t = kv.second;
+    KILN_CHECK(!t.is_floating_point() || isfinite(t).all().item<bool>(), "load_checkpoint", path, ": 'model.",
+               kv.first, "' holds NaN or infinite values");
+  }
   try {
     parts.model->check_state_dict(model_state, /*strict=*/true);
     if (parts.optimizer) parts.optimizer->check_state_dict(opt_state);
