@@ -1,0 +1,84 @@
+// libFuzzer target: io::load_checkpoint of arbitrary bytes into a small model (Linear
+// 3→2) with Adam and StepLR, then one training step as a resumed run would take.
+// load_checkpoint reads a path only, so each input is written to a file of this process
+// in the temporary directory first.
+//
+// Loading must succeed or throw kiln::Error. A checkpoint that loads is one Kiln has
+// validated, so the step after it must be finite (loss, weights and learning rate): a
+// NaN or an infinity there is reported as a crash, a finding. With the environment
+// variable KILN_FUZZ_ALLOW_NONFINITE=1 that check is off, to look for other crashes past
+// a known one.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "core/error.h"
+#include "fuzz_model.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
+#include "nn/loss.h"
+#include "ops/ops.h"
+
+namespace {
+
+const std::string& input_path() {
+  static const std::string path =
+      (std::filesystem::temp_directory_path() / ("kiln_fuzz_checkpoint_" + std::to_string(::getpid()) + ".safetensors"))
+          .string();
+  return path;
+}
+
+bool all_finite(const kiln::Tensor& t) { return kiln::isfinite(t).all().item<bool>(); }
+
+[[noreturn]] void finding(const char* what, double value) {
+  std::fprintf(stderr, "fuzz_checkpoint: a checkpoint that loads gives %s (%g)\n", what,
+               value);
+  std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace kiln;
+  static const bool allow_nonfinite = [] {
+    const char* v = std::getenv("KILN_FUZZ_ALLOW_NONFINITE");
+    return v && std::string(v) == "1";
+  }();
+  io::write_file_atomic(input_path(), std::string(reinterpret_cast<const char*>(data), size));
+
+  fuzz::FuzzModel m;
+  Generator gen(1);
+  try {
+    io::load_checkpoint(input_path(), {m.model.get(), m.optimizer.get(), m.scheduler.get(), &gen});
+  } catch (const Error&) {
+    return 0;  // refused with Kiln's error: fine
+  }
+
+  if (!allow_nonfinite) {
+    for (const Tensor& p : m.model->parameters())
+      if (!all_finite(p)) finding("weights that are not finite as loaded", 0.0);
+    for (const auto& [key, t] : m.optimizer->state_dict())
+      if (t.is_floating_point() && !all_finite(t)) finding("optimizer state that is not finite as loaded", 0.0);
+  }
+  // Resume: one step on a fixed batch.
+  Tensor x = randn({4, 3}, {}, &gen);
+  Tensor y = randn({4, 2}, {}, &gen);
+  m.optimizer->zero_grad();
+  Tensor loss = nn::mse_loss((*m.model)(x), y);
+  loss.backward();
+  m.optimizer->step();
+  m.scheduler->step();
+  if (allow_nonfinite) return 0;
+  if (!std::isfinite(loss.item())) finding("a non-finite loss on the next step", loss.item());
+  for (const Tensor& p : m.model->parameters())
+    if (!all_finite(p)) finding("non-finite weights after the next step", 0.0);
+  for (double lr : m.scheduler->get_last_lr())
+    if (!std::isfinite(lr)) finding("a non-finite learning rate after the next step", lr);
+  return 0;
+}
