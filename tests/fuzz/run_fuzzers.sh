@@ -50,7 +50,12 @@ while read -r target seeds dict max_len; do
     >"$log" 2>&1
   rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  echo "$target: ${execs:-?} executions in ${seconds}s"
+  per_sec=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+  if [ $rc -eq 0 ]; then
+    echo "$target: ${execs:-?} executions in ${seconds}s (${per_sec:-?}/s)"
+  else
+    echo "$target: ${execs:-?} executions before it stopped (${per_sec:-?}/s)"
+  fi
   if [ $rc -ne 0 ]; then
     status=1
     tail -n 60 "$log"
