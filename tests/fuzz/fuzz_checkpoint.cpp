@@ -32,6 +32,8 @@ const std::string& input_path() {
   static const std::string path =
       (std::filesystem::temp_directory_path() / ("kiln_fuzz_checkpoint_" + std::to_string(::getpid()) + ".safetensors"))
           .string();
+  static const int removed_at_exit = std::atexit([] { std::filesystem::remove(input_path()); });
+  (void)removed_at_exit;
   return path;
 }
 
