@@ -4,10 +4,12 @@
 // in the temporary directory first.
 //
 // Loading must succeed or throw kiln::Error. A checkpoint that loads is one Kiln has
-// validated, so the step after it must be finite (loss, weights and learning rate): a
-// NaN or an infinity there is reported as a crash, a finding. With the environment
-// variable KILN_FUZZ_ALLOW_NONFINITE=1 that check is off, to look for other crashes past
-// a known one.
+// validated: its weights and optimizer state are finite (a NaN or an infinity there is a
+// finding, reported as a crash), and the training step after it runs without undefined
+// behaviour (the sanitizers watch it). That step's values are not checked: finite but
+// huge weights may overflow a loss, which is arithmetic, not a bad file. With the
+// environment variable KILN_FUZZ_ALLOW_NONFINITE=1 the finiteness check is off, to look
+// for other crashes past a known one.
 #include <unistd.h>
 
 #include <cmath>
@@ -84,11 +86,5 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   loss.backward();
   m.optimizer->step();
   m.scheduler->step();
-  if (allow_nonfinite) return 0;
-  if (!std::isfinite(loss.item())) finding("a non-finite loss on the next step", loss.item());
-  for (const Tensor& p : m.model->parameters())
-    if (!all_finite(p)) finding("non-finite weights after the next step", 0.0);
-  for (double lr : m.scheduler->get_last_lr())
-    if (!std::isfinite(lr)) finding("a non-finite learning rate after the next step", lr);
   return 0;
 }
