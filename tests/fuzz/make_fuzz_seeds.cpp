@@ -1,0 +1,85 @@
+// Writes the fuzz targets' seed corpora with Kiln itself: make_fuzz_seeds OUT_DIR writes
+// OUT_DIR/{json,safetensors,checkpoint}/<name>. The committed seeds (tests/fuzz/seeds)
+// are its output; run it again after a format change:
+//   ninja -C build-fuzz tests/fuzz/make_fuzz_seeds && build-fuzz/tests/fuzz/make_fuzz_seeds tests/fuzz/seeds
+// (a clang tree where tests/fuzz is configured: see tests/fuzz/meson.build)
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "core/error.h"
+#include "fuzz_model.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
+#include "nn/loss.h"
+#include "ops/ops.h"
+
+namespace fs = std::filesystem;
+using namespace kiln;
+
+namespace {
+
+void write(const fs::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out << bytes;
+  KILN_CHECK(out.good(), "make_fuzz_seeds", "cannot write ", path.string());
+}
+
+// The JSON header of a safetensors file (its bytes 8 .. 8 + N).
+std::string header_of(const std::string& file) {
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(file[static_cast<size_t>(i)]);
+  return file.substr(8, n);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: make_fuzz_seeds OUT_DIR\n");
+    return 2;
+  }
+  const fs::path out = argv[1];
+  for (const char* d : {"json", "safetensors", "checkpoint"}) fs::create_directories(out / d);
+  Generator gen(7);
+
+  // safetensors: each dtype Kiln writes, empty and scalar tensors, metadata.
+  const io::TensorMap mixed = {
+      {"f32", randn({2, 3}, {}, &gen)},
+      {"f64", randn({3}, kFloat64, &gen)},
+      {"i64", arange(4)},
+      {"flag", ones({2}, kBool)},
+      {"scalar", full({}, 2.5)},
+      {"empty", zeros({0, 4})},
+  };
+  const std::string files[][2] = {
+      {"mixed", io::serialize_safetensors(mixed, {{"format", "pt"}, {"note", "seed"}})},
+      {"empty", io::serialize_safetensors({})},
+      {"metadata_only", io::serialize_safetensors({}, {{"k", "v"}})},
+      {"linear", io::serialize_safetensors({{"weight", randn({2, 3}, {}, &gen)}, {"bias", zeros({2})}})},
+  };
+  for (const auto& [name, bytes] : files) {
+    write(out / "safetensors" / (name + ".safetensors"), bytes);
+    write(out / "json" / (name + ".json"), header_of(bytes));
+  }
+  // JSON: the value kinds and escapes a header does not hold.
+  write(out / "json" / "values.json",
+        R"({"a":[null,true,false,0,-1,1.5e-3,2E+10,"\u00e9\ud83d\ude00\n\t\"\\\/"],"b":{"c":[[[]]],"d":{}}})");
+
+  // Checkpoints of the fuzz target's model: fresh, after two training steps, with user
+  // metadata.
+  fuzz::FuzzModel m;
+  io::save_checkpoint((out / "checkpoint" / "fresh.safetensors").string(),
+                      {m.model.get(), m.optimizer.get(), m.scheduler.get(), &gen});
+  for (int step = 0; step < 2; ++step) {
+    m.optimizer->zero_grad();
+    nn::mse_loss((*m.model)(randn({4, 3}, {}, &gen)), randn({4, 2}, {}, &gen)).backward();
+    m.optimizer->step();
+    m.scheduler->step();
+  }
+  io::save_checkpoint((out / "checkpoint" / "trained.safetensors").string(),
+                      {m.model.get(), m.optimizer.get(), m.scheduler.get(), &gen}, {{"epoch", "2"}, {"best", "0.5"}});
+  std::printf("seeds written under %s\n", out.string().c_str());
+  return 0;
+}
