@@ -18,14 +18,22 @@ inline float exp(float x) {
   constexpr float kLn2Lo = 1.42860682030941723e-6f;
   const bool underflow = x < -87.33654f;  // exp(x) below the smallest normal float: 0
   const bool overflow = x > 88.72283f;
-  float xc = underflow ? -87.0f : overflow ? 88.0f : x;
+  // NaN fails both range tests and is replaced too (by -87), so the int cast of n below
+  // never sees a NaN (undefined behaviour); the result is x itself then. A select, like
+  // the clamps: no cost in the vectorized loop.
+  const bool in_range = x >= -87.33654f && x <= 88.72283f;
+  float xc = in_range ? x : overflow ? 88.0f : -87.0f;
   float n = std::floor(xc * kLog2e + 0.5f);
   float r = xc - n * kLn2Hi - n * kLn2Lo;
   float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
-  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  // n is 128 for x in (88.38, 88.72], where exp(x) is still a float (2.7e38 at 88.5) but
+  // 2^128 is not: the scale is then 2^127 and the product doubled.
+  const bool top = n > 127.0f;
+  int32_t bits = (static_cast<int32_t>(top ? 127.0f : n) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
   float y = p * scale;
+  y = top ? y * 2.0f : y;
   y = underflow ? 0.0f : y;
   y = overflow ? INFINITY : y;
   return x != x ? x : y;  // NaN stays NaN
