@@ -2,6 +2,7 @@
 
 #include "core/block_cache.h"
 
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -48,11 +49,29 @@ size_t cache_limit() {
   return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) / 4 : size_t{1} << 30;
 }
 
+// RAM plus swap: an allocation larger than that can never be used in full, and asking
+// for it may succeed under overcommit only to be killed later (or abort a sanitizer), so
+// it is refused up front.
+size_t memory_and_swap_bytes() {
+  static const size_t total = [] {
+    struct sysinfo si {};
+    if (sysinfo(&si) != 0) return SIZE_MAX;
+    const auto unit = static_cast<unsigned __int128>(si.mem_unit ? si.mem_unit : 1);
+    const unsigned __int128 b = (static_cast<unsigned __int128>(si.totalram) + si.totalswap) * unit;
+    return b > SIZE_MAX ? SIZE_MAX : static_cast<size_t>(b);
+  }();
+  return total;
+}
+
 // Freed blocks are kept (core/block_cache.h): 64-byte classes up to 512 bytes, then
 // steps of 1/8 of a power of two; at most cache_limit() bytes.
 class CachingCpuAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes) override {
+    if (nbytes > memory_and_swap_bytes()) {
+      KILN_FAIL_OUT_OF_MEMORY("cpu", "allocating ", nbytes, " bytes failed: more than this machine's ",
+                              memory_and_swap_bytes(), " bytes of RAM and swap");
+    }
     const size_t size = cache_.size_class(nbytes);
     void* p = cache_.take(size);
     if (!p) {
@@ -63,7 +82,10 @@ class CachingCpuAllocator final : public Allocator {
         empty_cache();
         p = std::aligned_alloc(64, size);
       }
-      if (!p) throw std::bad_alloc();
+      if (!p) {
+        KILN_FAIL_OUT_OF_MEMORY("cpu", "allocating ", size, " bytes failed: out of memory (",
+                                memory_stats(kCPU).allocated_bytes, " bytes held by tensors)");
+      }
     }
     detail::record_memory(kCPU, static_cast<int64_t>(nbytes));
     return p;

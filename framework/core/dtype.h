@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <type_traits>
 
 namespace kiln {
 
@@ -29,6 +30,22 @@ template <> struct dtype_of<int64_t> { static constexpr DType value = DType::Int
 template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; };
 
 template <class T> struct TypeTag { using type = T; };
+
+// A floating value as T without undefined behaviour. For int64: truncated toward zero
+// when it fits; NaN and values outside int64's range give INT64_MIN, what x86 converts
+// them to (so PyTorch there), where a plain static_cast is undefined. bool: v != 0.
+// Ops that can name the value refuse it first (fits_int64); kernels rely on this.
+inline bool fits_int64(double v) { return v >= -0x1p63 && v < 0x1p63; }  // false for NaN
+template <class T, class F>
+inline T convert_float(F v) {
+  if constexpr (std::is_same_v<T, int64_t>) {
+    return fits_int64(static_cast<double>(v)) ? static_cast<int64_t>(v) : INT64_MIN;
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return v != F(0);
+  } else {
+    return static_cast<T>(v);
+  }
+}
 
 // Calls f(TypeTag<T>{}) with the C++ type of `t`.
 template <class F>

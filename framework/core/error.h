@@ -13,13 +13,21 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+// Memory that could not be had (torch.OutOfMemoryError): thrown instead of
+// std::bad_alloc, by the allocators and by every tensor creation, whose message adds the
+// op, the shape and the bytes asked for.
+class OutOfMemoryError : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
-template <class... Args>
+template <class E = Error, class... Args>
 [[noreturn]] void throw_error(const char* op, const Args&... args) {
   std::ostringstream os;
   os << '[' << op << "] ";
   (os << ... << args);
-  throw Error(os.str());
+  throw E(os.str());
 }
 }  // namespace detail
 
@@ -32,3 +40,4 @@ template <class... Args>
   } while (0)
 
 #define KILN_FAIL(op, ...) ::kiln::detail::throw_error(op, __VA_ARGS__)
+#define KILN_FAIL_OUT_OF_MEMORY(op, ...) ::kiln::detail::throw_error<::kiln::OutOfMemoryError>(op, __VA_ARGS__)

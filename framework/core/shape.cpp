@@ -10,7 +10,10 @@ namespace kiln {
 
 int64_t shape_numel(const std::vector<int64_t>& s) {
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s) {
+    // A tensor's shape was checked when it was made; this catches a shape that never was.
+    if (__builtin_mul_overflow(n, d, &n)) checked_numel("numel", s);
+  }
   return n;
 }
 
@@ -19,9 +22,43 @@ Strides contiguous_strides(const std::vector<int64_t>& s) {
   int64_t acc = 1;
   for (size_t i = s.size(); i-- > 0;) {
     st[i] = acc;
-    acc *= std::max<int64_t>(s[i], 1);
+    if (__builtin_mul_overflow(acc, std::max<int64_t>(s[i], 1), &acc)) checked_numel("contiguous", s);
   }
   return st;
+}
+
+int64_t checked_numel(const char* op, const std::vector<int64_t>& s) {
+  // The product with zeros counted as ones bounds every contiguous stride too: a shape
+  // (0, 2^40, 2^40) has no elements but strides that would not fit.
+  int64_t span = 1;
+  bool empty = false;
+  for (int64_t d : s) {
+    KILN_CHECK(d >= 0, op, "negative dimension ", d, " in shape ", shape_str(s));
+    empty = empty || d == 0;
+    KILN_CHECK(!__builtin_mul_overflow(span, std::max<int64_t>(d, 1), &span), op, "shape ", shape_str(s),
+               " has too many elements: the product of its sizes overflows int64");
+  }
+  return empty ? 0 : span;
+}
+
+size_t checked_nbytes(const char* op, const std::vector<int64_t>& s, size_t elem_size) {
+  const int64_t n = checked_numel(op, s);
+  int64_t bytes = 0;
+  KILN_CHECK(!__builtin_mul_overflow(n, static_cast<int64_t>(elem_size), &bytes), op, "shape ", shape_str(s),
+             " of ", n, " elements of ", elem_size, " bytes needs more than 2^63 bytes");
+  return static_cast<size_t>(bytes);
+}
+
+int64_t checked_mul(const char* op, int64_t a, int64_t b) {
+  int64_t r = 0;
+  KILN_CHECK(!__builtin_mul_overflow(a, b, &r), op, "size overflow: ", a, " * ", b, " does not fit in int64");
+  return r;
+}
+
+int64_t checked_add(const char* op, int64_t a, int64_t b) {
+  int64_t r = 0;
+  KILN_CHECK(!__builtin_add_overflow(a, b, &r), op, "size overflow: ", a, " + ", b, " does not fit in int64");
+  return r;
 }
 
 std::string shape_str(const std::vector<int64_t>& s) {
@@ -51,7 +88,18 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
                shape_str(b), " cannot be broadcast");
     out[i] = da == 1 ? db : da;
   }
+  // (2^32, 1) and (1, 2^32) are each fine; their broadcast is not.
+  checked_numel(op, out);
   return out;
+}
+
+bool can_broadcast(const Shape& a, const Shape& b) {
+  const size_t n = std::min(a.size(), b.size());
+  for (size_t i = 1; i <= n; ++i) {
+    const int64_t da = a[a.size() - i], db = b[b.size() - i];
+    if (da != db && da != 1 && db != 1) return false;
+  }
+  return true;
 }
 
 int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim) {

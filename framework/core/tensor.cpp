@@ -1,5 +1,8 @@
 #include "core/tensor.h"
 
+#include <new>
+#include <sstream>
+
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "autograd/views.h"
@@ -8,12 +11,39 @@
 
 namespace kiln {
 
-Tensor Tensor::empty(const Shape& shape, TensorOptions opts) {
-  for (int64_t d : shape)
-    KILN_CHECK(d >= 0, "empty", "negative dimension in shape ", shape_str(shape));
+Tensor Tensor::empty(const Shape& shape, TensorOptions opts) { return detail::empty_for("empty", shape, opts); }
+
+namespace {
+// "4.0 TiB": the size of a refused allocation, for a reader.
+std::string readable_bytes(size_t n) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 6) {
+    v /= 1024;
+    ++u;
+  }
+  std::ostringstream os;
+  os.precision(u == 0 ? 0 : 1);
+  os << std::fixed << v << ' ' << units[u];
+  return os.str();
+}
+}  // namespace
+
+Tensor detail::empty_for(const char* op, const Shape& shape, TensorOptions opts) {
+  const size_t nbytes = checked_nbytes(op, shape, dtype_size(opts.dtype_));
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(
-      static_cast<size_t>(shape_numel(shape)) * dtype_size(opts.dtype_), opts.device_);
+  try {
+    impl->storage = std::make_shared<Storage>(nbytes, opts.device_);
+  } catch (const OutOfMemoryError& e) {
+    KILN_FAIL_OUT_OF_MEMORY(op, "cannot allocate a tensor of shape ", shape_str(shape), " and dtype ",
+                            dtype_name(opts.dtype_), ": ", nbytes, " bytes (", readable_bytes(nbytes), ") on ",
+                            opts.device_.str(), "; ", e.what());
+  } catch (const std::bad_alloc&) {  // the Storage object itself
+    KILN_FAIL_OUT_OF_MEMORY(op, "cannot allocate a tensor of shape ", shape_str(shape), " and dtype ",
+                            dtype_name(opts.dtype_), ": ", nbytes, " bytes (", readable_bytes(nbytes), ") on ",
+                            opts.device_.str());
+  }
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = opts.dtype_;
@@ -81,6 +111,17 @@ double Tensor::item() const {
   return read_element(c, 0);
 }
 
+int64_t Tensor::item_int64() const {
+  KILN_CHECK(numel() == 1, "item", "a tensor with ", numel(),
+             " elements cannot be converted to a scalar (shape ", shape_str(shape()), ")");
+  Tensor c = device().is_cpu() ? *this : to(kCPU);
+  if (c.dtype() == kInt64) return *static_cast<const int64_t*>(c.data_ptr());
+  const double v = read_element(c, 0);
+  KILN_CHECK(fits_int64(v), "item", "value ", v, " of a ", dtype_name(dtype()),
+             " tensor cannot be converted to int64");
+  return static_cast<int64_t>(v);
+}
+
 double Tensor::at(const std::vector<int64_t>& index) const {
   Tensor c = device().is_cpu() ? *this : to(kCPU);
   return read_element(c, element_offset(c, index, "at"));
@@ -88,6 +129,7 @@ double Tensor::at(const std::vector<int64_t>& index) const {
 
 void Tensor::set(const std::vector<int64_t>& index, double v) {
   int64_t off = element_offset(*this, index, "set");
+  KILN_CHECK(dtype() != kInt64 || fits_int64(v), "set", "value ", v, " cannot be converted to int64");
   if (!device().is_cpu()) {
     // One element copied in from the host: a 0-d view of it on the device.
     auto elem = std::make_shared<TensorImpl>();

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "device.h"
@@ -65,7 +66,10 @@ class Tensor {
   Tensor() = default;
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
-  // A fresh contiguous tensor with uninitialised contents.
+  // A fresh contiguous tensor with uninitialised contents. Throws "[empty] …" for a
+  // negative size or a shape whose element count or bytes overflow, and
+  // OutOfMemoryError "[empty] cannot allocate …" naming shape and bytes when memory
+  // cannot be had (detail::empty_for names the op that asked instead).
   static Tensor empty(const Shape& shape, TensorOptions opts = {});
 
   bool defined() const { return impl_ != nullptr; }
@@ -98,7 +102,17 @@ class Tensor {
 
   // ---- element access for tests and small programs (any layout, any device)
   double item() const;                                    // a one-element tensor
-  template <class T> T item() const { return static_cast<T>(item()); }
+  // item<int64_t>() (any integer type) reads an int64 tensor exactly and throws
+  // "[item] value nan of a float32 tensor cannot be converted to int64" where a float's
+  // value does not fit (a cast would be undefined behaviour).
+  template <class T> T item() const {
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      return static_cast<T>(item_int64());
+    } else {
+      return static_cast<T>(item());
+    }
+  }
+  int64_t item_int64() const;
   double at(const std::vector<int64_t>& index) const;     // one element, as double
   void set(const std::vector<int64_t>& index, double v);  // write one element (bumps version)
   template <class T> std::vector<T> to_vector() const;    // all elements in row-major order
@@ -297,5 +311,10 @@ T* Tensor::data() const {
              ", asked for ", dtype_name(dtype_of<T>::value));
   return static_cast<T*>(data_ptr());
 }
+
+namespace detail {
+// Tensor::empty for op `op`: its errors start with "[op]".
+Tensor empty_for(const char* op, const Shape& shape, TensorOptions opts);
+}  // namespace detail
 
 }  // namespace kiln

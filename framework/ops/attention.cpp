@@ -28,8 +28,8 @@ Tensor rows_contiguous(const Tensor& t) { return t.size(3) > 1 && t.stride(3) !=
 // that layout viewed as (N, H, L, X), so the caller's transpose back is free.
 Tensor new_heads(int64_t N, int64_t H, int64_t L, int64_t X, const Tensor& like) {
   const bool heads_inner = like.size(1) > 1 && like.size(2) > 1 && like.stride(1) < like.stride(2);
-  if (!heads_inner) return detail::new_tensor({N, H, L, X}, like.dtype(), like);
-  return detail::new_tensor({N, L, H, X}, like.dtype(), like).transpose(1, 2);
+  if (!heads_inner) return detail::new_tensor({N, H, L, X}, like.dtype(), like, kOp);
+  return detail::new_tensor({N, L, H, X}, like.dtype(), like, kOp).transpose(1, 2);
 }
 
 // The unfused formula, for a float mask that itself needs a gradient.
@@ -63,6 +63,9 @@ Tensor kernel_mask(const Tensor& q, const Tensor& k, const Tensor& attn_mask, bo
   const int64_t L = q.size(-2), S = k.size(-2);
   Shape scores = q.shape();
   scores.back() = S;
+  // The fused kernel never stores the scores, but their count numbers the dropout draws
+  // and sizes the mask's view: it must fit.
+  checked_numel(kOp, scores);
   Tensor m;
   if (is_causal) {
     KILN_CHECK(!attn_mask.defined(), kOp, "takes attn_mask or is_causal, not both");
@@ -108,7 +111,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
          v4 = rows_contiguous(as_4d(v).detach());
   const int64_t N = q4.size(0), H = q4.size(1), L = q4.size(2), S = k4.size(2), Ev = v4.size(3);
   Tensor out4 = new_heads(N, H, L, Ev, q4);
-  Tensor lse = detail::new_tensor({N, H, L}, q.dtype(), q);
+  Tensor lse = detail::new_tensor({N, H, L}, q.dtype(), q, kOp);
   uint64_t seed = 0, block = 0;
   if (dropout_p > 0) {
     Generator& g = gen ? *gen : default_generator();

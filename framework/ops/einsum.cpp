@@ -245,10 +245,11 @@ Tensor as_matrices(const Term& term, const std::vector<Label>& batch, const std:
     int64_t n = 1;
     for (Label l : *g) {
       full.push_back(size.at(l));
-      n *= size.at(l);
+      n = checked_mul(kOp, n, size.at(l));
     }
     three.push_back(n);
   }
+  checked_numel(kOp, full);  // each label's size fits, their product may not
   Tensor m = term.t.permute(positions(term, concat({&batch, &first, &second}))).expand(full).reshape(three);
   return transposed ? m.transpose(1, 2) : m;
 }
@@ -266,6 +267,10 @@ Term contract(const Term& a, const Term& b, const std::vector<Label>& keep, cons
     if (!contains(a.labels, l)) b_free.push_back(l);
   Term out;
   out.labels = concat({&batch, &a_free, &b_free});
+  // The intermediate may be larger than every operand and than the output ("i,j->").
+  Shape shape;
+  for (Label l : out.labels) shape.push_back(size.at(l));
+  checked_numel(kOp, shape);
   if (summed.empty()) {
     // Nothing to contract: an outer product per batch element, which a broadcast mul
     // computes directly. a -> (batch…, a_free…, 1…), b -> (batch…, 1…, b_free…).
@@ -278,8 +283,6 @@ Term contract(const Term& a, const Term& b, const std::vector<Label>& keep, cons
   }
   Tensor a3 = as_matrices(a, batch, a_free, summed, size);  // (B, M, K)
   Tensor b3 = as_matrices(b, batch, summed, b_free, size);  // (B, K, N)
-  Shape shape;
-  for (Label l : out.labels) shape.push_back(size.at(l));
   out.t = bmm(a3, b3).reshape(shape);
   return out;
 }
@@ -310,6 +313,9 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) 
     terms.push_back({operands[i], expand_ellipsis(p.inputs[i], ranks[i], width)});
   const std::map<Label, int64_t> size = label_sizes(terms);
   const std::vector<Label> output = output_labels(p, terms, width);
+  Shape shape;
+  for (Label l : output) shape.push_back(size.at(l));
+  checked_numel(kOp, shape);
   for (Term& t : terms) t = diagonals(std::move(t));
 
   // What is still needed after operand i: the output's labels and those of operands > i.
@@ -329,8 +335,6 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) 
   acc = sum_out_unkept(acc, output);
   // Output labels missing from acc cannot occur (each is some operand's), so this is a
   // permutation; output dims of a broadcast size-1 label are expanded to their size.
-  Shape shape;
-  for (Label l : output) shape.push_back(size.at(l));
   return acc.t.permute(positions(acc, output)).expand(shape);
 }
 
@@ -340,6 +344,7 @@ Tensor outer(const Tensor& a, const Tensor& b) {
   detail::check_defined("outer", b, "second operand");
   KILN_CHECK(a.dim() == 1, "outer", "expected a 1-D first argument, got shape ", shape_str(a.shape()));
   KILN_CHECK(b.dim() == 1, "outer", "expected a 1-D second argument, got shape ", shape_str(b.shape()));
+  checked_numel("outer", {a.size(0), b.size(0)});  // else mul would name itself
   return mul(a.unsqueeze(1), b.unsqueeze(0));
 }
 

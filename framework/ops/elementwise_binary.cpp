@@ -18,7 +18,7 @@ Tensor run_binary(const char* op, BinaryOp kind, const Tensor& a, const Tensor& 
   Shape shape = broadcast_shapes(op, a.shape(), b.shape());
   Tensor ac = a.dtype() == compute ? a : a.to(compute);
   Tensor bc = b.dtype() == compute ? b : b.to(compute);
-  Tensor out = detail::new_tensor(shape, out_dtype, a);
+  Tensor out = detail::new_tensor(shape, out_dtype, a, op);
   be.binary(kind, ac.shape() == shape ? ac : ac.detach().expand(shape),
             bc.shape() == shape ? bc : bc.detach().expand(shape), out);
   return out;
@@ -38,7 +38,8 @@ DType arithmetic_type(const char* op, const Tensor& a, const Tensor& b) {
 // x is integral and v is not).
 Tensor scalar_for(const Tensor& x, double v) {
   DType t = x.dtype();
-  if (!is_floating(t) && v != std::floor(v)) t = kFloat32;
+  // A fraction, an infinity or NaN, or a value past int64 makes it float (as a Python float would).
+  if (!is_floating(t) && (v != std::floor(v) || !fits_int64(v))) t = kFloat32;
   if (t == kBool) t = kInt64;
   return full({}, v, TensorOptions(t).device(x.device()));
 }
@@ -46,34 +47,43 @@ Tensor scalar_for(const Tensor& x, double v) {
 Tensor scalar_unary(const char* op, UnaryOp kind, const Tensor& x, double v) {
   detail::check_defined(op, x);
   DType t = x.dtype();
-  if (t == kBool || (!is_floating(t) && v != std::floor(v))) t = kFloat32;
+  if (t == kBool || (!is_floating(t) && (v != std::floor(v) || !fits_int64(v)))) t = kFloat32;
   Tensor xc = x.to(t);
-  Tensor out = detail::new_tensor(x.shape(), t, x);
+  Tensor out = detail::new_tensor(x.shape(), t, x, op);
   backend_of(op, {&x}).unary(kind, xc, out, v, 0);
   return out;
 }
 
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b, double alpha) {
-  DType t = arithmetic_type("add", a, b);
+namespace {
+// a + alpha·b, for add and for sub (alpha negated), which report and record as `op`.
+Tensor add_as(const char* op, const Tensor& a, const Tensor& b, double alpha) {
+  DType t = arithmetic_type(op, a, b);
   Tensor bb = b;
   if (alpha != 1.0) {
     NoGradGuard no_grad;  // the scaled copy is only an operand; add's own node covers b
     bb = mul(b, alpha);
   }
-  Tensor y = run_binary("add", BinaryOp::Add, a, bb.detach(), t, t);
+  Tensor y = run_binary(op, BinaryOp::Add, a, bb.detach(), t, t);
   if (!any_requires_grad({&a, &b})) return y;
   Shape sa = a.shape(), sb = b.shape();
   bool ga = needs_grad(a), gb = needs_grad(b);
   DType da = a.dtype(), db = b.dtype();
-  return record("add", y, {a, b}, [=](const Tensor& g) -> TensorList {
+  return record(op, y, {a, b}, [=](const Tensor& g) -> TensorList {
     return {ga ? sum_to(g, sa).to(da) : Tensor(),
             gb ? sum_to(alpha == 1.0 ? g : mul(g, alpha), sb).to(db) : Tensor()};
   });
 }
 
-Tensor sub(const Tensor& a, const Tensor& b, double alpha) { return add(a, b, -alpha); }
+Tensor add_scalar_as(const char* op, const Tensor& a, double b) {
+  Tensor y = scalar_unary(op, UnaryOp::AddScalar, a, b);
+  return record(op, y, {a}, [](const Tensor& g) -> TensorList { return {g}; });
+}
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b, double alpha) { return add_as("add", a, b, alpha); }
+Tensor sub(const Tensor& a, const Tensor& b, double alpha) { return add_as("sub", a, b, -alpha); }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   DType t = arithmetic_type("mul", a, b);
@@ -132,11 +142,8 @@ Tensor maximum(const Tensor& a, const Tensor& b) { return extremum("maximum", Bi
 Tensor minimum(const Tensor& a, const Tensor& b) { return extremum("minimum", BinaryOp::Minimum, a, b); }
 
 // Scalar forms run as unary kernels (no broadcast, no second buffer).
-Tensor add(const Tensor& a, double b) {
-  Tensor y = scalar_unary("add", UnaryOp::AddScalar, a, b);
-  return record("add", y, {a}, [](const Tensor& g) -> TensorList { return {g}; });
-}
-Tensor sub(const Tensor& a, double b) { return add(a, -b); }
+Tensor add(const Tensor& a, double b) { return add_scalar_as("add", a, b); }
+Tensor sub(const Tensor& a, double b) { return add_scalar_as("sub", a, -b); }
 Tensor mul(const Tensor& a, double b) {
   Tensor y = scalar_unary("mul", UnaryOp::MulScalar, a, b);
   return record("mul", y, {a}, [b](const Tensor& g) -> TensorList { return {mul(g, b)}; });
@@ -176,12 +183,19 @@ Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", BinaryOp::Lt,
 Tensor le(const Tensor& a, const Tensor& b) { return compare("le", BinaryOp::Le, a, b); }
 Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", BinaryOp::Gt, a, b); }
 Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", BinaryOp::Ge, a, b); }
-Tensor eq(const Tensor& a, double b) { return eq(a, scalar_for(a, b)); }
-Tensor ne(const Tensor& a, double b) { return ne(a, scalar_for(a, b)); }
-Tensor lt(const Tensor& a, double b) { return lt(a, scalar_for(a, b)); }
-Tensor le(const Tensor& a, double b) { return le(a, scalar_for(a, b)); }
-Tensor gt(const Tensor& a, double b) { return gt(a, scalar_for(a, b)); }
-Tensor ge(const Tensor& a, double b) { return ge(a, scalar_for(a, b)); }
+namespace {
+// a compared with a scalar; an undefined `a` is "[op] first operand is an undefined tensor".
+Tensor compare_scalar(const char* op, BinaryOp kind, const Tensor& a, double b) {
+  detail::check_defined(op, a, "first operand");
+  return compare(op, kind, a, scalar_for(a, b));
+}
+}  // namespace
+Tensor eq(const Tensor& a, double b) { return compare_scalar("eq", BinaryOp::Eq, a, b); }
+Tensor ne(const Tensor& a, double b) { return compare_scalar("ne", BinaryOp::Ne, a, b); }
+Tensor lt(const Tensor& a, double b) { return compare_scalar("lt", BinaryOp::Lt, a, b); }
+Tensor le(const Tensor& a, double b) { return compare_scalar("le", BinaryOp::Le, a, b); }
+Tensor gt(const Tensor& a, double b) { return compare_scalar("gt", BinaryOp::Gt, a, b); }
+Tensor ge(const Tensor& a, double b) { return compare_scalar("ge", BinaryOp::Ge, a, b); }
 
 namespace {
 void check_bool(const char* op, const Tensor& t) {
@@ -215,7 +229,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Backend& be = backend_of("where", {&cond, &a, &b});
   Shape shape = broadcast_shapes("where", broadcast_shapes("where", cond.shape(), a.shape()), b.shape());
   DType t = promote_types(a.dtype(), b.dtype());
-  Tensor out = detail::new_tensor(shape, t, a);
+  Tensor out = detail::new_tensor(shape, t, a, "where");
   be.where(cond.detach().expand(shape), a.to(t).detach().expand(shape), b.to(t).detach().expand(shape), out);
   if (!any_requires_grad({&a, &b})) return out;
   SavedTensor sc(cond, "where");
@@ -242,6 +256,8 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   Shape shape = broadcast_shapes("masked_fill", x.shape(), mask.shape());
   KILN_CHECK(shape == x.shape(), "masked_fill", "mask of shape ", shape_str(mask.shape()),
              " cannot be broadcast to the input's shape ", shape_str(x.shape()));
+  KILN_CHECK(x.dtype() != kInt64 || fits_int64(value), "masked_fill", "value ", value,
+             " cannot be converted to int64");
   return where(mask, full({}, value, TensorOptions(x.dtype()).device(x.device())), x);
 }
 

@@ -12,7 +12,7 @@ namespace kiln {
 namespace {
 
 Tensor run_unary(const char* op, UnaryOp kind, const Tensor& x, double a = 0, double b = 0) {
-  Tensor out = detail::new_tensor(x.shape(), x.dtype(), x);
+  Tensor out = detail::new_tensor(x.shape(), x.dtype(), x, op);
   backend_of(op, {&x}).unary(kind, x, out, a, b);
   return out;
 }

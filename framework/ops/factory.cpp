@@ -9,8 +9,8 @@
 namespace kiln {
 namespace {
 
-Tensor filled(const Shape& shape, double v, TensorOptions opts) {
-  Tensor t = Tensor::empty(shape, opts.requires_grad(false));
+Tensor filled(const char* op, const Shape& shape, double v, TensorOptions opts) {
+  Tensor t = detail::empty_for(op, shape, opts.requires_grad(false));
   backend_for(opts.device_).fill(t, v);
   if (opts.requires_grad_) t.requires_grad_(true);
   return t;
@@ -20,8 +20,8 @@ Generator& gen_or_default(Generator* g) { return g ? *g : default_generator(); }
 
 // Runs a random fill into a fresh contiguous tensor of `opts`.
 template <class F>
-Tensor random_tensor(const Shape& shape, TensorOptions opts, Generator* gen, F fill) {
-  Tensor t = Tensor::empty(shape, opts.requires_grad(false));
+Tensor random_tensor(const char* op, const Shape& shape, TensorOptions opts, Generator* gen, F fill) {
+  Tensor t = detail::empty_for(op, shape, opts.requires_grad(false));
   Generator& g = gen_or_default(gen);
   uint64_t seed = g.seed();
   uint64_t block = g.reserve(static_cast<uint64_t>(t.numel()));
@@ -33,9 +33,13 @@ Tensor random_tensor(const Shape& shape, TensorOptions opts, Generator* gen, F f
 }  // namespace
 
 Tensor empty(const Shape& shape, TensorOptions opts) { return Tensor::empty(shape, opts); }
-Tensor zeros(const Shape& shape, TensorOptions opts) { return filled(shape, 0.0, opts); }
-Tensor ones(const Shape& shape, TensorOptions opts) { return filled(shape, 1.0, opts); }
-Tensor full(const Shape& shape, double value, TensorOptions opts) { return filled(shape, value, opts); }
+// zeros, ones and full are empty and a fill; their shape errors say "[empty]", as they always have.
+Tensor zeros(const Shape& shape, TensorOptions opts) { return filled("empty", shape, 0.0, opts); }
+Tensor ones(const Shape& shape, TensorOptions opts) { return filled("empty", shape, 1.0, opts); }
+Tensor full(const Shape& shape, double value, TensorOptions opts) {
+  KILN_CHECK(opts.dtype_ != kInt64 || fits_int64(value), "full", "value ", value, " cannot be converted to int64");
+  return filled("empty", shape, value, opts);
+}
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), TensorOptions(t.dtype()).device(t.device())); }
 Tensor ones_like(const Tensor& t) { return ones(t.shape(), TensorOptions(t.dtype()).device(t.device())); }
 Tensor full_like(const Tensor& t, double v) { return full(t.shape(), v, TensorOptions(t.dtype()).device(t.device())); }
@@ -50,8 +54,11 @@ Tensor arange(double start, double end, double step, TensorOptions opts) {
              " -> ", end);
   KILN_CHECK((end - start) / step >= 0, "arange", "upper bound and step are inconsistent: start ",
              start, ", end ", end, ", step ", step);
-  auto n = static_cast<int64_t>(std::ceil((end - start) / step));
-  Tensor t = Tensor::empty({n}, opts.requires_grad(false));
+  // The count is a double first: arange(0, 1e300, 1e-300) must be refused, not cast (UB).
+  const double count = std::ceil((end - start) / step);
+  KILN_CHECK(count < 0x1p63, "arange", "start ", start, ", end ", end, " and step ", step, " give ", count,
+             " elements, more than int64 can count");
+  Tensor t = detail::empty_for("arange", {static_cast<int64_t>(count)}, opts.requires_grad(false));
   backend_for(opts.device_).arange(t, start, step);
   if (opts.requires_grad_) t.requires_grad_(true);
   return t;
@@ -61,9 +68,9 @@ Tensor eye(int64_t n, TensorOptions opts) { return eye(n, n, opts); }
 
 Tensor eye(int64_t n, int64_t m, TensorOptions opts) {
   KILN_CHECK(n >= 0 && m >= 0, "eye", "sizes must be non-negative, got ", n, " and ", m);
-  Tensor t = zeros({n, m}, opts.requires_grad(false));
-  // The diagonal is a strided view with stride m + 1.
-  Tensor diag = detail::make_view(t, {std::min(n, m)}, {m + 1}, 0);
+  Tensor t = filled("eye", {n, m}, 0.0, opts.requires_grad(false));
+  // The diagonal is a strided view with stride m + 1 (1 when it is empty: m may be INT64_MAX).
+  Tensor diag = detail::make_view(t, {std::min(n, m)}, {std::min(n, m) == 0 ? 1 : m + 1}, 0);
   backend_for(opts.device_).fill(diag, 1.0);
   if (opts.requires_grad_) t.requires_grad_(true);
   return t;
@@ -71,10 +78,10 @@ Tensor eye(int64_t n, int64_t m, TensorOptions opts) {
 
 template <class T>
 Tensor from_vector(const std::vector<T>& data, const Shape& shape, TensorOptions opts) {
-  KILN_CHECK(static_cast<int64_t>(data.size()) == shape_numel(shape), "from_vector", "got ",
-             data.size(), " values for shape ", shape_str(shape), " (", shape_numel(shape),
-             " elements)");
-  Tensor src = Tensor::empty(shape, TensorOptions(dtype_of<T>::value));
+  const int64_t n = checked_numel("from_vector", shape);
+  KILN_CHECK(static_cast<int64_t>(data.size()) == n, "from_vector", "got ", data.size(), " values for shape ",
+             shape_str(shape), " (", n, " elements)");
+  Tensor src = detail::empty_for("from_vector", shape, TensorOptions(dtype_of<T>::value));
   T* p = src.data<T>();
   for (size_t i = 0; i < data.size(); ++i) p[i] = data[i];
   Tensor out = src.to(opts.dtype_).to(opts.device_);
@@ -177,28 +184,28 @@ Tensor tensor(const TensorLiteral& data, TensorOptions opts) {
 
 Tensor rand(const Shape& shape, TensorOptions opts, Generator* gen) {
   KILN_CHECK(is_floating(opts.dtype_), "rand", "expected a floating dtype, got ", dtype_name(opts.dtype_));
-  return random_tensor(shape, opts, gen, [](Backend& b, const Tensor& t, uint64_t s, uint64_t k) {
+  return random_tensor("rand", shape, opts, gen, [](Backend& b, const Tensor& t, uint64_t s, uint64_t k) {
     b.uniform(t, s, k, 0.0, 1.0);
   });
 }
 
 Tensor randn(const Shape& shape, TensorOptions opts, Generator* gen) {
   KILN_CHECK(is_floating(opts.dtype_), "randn", "expected a floating dtype, got ", dtype_name(opts.dtype_));
-  return random_tensor(shape, opts, gen, [](Backend& b, const Tensor& t, uint64_t s, uint64_t k) {
+  return random_tensor("randn", shape, opts, gen, [](Backend& b, const Tensor& t, uint64_t s, uint64_t k) {
     b.normal(t, s, k, 0.0, 1.0);
   });
 }
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts, Generator* gen) {
   KILN_CHECK(high > low, "randint", "expected low < high, got low=", low, " high=", high);
-  Tensor r = random_tensor(shape, TensorOptions(kInt64).device(opts.device_), gen,
+  Tensor r = random_tensor("randint", shape, TensorOptions(kInt64).device(opts.device_), gen,
                            [=](Backend& b, const Tensor& t, uint64_t s, uint64_t k) { b.randint(t, s, k, low, high); });
   return r.to(opts.dtype_);
 }
 
 Tensor bernoulli(const Shape& shape, double p, TensorOptions opts, Generator* gen) {
   KILN_CHECK(p >= 0 && p <= 1, "bernoulli", "p must be in [0, 1], got ", p);
-  return random_tensor(shape, opts, gen, [=](Backend& b, const Tensor& t, uint64_t s, uint64_t k) {
+  return random_tensor("bernoulli", shape, opts, gen, [=](Backend& b, const Tensor& t, uint64_t s, uint64_t k) {
     b.bernoulli(t, s, k, p);
   });
 }

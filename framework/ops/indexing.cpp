@@ -22,6 +22,9 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
     if (i < 0) i += n;
   }
   const int64_t k = static_cast<int64_t>(ids.size());
+  Shape out = x.shape();
+  out[d] = k;
+  checked_numel(op, out);  // more rows than x has may not fit
   Tensor wrapped = from_vector<int64_t>(ids, {k}, TensorOptions(kInt64).device(x.device()));
   Tensor y;
   if (is_floating(x.dtype())) {
@@ -29,13 +32,11 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
     Tensor front = x.transpose(0, d);
     Shape rest(front.shape().begin() + 1, front.shape().end());
     Tensor rows = embedding(front.reshape({n, shape_numel(rest)}), wrapped);  // not -1: n may be 0
-    Shape out = {k};
-    out.insert(out.end(), rest.begin(), rest.end());
-    y = rows.reshape(out).transpose(0, d);
+    Shape rows_shape = {k};
+    rows_shape.insert(rows_shape.end(), rest.begin(), rest.end());
+    y = rows.reshape(rows_shape).transpose(0, d);
   } else {
     // Nothing to differentiate: a gather whose index is wrapped[i] all over slice i.
-    Shape out = x.shape();
-    out[d] = k;
     Strides spread(out.size(), 0);
     spread[d] = 1;
     y = gather(x, d, detail::make_view(wrapped, out, spread, wrapped.offset()));

@@ -250,6 +250,8 @@ Tensor& Tensor::copy_(const Tensor& src) {
 namespace {
 // self <- v everywhere, recorded as `op` (fill_ or zero_).
 Tensor& fill_inplace(const char* op, Tensor& self, double v) {
+  detail::check_defined(op, self);
+  KILN_CHECK(self.dtype() != kInt64 || fits_int64(v), op, "value ", v, " cannot be converted to int64");
   return apply_inplace(op, self, {}, [&] { backend_for(self.device()).fill(self, v); }, zero_grad_fn);
 }
 }  // namespace

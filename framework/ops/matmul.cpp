@@ -15,18 +15,21 @@ void check_matmul_operands(const char* op, const Tensor& a, const Tensor& b) {
              shape_str(a.shape()), " and ", shape_str(b.shape()));
 }
 
-// a (…, M, K) @ b (…, K, N), both at least 2-D, batch dims broadcast.
-Tensor matmul_nd(const Tensor& a, const Tensor& b, const Shape& a_user, const Shape& b_user) {
+// a (…, M, K) @ b (…, K, N), both at least 2-D, batch dims broadcast. `op` is the
+// public function called (mm and bmm come here too), for the messages.
+Tensor matmul_nd(const char* op, const Tensor& a, const Tensor& b, const Shape& a_user, const Shape& b_user) {
   const int64_t K = a.size(-1);
-  KILN_CHECK(b.size(-2) == K, "matmul", "shapes ", shape_str(a_user), " and ", shape_str(b_user),
+  KILN_CHECK(b.size(-2) == K, op, "shapes ", shape_str(a_user), " and ", shape_str(b_user),
              " cannot be multiplied (", K, " != ", b.size(-2), ")");
   Shape ba(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
-  Shape batch = broadcast_shapes("matmul", ba, bb);
+  KILN_CHECK(can_broadcast(ba, bb), op, "shapes ", shape_str(a_user), " and ", shape_str(b_user),
+             " cannot be multiplied: their batch dims ", shape_str(ba), " and ", shape_str(bb), " cannot be broadcast");
+  Shape batch = broadcast_shapes(op, ba, bb);
   Shape sa = batch, sb = batch, so = batch;
   sa.insert(sa.end(), {a.size(-2), K});
   sb.insert(sb.end(), {K, b.size(-1)});
   so.insert(so.end(), {a.size(-2), b.size(-1)});
-  Tensor out = detail::new_tensor(so, a.dtype(), a);
+  Tensor out = detail::new_tensor(so, a.dtype(), a, op);
   backend_of("matmul", {&a, &b}).matmul(a.detach().expand(sa), b.detach().expand(sb), out);
   if (!any_requires_grad({&a, &b})) return out;
   bool ga = detail::needs_grad(a), gb = detail::needs_grad(b);
@@ -39,41 +42,46 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, const Shape& a_user, const Sh
   });
 }
 
+// matmul's dispatch on the operands' ranks; mm and bmm (checked already) report as themselves.
+Tensor matmul_as(const char* op, const Tensor& a, const Tensor& b) {
+  if (a.dim() == 1 && b.dim() == 1) {
+    KILN_CHECK(a.size(0) == b.size(0), op, "shapes ", shape_str(a.shape()), " and ",
+               shape_str(b.shape()), " cannot be multiplied (", a.size(0), " != ", b.size(0), ")");
+    return matmul_nd(op, a.unsqueeze(0), b.unsqueeze(1), a.shape(), b.shape()).reshape({});
+  }
+  if (a.dim() == 1) return matmul_nd(op, a.unsqueeze(0), b, a.shape(), b.shape()).squeeze(-2);
+  if (b.dim() == 1) return matmul_nd(op, a, b.unsqueeze(1), a.shape(), b.shape()).squeeze(-1);
+  if (a.dim() > 2 && b.dim() == 2) {
+    // (…, M, K) @ (K, N): fold the batch into M for one large gemm (and a single weight
+    // gradient product instead of a sum over the batch).
+    KILN_CHECK(b.size(0) == a.size(-1), op, "shapes ", shape_str(a.shape()), " and ",
+               shape_str(b.shape()), " cannot be multiplied (", a.size(-1), " != ", b.size(0), ")");
+    Shape out_shape(a.shape().begin(), a.shape().end() - 1);
+    out_shape.push_back(b.size(1));
+    return matmul_nd(op, a.reshape({-1, a.size(-1)}), b, a.shape(), b.shape()).view(out_shape);
+  }
+  return matmul_nd(op, a, b, a.shape(), b.shape());
+}
+
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   check_matmul_operands("matmul", a, b);
-  if (a.dim() == 1 && b.dim() == 1) {
-    KILN_CHECK(a.size(0) == b.size(0), "matmul", "shapes ", shape_str(a.shape()), " and ",
-               shape_str(b.shape()), " cannot be multiplied (", a.size(0), " != ", b.size(0), ")");
-    return matmul_nd(a.unsqueeze(0), b.unsqueeze(1), a.shape(), b.shape()).reshape({});
-  }
-  if (a.dim() == 1) return matmul_nd(a.unsqueeze(0), b, a.shape(), b.shape()).squeeze(-2);
-  if (b.dim() == 1) return matmul_nd(a, b.unsqueeze(1), a.shape(), b.shape()).squeeze(-1);
-  if (a.dim() > 2 && b.dim() == 2) {
-    // (…, M, K) @ (K, N): fold the batch into M for one large gemm (and a single weight
-    // gradient product instead of a sum over the batch).
-    KILN_CHECK(b.size(0) == a.size(-1), "matmul", "shapes ", shape_str(a.shape()), " and ",
-               shape_str(b.shape()), " cannot be multiplied (", a.size(-1), " != ", b.size(0), ")");
-    Shape out_shape(a.shape().begin(), a.shape().end() - 1);
-    out_shape.push_back(b.size(1));
-    return matmul_nd(a.reshape({-1, a.size(-1)}), b, a.shape(), b.shape()).view(out_shape);
-  }
-  return matmul_nd(a, b, a.shape(), b.shape());
+  return matmul_as("matmul", a, b);
 }
 
 Tensor mm(const Tensor& a, const Tensor& b) {
   check_matmul_operands("mm", a, b);
   KILN_CHECK(a.dim() == 2 && b.dim() == 2, "mm", "expected 2-D tensors, got shapes ", shape_str(a.shape()),
              " and ", shape_str(b.shape()));
-  return matmul(a, b);
+  return matmul_as("mm", a, b);
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
   check_matmul_operands("bmm", a, b);
   KILN_CHECK(a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0), "bmm",
              "expected 3-D tensors with equal batch, got shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()));
-  return matmul(a, b);
+  return matmul_as("bmm", a, b);
 }
 
 namespace {
@@ -169,7 +177,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   int64_t rows = 1;
   for (int64_t d = 0; d + 1 < x.dim(); ++d) rows *= x.size(d);
   Tensor x2 = x.reshape({rows, in_f}).detach();  // (rows, in)
-  Tensor y2 = detail::new_tensor({rows, out_f}, x.dtype(), x);
+  Tensor y2 = detail::new_tensor({rows, out_f}, x.dtype(), x, op);
   // The transpose is a BLAS flag, not a copy. With a bias the GEMM accumulates onto the
   // bias rows: one pass that writes them instead of one that zeroes y2 and one that adds.
   if (bias.defined()) be.copy(bias.detach().expand(y2.shape()), y2);

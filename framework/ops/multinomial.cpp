@@ -22,7 +22,7 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, G
   const int64_t R = rows.size(0);
   KILN_CHECK(R == 0 || num_samples <= std::numeric_limits<int64_t>::max() / R, op, "num_samples ", num_samples,
              " is too large for ", R, " rows");
-  Tensor out = detail::new_tensor({R, num_samples}, kInt64, probs);
+  Tensor out = detail::new_tensor({R, num_samples}, kInt64, probs, op);
   if (R > 0) {
     // Philox blocks as Backend::multinomial documents: one per sample with replacement,
     // one per category without.

@@ -141,11 +141,12 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
     pad = *padding_idx < 0 ? *padding_idx + num : *padding_idx;
   }
   Backend& be = backend_of(op, {&weight, &indices});
-  Tensor idx = indices.contiguous().detach();
-  Tensor w = weight.contiguous().detach();
   Shape out_shape = indices.shape();
   out_shape.push_back(D);
-  Tensor out = detail::new_tensor(out_shape, weight.dtype(), weight);
+  checked_numel(op, out_shape);  // before the copies below: (2^24) indices of 2^40-wide rows
+  Tensor idx = indices.contiguous().detach();
+  Tensor w = weight.contiguous().detach();
+  Tensor out = detail::new_tensor(out_shape, weight.dtype(), weight, op);
   be.embedding(w, idx, out);
   if (!any_requires_grad({&weight})) return out;
   SavedTensor si(idx, op);

@@ -33,7 +33,8 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   }
   Shape shape = indices.shape();
   shape.push_back(num_classes);
-  Tensor out = zeros(shape, TensorOptions(kInt64).device(indices.device()));
+  Tensor out = detail::new_tensor(shape, kInt64, indices, op);  // (2^32) indices and 2^32 classes overflow
+  backend_for(out.device()).fill(out, 0.0);
   if (indices.numel() > 0) out.scatter_(-1, indices.detach().unsqueeze(-1), 1.0);
   return out;
 }

@@ -6,9 +6,10 @@
 
 namespace kiln::detail {
 
-// A fresh contiguous tensor like `ref` (same device) with the given shape and dtype.
-inline Tensor new_tensor(const Shape& shape, DType dtype, const Tensor& ref) {
-  return Tensor::empty(shape, TensorOptions(dtype).device(ref.device()));
+// A fresh contiguous tensor like `ref` (same device) with the given shape and dtype;
+// a shape too large or memory refused is "[op] …".
+inline Tensor new_tensor(const Shape& shape, DType dtype, const Tensor& ref, const char* op = "empty") {
+  return empty_for(op, shape, TensorOptions(dtype).device(ref.device()));
 }
 
 // Throws "[op] expected a floating-point tensor, got int64" for non-float inputs.

@@ -1,6 +1,7 @@
 // repeat (tiling) and repeat_interleave (each element repeated in place). Both insert a
 // size-1 dim, expand it and merge it with its neighbour, so the gradient is expand's
 // (a sum over the copies); the per-element-count form picks rows with index_select.
+#include <algorithm>
 #include <limits>
 
 #include "ops/op_helpers.h"
@@ -23,6 +24,7 @@ Tensor interleave_dim(const Tensor& x, int64_t d, int64_t count) {
   Shape expanded = x.shape(), merged = x.shape();
   expanded.insert(expanded.begin() + d + 1, count);
   merged[d] = times("repeat_interleave", count, x.size(d));
+  checked_numel("repeat_interleave", merged);  // before expand, which would name itself
   return fresh(x.unsqueeze(d + 1).expand(expanded).reshape(merged), x);
 }
 
@@ -57,6 +59,7 @@ Tensor repeat(const Tensor& x, const Shape& repeats) {
     expanded.insert(expanded.end(), {repeats[i], padded[i]});
     out.push_back(times(op, repeats[i], padded[i]));
   }
+  checked_numel(op, out);  // each size fits, the product may not
   return fresh(x.reshape(split).expand(expanded).reshape(out), x);
 }
 
@@ -104,10 +107,12 @@ Tensor repeat_interleave(const Tensor& repeats) {
     KILN_CHECK(c <= std::numeric_limits<int64_t>::max() - total, op, "the repeats sum past int64");
     total += c;
   }
-  std::vector<int64_t> index;
-  index.reserve(static_cast<size_t>(total));
-  for (size_t i = 0; i < counts.size(); ++i) index.insert(index.end(), counts[i], static_cast<int64_t>(i));
-  return from_vector<int64_t>(index, {total}, TensorOptions(kInt64).device(repeats.device()));
+  // Written straight into the result, which reports a total too large for memory as
+  // "[repeat_interleave] …" (a std::vector of it would throw std::bad_alloc).
+  Tensor index = detail::empty_for(op, {total}, TensorOptions(kInt64));
+  int64_t* p = index.data<int64_t>();
+  for (size_t i = 0; i < counts.size(); ++i) p = std::fill_n(p, counts[i], static_cast<int64_t>(i));
+  return index.to(repeats.device());
 }
 
 Tensor Tensor::repeat(const Shape& repeats) const { return kiln::repeat(*this, repeats); }

@@ -32,7 +32,9 @@ Shape infer_shape(const char* op, const Shape& shape, int64_t numel, const Shape
       infer_at = static_cast<int64_t>(i);
     } else {
       KILN_CHECK(out[i] >= 0, op, "invalid shape dimension ", out[i], " in ", shape_str(shape));
-      known *= out[i];
+      // A product past int64 cannot be the input's numel (which fits): the same error.
+      KILN_CHECK(!__builtin_mul_overflow(known, out[i], &known), op, "shape ", shape_str(shape),
+                 " is invalid for input of shape ", shape_str(from), " (", numel, " elements)");
     }
   }
   if (infer_at >= 0) {
@@ -40,7 +42,9 @@ Shape infer_shape(const char* op, const Shape& shape, int64_t numel, const Shape
                " is invalid for input of shape ", shape_str(from), " (", numel, " elements)");
     out[infer_at] = numel / known;
   }
-  KILN_CHECK(shape_numel(out) == numel, op, "shape ", shape_str(shape), " is invalid for input of shape ",
+  // Wrapping products once let (2^32, 2^32) pass for 0 elements; checked_numel also
+  // refuses (0, 2^40, 2^40), whose strides would not fit.
+  KILN_CHECK(checked_numel(op, out) == numel, op, "shape ", shape_str(shape), " is invalid for input of shape ",
              shape_str(from), " (", numel, " elements)");
   return out;
 }
@@ -233,21 +237,24 @@ Tensor unsqueeze(const Tensor& x, int64_t dim) {
 Tensor expand(const Tensor& x, const Shape& shape) {
   detail::check_defined("expand", x);
   KILN_CHECK(shape.size() >= x.shape().size(), "expand", "the number of sizes provided (", shape.size(),
-             ") must be greater or equal to the number of dimensions in the tensor (", x.dim(), ")");
+             ") must be greater or equal to the number of dimensions in the tensor (", x.dim(), "); target shape ",
+             shape_str(shape), ", tensor shape ", shape_str(x.shape()));
   const int64_t lead = static_cast<int64_t>(shape.size()) - x.dim();
   Shape s(shape.size());
   Strides st(shape.size());
   for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i) {
     if (i < lead) {
       KILN_CHECK(shape[i] >= 0, "expand", "the expanded size ", shape[i],
-                 " is not allowed in a leading, non-existing dimension; target shape ", shape_str(shape));
+                 " is not allowed in a leading, non-existing dimension; target shape ", shape_str(shape),
+                 ", tensor shape ", shape_str(x.shape()));
       s[i] = shape[i];
       st[i] = 0;
       continue;
     }
     int64_t have = x.size(i - lead);
     int64_t want = shape[i] == -1 ? have : shape[i];
-    KILN_CHECK(want >= 0, "expand", "the expanded size ", shape[i], " is invalid; target shape ", shape_str(shape));
+    KILN_CHECK(want >= 0, "expand", "the expanded size ", shape[i], " is invalid; target shape ", shape_str(shape),
+               ", tensor shape ", shape_str(x.shape()));
     KILN_CHECK(want == have || have == 1, "expand", "the expanded size of the tensor (", want,
                ") must match the existing size (", have, ") at non-singleton dimension ", i,
                "; target shape ", shape_str(shape), ", tensor shape ", shape_str(x.shape()));
@@ -255,6 +262,7 @@ Tensor expand(const Tensor& x, const Shape& shape) {
     st[i] = want == have ? x.stride(i - lead) : 0;
   }
   if (s == x.shape()) return x;
+  checked_numel("expand", s);  // a stride-0 view is free, but numel and offsets must fit
   Tensor y = make_view(x, s, st, x.offset());
   Shape sx = x.shape();
   return as_view(record("expand", y, {x}, [sx](const Tensor& g) -> TensorList { return {sum_to(g, sx)}; }), x);
@@ -273,8 +281,9 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
   end = std::clamp<int64_t>(end, start, n);
   Shape s = x.shape();
   Strides st = x.strides();
-  s[d] = (end - start + step - 1) / step;
-  st[d] *= step;
+  // Not (end - start + step - 1) / step: that wraps for a step near INT64_MAX.
+  s[d] = end == start ? 0 : (end - start - 1) / step + 1;
+  if (s[d] > 1) st[d] *= step;  // step < n here, so the product stays inside x's span
   int64_t offset = x.offset() + start * x.stride(d);
   Tensor y = make_view(x, s, st, offset);
   if (!any_requires_grad({&x})) return as_view(y, x);
@@ -283,7 +292,7 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
   // The window's strides inside a contiguous gradient of x's shape.
   Strides gst = contiguous_strides(sx);
   int64_t goff = start * gst[d];
-  gst[d] *= step;
+  if (s[d] > 1) gst[d] *= step;
   return as_view(record_node(y, {x}, std::make_shared<SliceBackward>(sx, dt, gst, goff, s)), x);
 }
 
@@ -313,24 +322,26 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   KILN_CHECK(!tensors.empty(), "cat", "expected a non-empty list of tensors");
   for (const Tensor& t : tensors) detail::check_defined("cat", t);
   const Tensor& first = tensors[0];
-  KILN_CHECK(first.dim() > 0, "cat", "zero-dimensional tensor cannot be concatenated");
+  KILN_CHECK(first.dim() > 0, "cat", "zero-dimensional tensor cannot be concatenated (tensor 0 has shape ",
+             shape_str(first.shape()), ")");
   int64_t d = wrap_dim("cat", dim, first.dim());
   Shape out_shape = first.shape();
   DType dt = first.dtype();
   out_shape[d] = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
-    KILN_CHECK(t.dim() == first.dim(), "cat", "tensor ", i, " has ", t.dim(),
-               " dimensions, expected ", first.dim());
+    KILN_CHECK(t.dim() == first.dim(), "cat", "tensor ", i, " has ", t.dim(), " dimensions, expected ",
+               first.dim(), "; tensor 0 has shape ", shape_str(first.shape()), ", tensor ", i, " has shape ",
+               shape_str(t.shape()));
     KILN_CHECK(t.device() == first.device(), "cat", "expected all tensors on the same device, got ",
-               first.device().str(), " and ", t.device().str());
+               first.device().str(), " and ", t.device().str(), " (tensor ", i, ")");
     for (int64_t k = 0; k < t.dim(); ++k)
       KILN_CHECK(k == d || t.size(k) == first.size(k), "cat", "sizes of tensors must match except in dimension ", d,
                  "; tensor 0 has shape ", shape_str(first.shape()), ", tensor ", i, " has shape ", shape_str(t.shape()));
-    out_shape[d] += t.size(d);
+    out_shape[d] = checked_add("cat", out_shape[d], t.size(d));  // expanded inputs can be huge
     dt = promote_types(dt, t.dtype());
   }
-  Tensor out = detail::new_tensor(out_shape, dt, first);
+  Tensor out = detail::new_tensor(out_shape, dt, first, "cat");
   Backend& be = backend_for(first.device());
   int64_t at = 0;
   std::vector<int64_t> sizes;
@@ -364,6 +375,9 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
                shape_str(tensors[0].shape()), " at entry 0 and ", shape_str(tensors[i].shape()), " at entry ", i);
     parts.push_back(unsqueeze(tensors[i], d));
   }
+  Shape out = tensors[0].shape();
+  out.insert(out.begin() + d, static_cast<int64_t>(tensors.size()));
+  checked_numel("stack", out);  // before cat, which would name itself
   return cat(parts, d);
 }
 
@@ -375,7 +389,11 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
              "split_size must be positive, got ", split_size);
   std::vector<Tensor> out;
   int64_t n = x.size(d);
-  for (int64_t at = 0; at < n; at += split_size) out.push_back(narrow(x, d, at, std::min(split_size, n - at)));
+  for (int64_t at = 0; at < n;) {  // at += split_size could wrap for a split_size near INT64_MAX
+    const int64_t len = std::min(split_size, n - at);
+    out.push_back(narrow(x, d, at, len));
+    at += len;
+  }
   if (out.empty()) out.push_back(x);
   return out;
 }
@@ -387,7 +405,8 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
   int64_t total = 0;
   for (int64_t s : sizes) {
     KILN_CHECK(s >= 0, "split", "split sizes must be non-negative, got ", shape_str(sizes));
-    total += s;
+    KILN_CHECK(!__builtin_add_overflow(total, s, &total), "split", "split sizes ", shape_str(sizes),
+               " sum past int64 but dim ", d, " has size ", x.size(d));
   }
   KILN_CHECK(total == x.size(d), "split", "split sizes ", shape_str(sizes), " sum to ", total,
              " but dim ", d, " has size ", x.size(d));
@@ -405,7 +424,8 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   KILN_CHECK(chunks > 0, "chunk", "number of chunks must be positive, got ", chunks);
   KILN_CHECK(x.dim() > 0, "chunk", "cannot chunk a 0-d tensor");
   int64_t d = wrap_dim("chunk", dim, x.dim());
-  int64_t size = (x.size(d) + chunks - 1) / chunks;
+  const int64_t n = x.size(d);
+  int64_t size = n == 0 ? 0 : (n - 1) / chunks + 1;  // ceil(n / chunks), without n + chunks wrapping
   return split(x, std::max<int64_t>(size, 1), d);
 }
 

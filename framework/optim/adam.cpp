@@ -86,6 +86,8 @@ void Adam::step() {
       step_t.data<double>()[0] += 1.0;
       step_t.bump_version();
       const double step = step_t.data<double>()[0];
+      // Loaded counters are checked to be whole numbers up to 2^53; the kernels take an int64.
+      KILN_CHECK(step >= 1 && step <= 0x1p53, name_.c_str(), "step counter ", step, " of parameter is out of range");
       if (fused_step(p, g, st, lr, b1, b2, eps, wd, amsgrad, static_cast<int64_t>(step))) continue;
       if (wd != 0) {
         if (decoupled_) p.mul_(1.0 - lr * wd);

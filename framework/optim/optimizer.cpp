@@ -1,6 +1,7 @@
 #include "optim/optimizer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "autograd/grad_mode.h"
@@ -14,6 +15,30 @@ size_t parse_index(const std::string& key, size_t from, size_t to) {
   KILN_CHECK(!digits.empty() && digits.size() < 10 && digits.find_first_not_of("0123456789") == std::string::npos,
              "load_state_dict", "malformed optimizer key '", key, "'");
   return std::stoul(digits);
+}
+
+// A step counter from a file: a whole number in [0, 2^53] (a float64 counts exactly up
+// to there; 2^53 steps are far beyond any run), so that pow(beta, step) and the int64 the
+// kernels take are defined. NaN, -5, 2.5 and 1e214 are refused, naming the key.
+void check_step_value(const std::string& key, const Tensor& t) {
+  const double v = t.to(kFloat64).item();
+  KILN_CHECK(std::isfinite(v) && v >= 0 && v == std::floor(v) && v <= 0x1p53, "load_state_dict", "state '", key,
+             "' must be a whole number of steps in [0, 2^53], got ", v);
+}
+
+// A per-parameter buffer (momentum, moments) from a file: the parameter's shape and
+// dtype, every value finite; second moments (square averages) also non-negative, or the
+// next step would take the square root of a negative number.
+void check_buffer(const std::string& key, const std::string& name, const Tensor& t, const Tensor& param, size_t i) {
+  KILN_CHECK(t.shape() == param.shape(), "load_state_dict", "state '", key, "' has shape ", shape_str(t.shape()),
+             " but parameter ", i, " has shape ", shape_str(param.shape()));
+  KILN_CHECK(t.dtype() == param.dtype(), "load_state_dict", "state '", key, "' has dtype ", dtype_name(t.dtype()),
+             " but parameter ", i, " has dtype ", dtype_name(param.dtype()));
+  KILN_CHECK(isfinite(t).all().item() != 0, "load_state_dict", "state '", key, "' holds ",
+             isnan(t).any().item() != 0 ? "NaN" : "an infinite value", " (shape ", shape_str(t.shape()), ")");
+  const bool square = name == "exp_avg_sq" || name == "max_exp_avg_sq";
+  KILN_CHECK(!square || (t.numel() == 0 || min(t).item() >= 0), "load_state_dict", "state '", key,
+             "' is an average of squares but holds a negative value (", t.numel() ? min(t).item() : 0.0, ")");
 }
 }  // namespace
 
@@ -93,7 +118,9 @@ void Optimizer::check_state_dict(const OptimizerState& state) const {
       KILN_CHECK(defaults_.count(option) || option == "initial_lr", "load_state_dict", "unknown option '", key,
                  "' for ", name_);
       KILN_CHECK(t.defined() && t.numel() == 1, "load_state_dict", "option '", key, "' must hold one value");
-      loaded[g].options[option] = t.item();
+      const double v = t.item();
+      KILN_CHECK(std::isfinite(v), "load_state_dict", "option '", key, "' must be finite, got ", v);
+      loaded[g].options[option] = v;
     } else if (key.rfind("state.", 0) == 0) {
       size_t dot = key.find('.', 6);
       KILN_CHECK(dot != std::string::npos, "load_state_dict", "malformed optimizer key '", key, "'");
@@ -104,12 +131,13 @@ void Optimizer::check_state_dict(const OptimizerState& state) const {
       KILN_CHECK(std::find(state_names_.begin(), state_names_.end(), name) != state_names_.end(), "load_state_dict",
                  "unexpected state '", key, "' for ", name_);
       KILN_CHECK(t.defined(), "load_state_dict", "state '", key, "' is an undefined tensor");
-      if (name == "step")
+      if (name == "step") {
         KILN_CHECK(t.numel() == 1, "load_state_dict", "state '", key, "' must hold one value, got shape ",
                    shape_str(t.shape()));
-      else
-        KILN_CHECK(t.shape() == params[i]->shape(), "load_state_dict", "state '", key, "' has shape ",
-                   shape_str(t.shape()), " but parameter ", i, " has shape ", shape_str(params[i]->shape()));
+        check_step_value(key, t);
+      } else {
+        check_buffer(key, name, t, *params[i], i);
+      }
       names[i].insert(name);
     } else {
       KILN_FAIL("load_state_dict", "unexpected optimizer key '", key, "'");

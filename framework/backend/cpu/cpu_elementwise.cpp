@@ -152,7 +152,7 @@ void unary_float(UnaryOp op, const Tensor& x, const Tensor& out, T a, T b) {
 
 void unary_int(UnaryOp op, const Tensor& x, const Tensor& out, double a, double b) {
   using T = int64_t;
-  auto ia = static_cast<T>(a);
+  const T ia = convert_float<T>(a);  // the ops pass integral values only (float32 otherwise)
   switch (op) {
     case UnaryOp::Neg: return map1<T, T>(x, out, [](T v) { return -v; });
     case UnaryOp::Abs: return map1<T, T>(x, out, [](T v) { return v < 0 ? -v : v; });
@@ -162,8 +162,10 @@ void unary_int(UnaryOp op, const Tensor& x, const Tensor& out, double a, double 
     case UnaryOp::MulScalar: return map1<T, T>(x, out, [ia](T v) { return v * ia; });
     case UnaryOp::RsubScalar: return map1<T, T>(x, out, [ia](T v) { return ia - v; });
     case UnaryOp::Clamp: {
-      T lo = std::isinf(a) ? std::numeric_limits<T>::min() : static_cast<T>(std::ceil(a));
-      T hi = std::isinf(b) ? std::numeric_limits<T>::max() : static_cast<T>(std::floor(b));
+      // Bounds past int64 (infinities included) saturate: a cast would be undefined.
+      constexpr T kMin = std::numeric_limits<T>::min(), kMax = std::numeric_limits<T>::max();
+      T lo = a < -0x1p63 ? kMin : a >= 0x1p63 ? kMax : convert_float<T>(std::ceil(a));
+      T hi = b >= 0x1p63 ? kMax : b < -0x1p63 ? kMin : convert_float<T>(std::floor(b));
       return map1<T, T>(x, out, [lo, hi](T v) {
         T r = v < lo ? lo : v;
         return r > hi ? hi : r;  // lo > hi gives hi, as in PyTorch
@@ -222,7 +224,11 @@ void arithmetic(BinaryOp op, const Tensor& x, const Tensor& y, const Tensor& out
 
 template <class S, class D>
 void cast_copy(const Tensor& src, const Tensor& dst) {
-  map1<S, D>(src, dst, [](S v) { return static_cast<D>(v); });
+  if constexpr (std::is_floating_point_v<S>) {
+    map1<S, D>(src, dst, [](S v) { return convert_float<D>(v); });  // NaN to int64 is defined there
+  } else {
+    map1<S, D>(src, dst, [](S v) { return static_cast<D>(v); });
+  }
 }
 
 }  // namespace
@@ -247,7 +253,7 @@ void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
 void CpuBackend::fill(const Tensor& dst, double value) {
   visit_dtype(dst.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T v = static_cast<T>(value);
+    const T v = convert_float<T>(value);
     for_each_strided<1>({&dst}, [v](std::array<char*, 1> p, const std::array<int64_t, 1>& s, int64_t n) {
       if (s[0] == sizeof(T)) {
         T* o = reinterpret_cast<T*>(p[0]);
@@ -264,7 +270,7 @@ void CpuBackend::arange(const Tensor& out, double start, double step) {
     using T = typename decltype(tag)::type;
     T* o = out.data<T>();
     int64_t n = out.numel();
-    for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(start + static_cast<double>(i) * step);
+    for (int64_t i = 0; i < n; ++i) o[i] = convert_float<T>(start + static_cast<double>(i) * step);
   });
 }
 

@@ -21,7 +21,7 @@ T scalar_as(double v) {
   if constexpr (std::is_same_v<T, bool>) {
     return v != 0.0;
   } else {
-    return static_cast<T>(v);
+    return convert_float<T>(v);
   }
 }
 

@@ -45,6 +45,12 @@ void sample_with_replacement(const std::vector<double>& w, int64_t S, uint64_t s
                              int64_t* out) {
   std::vector<double> cdf(w.size());
   std::partial_sum(w.begin(), w.end(), cdf.begin());
+  if (!std::isfinite(cdf.back())) {
+    // Finite weights whose sum overflows (1e308 twice): the same distribution scaled
+    // down by the largest weight, or every draw would land on the last category.
+    const double top = *std::max_element(w.begin(), w.end());
+    for (size_t c = 0; c < w.size(); ++c) cdf[c] = (c ? cdf[c - 1] : 0.0) + w[c] / top;
+  }
   const double total = cdf.back();
   int64_t last_positive = 0;
   for (size_t c = 0; c < w.size(); ++c)

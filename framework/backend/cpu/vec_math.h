@@ -4,6 +4,7 @@
 // the library functions. Both are accurate to a few float ulps:
 //   exp:  x = n·ln2 + r, |r| <= ln2/2; exp(r) by its degree-6 Taylor polynomial
 //         (truncation error r^7/7! < 2e-7 relative); 2^n built in the exponent bits.
+//         No float-to-int conversion (undefined for NaN), and exact up to FLT_MAX.
 //   erfc: the rational-exponential fit of Numerical Recipes §6.2 (erfcc), fractional
 //         error below 1.2e-7 for every x >= 0.
 #include <cmath>
@@ -16,13 +17,22 @@ inline float exp(float x) {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693145751953125f;  // ln 2 split so that n·kLn2Hi is exact
   constexpr float kLn2Lo = 1.42860682030941723e-6f;
-  const bool underflow = x < -87.33654f;  // exp(x) below the smallest normal float: 0
+  constexpr float kRound = 12582912.0f;  // 1.5·2^23: t = v + kRound holds round(v) in its low bits
+  // Below -86.99 (n <= -126) exp(x) < 1.7e-38 is flushed to 0; above ln(FLT_MAX) it is inf.
+  const bool underflow = x < -86.98936f;
   const bool overflow = x > 88.72283f;
-  float xc = underflow ? -87.0f : overflow ? 88.0f : x;
-  float n = std::floor(xc * kLog2e + 0.5f);
+  float xc = underflow ? -86.0f : overflow ? 88.0f : x;
+  // n = round(xc·log2 e) without a float-to-int conversion, which is undefined behaviour
+  // for NaN (a NaN x runs through as bits; the result is x itself then).
+  const float t = xc * kLog2e + kRound;
+  const float n = t - kRound;
   float r = xc - n * kLn2Hi - n * kLn2Lo;
-  float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
-  int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  // 2·exp(r) (each coefficient doubled) times 2^(n-1): n reaches 128 for x in
+  // (88.38, 88.72], where exp(x) is still a float but 2^128 is not.
+  float p = 2.0f + r * (2.0f + r * (1.0f + r * (1.0f / 3 + r * (1.0f / 12 + r * (1.0f / 60 + r * (1.0f / 360))))));
+  uint32_t tb;
+  std::memcpy(&tb, &t, sizeof tb);
+  const uint32_t bits = (tb - 0x4B400000u + 126u) << 23;  // t's bits are 0x4B400000 + n
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
   float y = p * scale;

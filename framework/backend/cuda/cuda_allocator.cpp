@@ -37,6 +37,12 @@ class CudaCachingAllocator final : public Allocator {
       if (err != cudaSuccess) {
         (void)cudaGetLastError();
         MemoryStats s = memory_stats(device_);
+        // As the CPU allocator: an OutOfMemoryError, which tensor creation completes with
+        // the op and the shape; any other failure is a plain kiln::Error.
+        if (err == cudaErrorMemoryAllocation) {
+          KILN_FAIL_OUT_OF_MEMORY("cuda", "allocating ", size, " bytes on ", device_.str(), " failed: ",
+                                  cudaGetErrorString(err), " (", s.allocated_bytes, " bytes held by tensors)");
+        }
         KILN_FAIL("cuda", "allocating ", size, " bytes on ", device_.str(), " failed: ", cudaGetErrorString(err),
                   " (", s.allocated_bytes, " bytes held by tensors)");
       }
