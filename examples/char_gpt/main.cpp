@@ -46,7 +46,7 @@ struct CausalSelfAttention : nn::Cloneable<CausalSelfAttention> {
     std::vector<Tensor> qkv = (*c_attn)(x).split(C, 2);
     auto heads = [&](const Tensor& t) { return t.view({B, T, n_head, C / n_head}).transpose(1, 2); };
     Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);  // (B, nh, T, hs)
-    Tensor y = scaled_dot_product_attention(q, k, v, Tensor(), is_training() ? dropout : 0.0,
+    Tensor y = scaled_dot_product_attention(q, k, v, Tensor(), training_effective() ? dropout : 0.0,
                                             /*is_causal=*/true);
     y = y.transpose(1, 2).contiguous().view({B, T, C});
     return (*resid_dropout)((*c_proj)(y));

@@ -29,4 +29,24 @@ class EnableGradGuard {
   bool prev_;
 };
 
+// Inference on this thread only, like torch.inference_mode: while a guard lives, ops record
+// no graph (as under NoGradGuard) and every module behaves as in eval mode (no dropout)
+// whatever its training flag, which is left untouched. Nothing shared is written, so
+// several threads may run one model at once, each under its own guard.
+//   { kiln::InferenceMode guard; auto out = model.forward(x); }
+class InferenceMode {
+ public:
+  explicit InferenceMode(bool enabled = true);
+  ~InferenceMode();
+  InferenceMode(const InferenceMode&) = delete;
+  InferenceMode& operator=(const InferenceMode&) = delete;
+
+  // Whether an enabled guard is alive on this thread.
+  static bool is_enabled();
+
+ private:
+  bool prev_mode_;
+  bool prev_grad_;
+};
+
 }  // namespace kiln

@@ -76,7 +76,7 @@ Dropout::Dropout(double p_) : UnaryModule("Dropout"), p(p_) {
   KILN_CHECK(p >= 0 && p <= 1, "Dropout", "probability has to be between 0 and 1, but got ", p);
 }
 
-Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training()); }
+Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, training_effective()); }
 
 std::string Dropout::extra_repr() const { return "p=" + repr_float(p) + ", inplace=False"; }
 

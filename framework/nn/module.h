@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "../autograd/grad_mode.h"
 #include "../core/tensor.h"
 
 namespace kiln::nn {
@@ -61,6 +62,10 @@ class Module : public std::enable_shared_from_this<Module> {
   virtual void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
+  // Whether forward should act as in training (dropout on): the training flag, unless an
+  // InferenceMode guard is alive on this thread. Every training-dependent behaviour reads
+  // this, never is_training(), so that inference needs no write to the shared flag.
+  bool training_effective() const { return training_ && !InferenceMode::is_enabled(); }
   void zero_grad(bool set_to_none = true);
   // fn(module) on every submodule (children first) and then this one, like torch's apply.
   void apply(const std::function<void(Module&)>& fn);
@@ -179,6 +184,8 @@ class Cloneable : public Base {
 
 // Puts a module in training or eval mode for a scope and restores its mode after:
 //   { nn::TrainingModeGuard eval(model, false); … }
+// It writes the module's flags: for inference on a model other threads may be using, take
+// kiln::InferenceMode instead, which changes nothing shared.
 class TrainingModeGuard {
  public:
   TrainingModeGuard(Module& m, bool training) : m_(m), was_training_(m.is_training()) { m_.train(training); }

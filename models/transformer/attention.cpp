@@ -160,11 +160,11 @@ AttentionOutput MultiheadAttention::attend(Tensor q, Tensor k, Tensor v, Tensor 
   }
   AttentionOutput a;
   if (need_weights) {
-    a = attention(q, k, v, mask, dropout, is_training());
+    a = attention(q, k, v, mask, dropout, training_effective());
   } else {
     // Fused: nothing of size (L, S) is kept for backward. Its bool masks say who may attend.
     Tensor allowed = mask.defined() && mask.dtype() == kBool ? logical_not(mask) : mask;
-    a.output = kiln::scaled_dot_product_attention(q, k, v, allowed, is_training() ? dropout : 0.0);
+    a.output = kiln::scaled_dot_product_attention(q, k, v, allowed, training_effective() ? dropout : 0.0);
   }
   // (N, H, L, D) -> (N, L, E)
   Tensor out = out_proj->forward(a.output.transpose(1, 2).reshape({N, L, E}));

@@ -58,8 +58,8 @@ double length_normalised(double log_prob, size_t length, double alpha) {
 std::vector<std::vector<int64_t>> greedy_decode(Seq2SeqTransformer& model, const Tensor& src,
                                                 const DecodeOptions& opts) {
   check_decode_options("greedy_decode", opts, model.options.tgt_vocab_size);
-  nn::TrainingModeGuard eval(model, false);
-  NoGradGuard no_grad;
+  // Eval behaviour and no graph for this thread only: the shared model is not written.
+  InferenceMode inference;
   Tensor memory = model.encode(src);
   const size_t n = static_cast<size_t>(src.size(0));
   std::vector<std::vector<int64_t>> prefixes(n, std::vector<int64_t>{opts.bos_id});
@@ -92,8 +92,8 @@ std::vector<Hypothesis> beam_search(Seq2SeqTransformer& model, const Tensor& src
   KILN_CHECK(opts.beam_width >= 1, op, "beam_width must be at least 1, got ", opts.beam_width);
   KILN_CHECK(src.defined() && src.dim() == 2 && src.size(0) == 1, op, "expects one sentence, src of shape (1, S); got ",
              src.defined() ? shape_str(src.shape()) : std::string("undefined"));
-  nn::TrainingModeGuard eval(model, false);
-  NoGradGuard no_grad;
+  // Eval behaviour and no graph for this thread only: the shared model is not written.
+  InferenceMode inference;
   const size_t K = static_cast<size_t>(opts.beam_width);
   Tensor memory = model.encode(src);  // (1, S, E)
   std::vector<Hypothesis> live{Hypothesis{}};

@@ -30,8 +30,9 @@ struct Hypothesis {
   bool finished = false;        // ended with the end token (not cut at max_len)
 };
 
-// src (N, S) int64 -> for each sentence the tokens before the end token. The model is put
-// in eval mode for the call and gradients are off.
+// src (N, S) int64 -> for each sentence the tokens before the end token. Runs under
+// kiln::InferenceMode (eval behaviour, no graph) without writing the model, so several
+// threads may decode with one model at once.
 std::vector<std::vector<int64_t>> greedy_decode(Seq2SeqTransformer& model, const Tensor& src,
                                                 const DecodeOptions& opts = {});
 

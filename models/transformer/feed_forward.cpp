@@ -27,7 +27,7 @@ Tensor feed_forward(const Tensor& x, nn::Linear& linear1, nn::Dropout& dropout, 
                     const std::string& activation) {
   Tensor h = linear1.forward(x);
   // One fused op for relu then dropout: backward needs only its output.
-  h = activation == "relu" ? relu_dropout(h, dropout.p, dropout.is_training())
+  h = activation == "relu" ? relu_dropout(h, dropout.p, dropout.training_effective())
                            : dropout.forward(activation_fn(activation, h));
   return linear2.forward(h);
 }

@@ -160,8 +160,7 @@ double Trainer::train_step(const Tensor& source, const Tensor& target) {
 }
 
 double Trainer::evaluate(const data::PairDataLoader& loader) {
-  nn::TrainingModeGuard eval(model_, false);
-  NoGradGuard no_grad;
+  InferenceMode inference;  // eval behaviour and no graph, without writing the model
   double total = 0;
   int64_t tokens = 0;
   for (const data::PairBatch& batch : loader.epoch(0)) {

@@ -108,10 +108,14 @@ void switch_core() {
                   cpu_vector_isa() + ", so Kiln selected " + g_info.core;
 }
 
-void choose_core() {
+// The whole set-up, run once (std::call_once): every matmul calls blas_init(), possibly
+// from several threads at once, so nothing global is written after this.
+void set_up() {
   switch_core();
   // After the switch: OpenBLAS's config string names the core in use.
   g_info.library = openblas_get_config ? openblas_get_config() : "CBLAS (not OpenBLAS)";
+  if (openblas_set_num_threads) openblas_set_num_threads(1);
+  g_info.threads = openblas_get_num_threads ? openblas_get_num_threads() : 1;
 }
 
 }  // namespace
@@ -125,11 +129,7 @@ std::string cpu_vector_isa() {
   return "sse";
 }
 
-void blas_init() {
-  std::call_once(g_once, choose_core);
-  if (openblas_set_num_threads) openblas_set_num_threads(1);
-  g_info.threads = openblas_get_num_threads ? openblas_get_num_threads() : 1;
-}
+void blas_init() { std::call_once(g_once, set_up); }
 
 BlasInfo blas_info() {
   blas_init();
