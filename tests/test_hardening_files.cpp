@@ -19,24 +19,10 @@ using namespace kiln;
 namespace tr = kiln::transformer;
 namespace fs = std::filesystem;
 using kiln::testing::error_of;
+using kiln::testing::ScratchDir;
 
 namespace {
 
-struct ScratchDir {
-  fs::path path;
-  explicit ScratchDir(const std::string& tag) {
-    static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() /
-           ("kiln_test_hardening_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
 kiln::testing::ToyTask toy() {
   return kiln::testing::toy_task({{"ich mochte ein bier", "i want a beer ."},

@@ -15,26 +15,11 @@
 
 using namespace kiln;
 using kiln::testing::error_of;
+using kiln::testing::ScratchDir;
 namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh directory under the system's temporary directory, removed at the end.
-struct ScratchDir {
-  fs::path path;
-  explicit ScratchDir(const std::string& tag) {
-    static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() /
-           ("kiln_test_train_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -64,12 +49,6 @@ std::string contents(std::FILE* f) {
   return s;
 }
 
-std::vector<std::string> names_in(const fs::path& dir) {
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 }  // namespace
 
@@ -308,7 +287,7 @@ TEST_CASE("CheckpointManager: step-numbered files, the last keep_last kept, noth
   CHECK(all[1].step == 400);
   CHECK(m.latest() == dir / "ckpt-000000400.safetensors");
   CHECK(m.latest_step() == 400);
-  CHECK(names_in(dir.path) == std::vector<std::string>{"ckpt-000000300.safetensors", "ckpt-000000400.safetensors",
+  CHECK(dir.entries() == std::vector<std::string>{"ckpt-000000300.safetensors", "ckpt-000000400.safetensors",
                                                        "ckpt-5.safetensors", "model.safetensors", "notes.txt"});
   CHECK(read_text(dir / "notes.txt") == "mine");
 
@@ -329,7 +308,7 @@ TEST_CASE("CheckpointManager: step-numbered files, the last keep_last kept, noth
   train::CheckpointManager one(dir2.path.string(), {.keep_last = 1, .latest_alias = "last.safetensors"});
   save_tiny(one, 1);
   save_tiny(one, 2);
-  CHECK(names_in(dir2.path) == std::vector<std::string>{"ckpt-000000002.safetensors", "last.safetensors"});
+  CHECK(dir2.entries() == std::vector<std::string>{"ckpt-000000002.safetensors", "last.safetensors"});
   CHECK(read_text(dir2 / "last.safetensors") == read_text(one.latest()));
 
   // clear(): a fresh start in a used directory removes the manager's files only.
@@ -339,7 +318,7 @@ TEST_CASE("CheckpointManager: step-numbered files, the last keep_last kept, noth
   CHECK(m.checkpoints().empty());
   CHECK(m.best().empty());
   CHECK(std::isnan(m.best_metric()));
-  CHECK(names_in(dir.path) == std::vector<std::string>{"ckpt-5.safetensors", "model.safetensors", "notes.txt"});
+  CHECK(dir.entries() == std::vector<std::string>{"ckpt-5.safetensors", "model.safetensors", "notes.txt"});
 }
 
 TEST_CASE("CheckpointManager: the best by a metric, kept across a restart") {
@@ -397,7 +376,7 @@ TEST_CASE("CheckpointManager: the best by a metric, kept across a restart") {
   train::CheckpointManager nobest(dir3.path.string(), {.best_name = ""});
   CHECK_FALSE(nobest.save(1, {&lin}, {}, 0.5).best);
   CHECK(nobest.best().empty());
-  CHECK(names_in(dir3.path) == std::vector<std::string>{"ckpt-000000001.safetensors"});
+  CHECK(dir3.entries() == std::vector<std::string>{"ckpt-000000001.safetensors"});
 }
 
 TEST_CASE("CheckpointManager: resume restores model and optimizer bitwise; training continues as if never stopped") {
@@ -494,7 +473,7 @@ TEST_CASE("CheckpointManager: temporary files of an interrupted save (its proces
   CHECK(m.latest() == m.path_for(1));
   // A save leaves no temporary file of its own.
   save_tiny(m, 2, 0.1);
-  std::vector<std::string> names = names_in(dir.path);
+  std::vector<std::string> names = dir.entries();
   std::vector<std::string> expected = unrelated;
   expected.insert(expected.end(), {"best.safetensors", "ckpt-000000001.safetensors", "ckpt-000000002.safetensors",
                                    "last.safetensors"});

@@ -32,6 +32,7 @@ using namespace kiln;
 namespace tr = kiln::transformer;
 using kiln::testing::error_of;
 using kiln::testing::leaf64;
+using kiln::testing::ScratchDir;
 
 namespace {
 
@@ -161,21 +162,6 @@ std::string read_text(const std::string& path) {
   return s.str();
 }
 
-// A fresh folder under the system's temporary directory, removed at scope end.
-struct TempDir {
-  std::filesystem::path path;
-  explicit TempDir(const std::string& tag) {
-    path = std::filesystem::temp_directory_path() /
-           ("kiln_test_transformer_" + tag + "_" + std::to_string(::getpid()));
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& f) const { return (path / f).string(); }
-};
 
 }  // namespace
 
@@ -910,7 +896,7 @@ TEST_CASE("Vocab: ids, encode/decode round trip, unknown words, save and load") 
   // min_freq keeps only frequent words (in order of first appearance).
   data::Vocab f = data::Vocab::build({"a b c", "c b", "c"}, 2);
   CHECK(f.words() == std::vector<std::string>{"P", "S", "E", "<unk>", "b", "c"});
-  TempDir dir("vocab");
+  ScratchDir dir("transformer_vocab");
   v.save(dir / "vocab.txt");
   data::Vocab back = data::Vocab::load(dir / "vocab.txt");
   CHECK(back.words() == v.words());
@@ -1102,7 +1088,7 @@ TEST_CASE("Trainer: resuming a mid-epoch checkpoint gives bitwise the losses of 
   data::PairDataLoader loader(ex, {.batch_size = 2, .shuffle = true, .seed = 4});
   REQUIRE(loader.num_batches() == 3);
   const int64_t epochs = 3;  // 9 steps
-  TempDir dir("trainer");
+  ScratchDir dir("transformer_trainer");
 
   auto options = [&](const std::string& sub) {
     tr::TrainerOptions o = toy_trainer_options(epochs);
@@ -1190,7 +1176,7 @@ TEST_CASE("Trainer: resuming a mid-epoch checkpoint gives bitwise the losses of 
 TEST_CASE("Trainer: metrics as JSON lines, checkpoints and teacher forcing") {
   Toy t = toy_data();
   data::PairDataLoader loader(t.pairs, {.batch_size = 1, .shuffle = false});
-  TempDir dir("trainer_json");
+  ScratchDir dir("transformer_trainer_json");
   manual_seed(2);
   tr::Seq2SeqTransformer m(toy_options(t));
   tr::TrainerOptions o = toy_trainer_options(2);

@@ -1,7 +1,10 @@
 #include "test_util.h"
 
 #include <doctest/doctest.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include <cstdlib>
@@ -102,6 +105,26 @@ void check_matches(const std::string& what, const Tensor& got, const Tensor& ref
     if (!ok && bad++ == 0) first = "element " + std::to_string(i) + ": " + repr17(g[i]) + " vs torch " + repr17(r[i]);
   }
   CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << g.size() << " elements differ; first " << first);
+}
+
+ScratchDir::ScratchDir(const std::string& tag) {
+  static std::atomic<int> counter{0};
+  path = std::filesystem::temp_directory_path() /
+         ("kiln_test_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  std::filesystem::remove_all(path);
+  std::filesystem::create_directories(path);
+}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+}
+
+std::vector<std::string> ScratchDir::entries() const {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(path)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 }  // namespace kiln::testing

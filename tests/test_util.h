@@ -1,7 +1,9 @@
 #pragma once
 // Helpers shared by the test files.
+#include <filesystem>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "kiln.h"
 
@@ -23,6 +25,19 @@ class FixtureFile {
   std::string file_, script_;
   mutable std::map<std::string, Tensor> tensors_;
   mutable bool loaded_ = false;
+};
+
+// A fresh, empty directory under the system's temporary directory
+// (kiln_test_<tag>_<pid>_<n>), removed with everything in it at scope end.
+struct ScratchDir {
+  std::filesystem::path path;
+  explicit ScratchDir(const std::string& tag);
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+  // The names in it, sorted.
+  std::vector<std::string> entries() const;
 };
 
 // A float64 leaf requiring grad with values from randn (seeded), for gradient checks.

@@ -18,6 +18,7 @@
 
 using namespace kiln;
 using kiln::testing::error_of;
+using kiln::testing::ScratchDir;
 namespace fs = std::filesystem;
 using viz::Image;
 using viz::Rect;
@@ -146,26 +147,6 @@ std::vector<uint8_t> read_file(const fs::path& p) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// A fresh directory, removed with everything in it at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("kiln_viz_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(path)) names.push_back(e.path().filename().string());
-    return names;
-  }
-};
 
 Image random_image(int w, int h, uint32_t seed) {
   Image img(w, h);
@@ -239,7 +220,7 @@ TEST_CASE("crc32 and adler32 give the standard check values and match bitwise re
 }
 
 TEST_CASE("write_png round-trips pixels through an independent decoder") {
-  TempDir dir;
+  ScratchDir dir("viz");
   // 1x1; odd sizes; and 200x150, whose 90150 raw bytes need two stored blocks.
   for (const auto& size : {std::tuple{1, 1, 1}, {7, 5, 1}, {3, 40, 1}, {200, 150, 2}, {400, 300, 6}}) {
     const int w = std::get<0>(size), h = std::get<1>(size), min_blocks = std::get<2>(size);
@@ -264,7 +245,7 @@ TEST_CASE("write_png round-trips pixels through an independent decoder") {
 }
 
 TEST_CASE("write_png replaces an existing file") {
-  TempDir dir;
+  ScratchDir dir("viz");
   std::string file = (dir.path / "x.png").string();
   viz::write_png(file, random_image(30, 20, 1));
   Image second = random_image(11, 13, 2);
@@ -276,7 +257,7 @@ TEST_CASE("write_png replaces an existing file") {
 }
 
 TEST_CASE("write_png and Image errors name the function and the values") {
-  TempDir dir;
+  ScratchDir dir("viz");
   std::string missing = (dir.path / "no_such_dir" / "a.png").string();
   CHECK(error_of([&] { viz::write_png(missing, Image(2, 2)); }) ==
         "[write_png] cannot open '" + missing + "': No such file or directory");
@@ -964,7 +945,7 @@ TEST_CASE("line_plot errors name the function and what was given") {
 
 // ================================================================ files
 TEST_CASE("save_heatmap, save_heatmap_grid and save_line_plot write what the plots draw") {
-  TempDir dir;
+  ScratchDir dir("viz");
   Tensor m = from_vector(std::vector<double>{0, 1, 2, 3, 4, 5}, {2, 3});
   viz::HeatmapOptions o{.title = "m", .cell = 4};
 
