@@ -3,7 +3,6 @@
 // range, finite. A checkpoint that was edited or corrupted is then a kiln::Error naming
 // the file and the entry (exit 1 through run_main), not std::stoll's "stoll", nor a
 // "1e214" read as 1, nor a NaN that trains on.
-#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -23,8 +22,7 @@ inline int64_t metadata_integer(const kiln::io::Metadata& meta, const std::strin
                                 int64_t lo, int64_t hi) {
   const std::string& s = metadata_text(meta, key, path);
   int64_t v = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  KILN_CHECK(!s.empty() && ec == std::errc() && ptr == s.data() + s.size() && v >= lo && v <= hi, "checkpoint", path,
+  KILN_CHECK(kiln::io::parse_whole(s, &v) && v >= lo && v <= hi, "checkpoint", path,
              ": metadata '", key, "' must be an integer from ", lo, " to ", hi, ", got '", s, "'");
   return v;
 }
@@ -33,8 +31,7 @@ inline double metadata_real(const kiln::io::Metadata& meta, const std::string& k
                             double hi) {
   const std::string& s = metadata_text(meta, key, path);
   double v = NAN;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  KILN_CHECK(!s.empty() && ec == std::errc() && ptr == s.data() + s.size() && std::isfinite(v) && v >= lo && v <= hi,
+  KILN_CHECK(kiln::io::parse_whole(s, &v) && std::isfinite(v) && v >= lo && v <= hi,
              "checkpoint", path, ": metadata '", key, "' must be a finite number from ", lo, " to ", hi, ", got '", s,
              "'");
   return v;

@@ -21,14 +21,7 @@ uint64_t parse_u64(const Metadata& m, const std::string& key, const std::string&
   KILN_CHECK(it != m.end(), "load_checkpoint", path, ": metadata '", key, "' is missing");
   const std::string& s = it->second;
   uint64_t v = 0;
-  bool ok = !s.empty() && s.size() <= 20;
-  for (char c : s) {
-    if (c < '0' || c > '9') ok = false;
-    if (!ok) break;
-    uint64_t d = static_cast<uint64_t>(c - '0');
-    if (v > (max - d) / 10) ok = false;
-    else v = v * 10 + d;
-  }
+  const bool ok = parse_whole(s, &v) && v <= max;
   KILN_CHECK(ok, "load_checkpoint", path, ": metadata '", key, "' is not a number from 0 to ", max, ": '", s, "'");
   return v;
 }

@@ -2,7 +2,9 @@
 // Training checkpoints: model, optimizer state, schedule position, random generator
 // state and user metadata in one safetensors file, so that training resumed from it
 // continues exactly as if it had never stopped.
+#include <charconv>
 #include <string>
+#include <system_error>
 
 #include "../core/generator.h"
 #include "safetensors.h"
@@ -11,6 +13,16 @@
 #include "../optim/optimizer.h"
 
 namespace kiln::io {
+
+// Whether `text`, the whole of it, is a number of type T as std::from_chars reads it (no
+// sign on an unsigned type, no spaces, no "0x", no overflow); stored in *value. How
+// checkpoint metadata is read back: "1e214" is no integer, "7x" no number.
+template <class T>
+bool parse_whole(const std::string& text, T* value) {
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, *value);
+  return !text.empty() && ec == std::errc() && ptr == end;
+}
 
 struct CheckpointParts {
   nn::Module* model = nullptr;                 // required

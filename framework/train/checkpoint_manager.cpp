@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -38,9 +37,7 @@ double recorded_metric(const std::string& path) {
     // The whole text, or NaN: a prefix read leniently ("abc" as 0) would be a best
     // metric no later save could beat.
     double v = NAN;
-    const std::string& s = it->second;
-    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    return ec == std::errc() && ptr == s.data() + s.size() && std::isfinite(v) ? v : NAN;
+    return io::parse_whole(it->second, &v) && std::isfinite(v) ? v : NAN;
   } catch (const Error&) {
     return NAN;
   }
@@ -93,8 +90,9 @@ int64_t CheckpointManager::step_of(const std::string& name) const {
   if (name.size() <= head.size() + std::strlen(kSuffix) || !name.starts_with(head) || !name.ends_with(kSuffix))
     return -1;
   const std::string digits = name.substr(head.size(), name.size() - head.size() - std::strlen(kSuffix));
-  if (digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
-  const int64_t step = std::stoll(digits);
+  int64_t step = 0;
+  if (digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos || !io::parse_whole(digits, &step))
+    return -1;
   // Only the exact spelling save() writes ("ckpt-5.safetensors" is somebody else's).
   return fs::path(path_for(step)).filename() == name ? step : -1;
 }

@@ -1,7 +1,6 @@
 #include "transformer/trainer.h"
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -38,9 +37,7 @@ const std::string* metadata_find(const io::Metadata& m, const std::string& key, 
 // " 3", "7x", an overflow) is an error naming the entry.
 int64_t strict_int(const std::string& text, const std::string& key, const std::string& path, int64_t lo, int64_t hi) {
   int64_t v = 0;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, v);
-  KILN_CHECK(!text.empty() && ec == std::errc() && ptr == end && v >= lo && v <= hi, "Trainer::load", "checkpoint '",
+  KILN_CHECK(io::parse_whole(text, &v) && v >= lo && v <= hi, "Trainer::load", "checkpoint '",
              path, "': '", key, "' must be an integer from ", lo, " to ", hi, ", got '", text, "'");
   return v;
 }
@@ -49,10 +46,7 @@ int64_t strict_int(const std::string& text, const std::string& key, const std::s
 // negative value or trailing characters are errors naming the entry.
 double strict_loss(const std::string& text, const std::string& key, const std::string& path, bool allow_inf) {
   double v = NAN;
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, v);
-  const bool ok = !text.empty() && ec == std::errc() && ptr == end && !std::isnan(v) && v >= 0 &&
-                  (allow_inf || std::isfinite(v));
+  const bool ok = io::parse_whole(text, &v) && !std::isnan(v) && v >= 0 && (allow_inf || std::isfinite(v));
   KILN_CHECK(ok, "Trainer::load", "checkpoint '", path, "': '", key, "' must be a ",
              allow_inf ? "non-negative number or inf" : "finite non-negative number", ", got '", text, "'");
   return v;
