@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite: install what is missing, build, run every test (among them the
 # install test: Kiln installed into a fresh prefix and used from outside by pkg-config,
-# CMake and a Meson subproject); build and run them again with clang++; then with
-# AddressSanitizer and UndefinedBehaviorSanitizer, which must run clean.
+# CMake and a Meson subproject); build and run them again with clang++, and fuzz the
+# file readers for a minute each with libFuzzer; then with AddressSanitizer and
+# UndefinedBehaviorSanitizer, which must run clean; then the threads test under
+# ThreadSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh --tests
@@ -23,6 +25,19 @@ if [ "${KILN_SKIP_CLANG:-0}" != "1" ]; then
   meson configure build-clang -Dwerror=true
   ninja -C build-clang
   meson test -C build-clang --print-errorlogs
+
+  # libFuzzer on the JSON parser, the safetensors reader and the checkpoint loader, 60 s
+  # each from the committed seeds (tests/fuzz). A crash fails the run; its reproducer is
+  # kept under build-clang/fuzz-artifacts/ and its path printed. KILN_FUZZ_SECONDS
+  # changes the time; 0 skips.
+  fuzz_seconds=${KILN_FUZZ_SECONDS:-60}
+  if [ "$fuzz_seconds" != "0" ]; then
+    if ninja -C build-clang -t query fuzz >/dev/null 2>&1; then
+      bash tests/fuzz/run_fuzzers.sh build-clang "$fuzz_seconds"
+    else
+      echo "test.sh: libFuzzer does not link with this clang; fuzzing skipped" >&2
+    fi
+  fi
 fi
 
 if [ "${KILN_SKIP_SANITIZERS:-0}" != "1" ]; then
@@ -34,4 +49,15 @@ if [ "${KILN_SKIP_SANITIZERS:-0}" != "1" ]; then
   ninja -C build-sanitize
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     meson test -C build-sanitize --print-errorlogs --timeout-multiplier 4
+fi
+
+if [ "${KILN_SKIP_TSAN:-0}" != "1" ]; then
+  # ThreadSanitizer: one shared model used from 8 threads at once (test_threads), past
+  # the sizes where kernels hand work to the TBB pool; and a canary with a deliberate race
+  # that TSan must report (tests/tsan_canary.cpp). Only those two are built.
+  [ -d build-tsan ] || meson setup build-tsan --buildtype=debugoptimized -Db_sanitize=thread \
+    -Db_lundef=false -Dcuda=disabled -Dbenchmarks=false -Dexamples=false
+  ninja -C build-tsan tests/test_threads tests/tsan_canary
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    meson test -C build-tsan --no-rebuild --print-errorlogs threads tsan_canary
 fi

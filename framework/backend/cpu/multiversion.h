@@ -6,7 +6,10 @@
 // v4: AVX-512), which the resolver tests by CPU features; "arch=haswell" or
 // "arch=skylake-avx512" would test the CPU model and pick the baseline clone on AMD
 // and on newer Intel parts (measured: a Zen 3 ran the SSE2 clone).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(KILN_NO_MULTIVERSION)
+// Off under ThreadSanitizer: the ifunc resolvers run while the dynamic loader relocates
+// the library, before the TSan runtime is set up, and the instrumented resolver crashes.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(KILN_NO_MULTIVERSION) && \
+    !defined(__SANITIZE_THREAD__)
 #define KILN_MULTIVERSION \
   __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
 #else

@@ -12,8 +12,29 @@
 #include "backend/cpu/blas.h"
 #include "core/error.h"
 
+// ThreadSanitizer does not see oneTBB's synchronisation (libtbb.so is not instrumented),
+// so it would take every kernel run in a TBB task for a race with the thread that
+// prepared its inputs. In a TSan build this file is compiled uninstrumented, like
+// libtbb.so (framework/meson.build defines KILN_TSAN_ANNOTATE for it), and
+// parallel_for_chunks tells TSan what TBB guarantees: the caller's writes happen before
+// each task runs, and each task's writes before parallel_for returns. Tasks of one call
+// get no order among themselves, so two chunks that write the same element are still
+// reported.
+#ifdef KILN_TSAN_ANNOTATE
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+#endif
+
 namespace kiln {
 namespace {
+
+#ifdef KILN_TSAN_ANNOTATE
+void tsan_release(void* sync) { __tsan_release(sync); }
+void tsan_acquire(void* sync) { __tsan_acquire(sync); }
+#else
+void tsan_release(void*) {}
+void tsan_acquire(void*) {}
+#endif
 
 std::mutex g_mu;
 std::unique_ptr<tbb::global_control> g_control;
@@ -62,9 +83,16 @@ void parallel_for_chunks(int64_t n, int64_t grain, RangeFn f) {
   // Chunks of at least `grain`, and no more than a few per thread so each is worth a task.
   int64_t threads = get_num_threads();
   int64_t chunk = std::max(grain, (n + 4 * threads - 1) / (4 * threads));
+  char start = 0, done = 0;  // ThreadSanitizer's names for the two orderings (see top)
+  tsan_release(&start);
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, chunk),
-                    [&](const tbb::blocked_range<int64_t>& r) { f(r.begin(), r.end()); },
+                    [&](const tbb::blocked_range<int64_t>& r) {
+                      tsan_acquire(&start);
+                      f(r.begin(), r.end());
+                      tsan_release(&done);
+                    },
                     tbb::simple_partitioner());
+  tsan_acquire(&done);
 }
 
 }  // namespace cpu
