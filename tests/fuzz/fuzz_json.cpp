@@ -36,13 +36,22 @@ std::string write(const JsonValue& v) {
     case JsonValue::Kind::String: return kiln::io::json_quote(v.string);
     case JsonValue::Kind::Array: {
       std::string s = "[";
-      for (size_t i = 0; i < v.array.size(); ++i) s += (i ? "," : "") + write(v.array[i]);
+      // Appended piece by piece: g++ 12 -O2 warns (-Wrestrict, a false positive) on
+      // const char* + std::string&&.
+      for (size_t i = 0; i < v.array.size(); ++i) {
+        if (i) s += ',';
+        s += write(v.array[i]);
+      }
       return s + "]";
     }
     case JsonValue::Kind::Object: {
       std::string s = "{";
-      for (size_t i = 0; i < v.object.size(); ++i)
-        s += (i ? "," : "") + kiln::io::json_quote(v.object[i].first) + ":" + write(v.object[i].second);
+      for (size_t i = 0; i < v.object.size(); ++i) {
+        if (i) s += ',';
+        s += kiln::io::json_quote(v.object[i].first);
+        s += ':';
+        s += write(v.object[i].second);
+      }
       return s + "}";
     }
   }
