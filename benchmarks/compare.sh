@@ -7,9 +7,12 @@
 # fastest is reported with its split; with COMPILE=1 also torch.compile's step (PyTorch
 # 2.x). TORCH_PYTHON picks the PyTorch: a virtual environment's python with PyPI's torch
 # 2.x, or Debian's /usr/bin/python3 (python3-torch 1.13, OpenBLAS, run with this CPU's
-# best OPENBLAS_CORETYPE; Kiln chooses its own).
+# best OPENBLAS_CORETYPE; Kiln chooses its own). With BF16=1 both run in bf16 mixed
+# precision instead: Kiln's autocast (bench_train_step --bf16) against PyTorch's
+# torch.autocast("cpu", dtype=torch.bfloat16) (torch_train_step.py --bf16), each at its
+# best split as above.
 #
-#   [TORCH_PYTHON=venv/bin/python] [COMPILE=1] bash benchmarks/compare.sh [build-dir] [threads] [configs...]
+#   [TORCH_PYTHON=venv/bin/python] [COMPILE=1] [BF16=1] bash benchmarks/compare.sh [build-dir] [threads] [configs...]
 #   e.g. TORCH_PYTHON=/opt/torch/bin/python COMPILE=1 bash benchmarks/compare.sh build 2 tiny small seed
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +23,8 @@ configs=("$@")
 [ ${#configs[@]} -gt 0 ] || configs=(tiny small seed)
 torch_python=${TORCH_PYTHON:-/usr/bin/python3}
 compile=${COMPILE:-0}
+precision=()
+[ "${BF16:-0}" = 1 ] && precision=(--bf16)
 
 ninja -C "$build" benchmarks/bench_train_step >/dev/null
 if grep -qw avx512f /proc/cpuinfo; then core=SKYLAKEX
@@ -28,7 +33,7 @@ elif grep -qw avx2 /proc/cpuinfo; then core=HASWELL
 else core=""; fi
 
 torch_version=$("$torch_python" -c 'import torch; print(torch.__version__)')
-echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, threads=$threads, torch $torch_version ($torch_python), OPENBLAS_CORETYPE=${core:-default}"
+echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, threads=$threads, torch $torch_version ($torch_python), OPENBLAS_CORETYPE=${core:-default}, precision: ${precision[*]:-fp32}"
 echo "| config | Kiln ms/step | PyTorch ms/step (BLAS x torch threads) | Kiln/PyTorch | PyTorch compiled ms/step | Kiln/compiled | Kiln tokens/s | Kiln GFLOP/s | Kiln peak MB | PyTorch peak MB | memory ratio |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 
@@ -60,11 +65,11 @@ PY
 
 seed_gflops=""
 for c in "${configs[@]}"; do
-  k=$("$build/benchmarks/bench_train_step" --config "$c" --threads "$threads")
+  k=$("$build/benchmarks/bench_train_step" --config "$c" --threads "$threads" "${precision[@]}")
   [ "$c" = seed ] && seed_gflops=$(/usr/bin/python3 -c 'import json,sys; print(json.loads(sys.argv[1])["gflops"])' "$k")
-  t=$(torch_best "$c")
+  t=$(torch_best "$c" "${precision[@]}")
   tc="{}"
-  [ "$compile" = 1 ] && tc=$(torch_best "$c" --compile)
+  [ "$compile" = 1 ] && tc=$(torch_best "$c" --compile "${precision[@]}")
   /usr/bin/python3 - "$k" "$t" "$tc" <<'PY'
 import json, sys
 k, t, tc = (json.loads(a) for a in sys.argv[1:4])

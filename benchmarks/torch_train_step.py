@@ -8,6 +8,10 @@
 #   venv/bin/python benchmarks/torch_train_step.py --config tiny --threads 2 [--compile]
 #   OPENBLAS_CORETYPE=<core> /usr/bin/python3 benchmarks/torch_train_step.py --config tiny --threads 2
 #
+# --bf16: PyTorch's CPU mixed precision, torch.autocast("cpu", dtype=torch.bfloat16)
+# around the forward pass and the loss (its documented use; backward and Adam run
+# outside it on the fp32 master weights), which Kiln's --bf16 autocast is compared with.
+#
 # Prints one JSON line like bench_train_step.
 import argparse
 import json
@@ -75,6 +79,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (PyTorch 2.x)")
+    ap.add_argument("--bf16", action="store_true", help="bf16 autocast around forward and loss")
     a = ap.parse_args()
     vocab, d, heads, layers, d_ff, batch, seq = CONFIGS[a.config]
     steps = a.steps or {"seed": 3, "small": 20, "tiny": 200}[a.config]
@@ -89,8 +94,9 @@ def main():
     src, tgt_in, labels = ids(batch, seq, vocab, 1), ids(batch, seq, vocab, 2), ids(batch, seq, vocab, 3)
 
     def step():
-        logits = fwd(src, tgt_in)
-        loss = loss_fn(logits.reshape(-1, vocab), labels.reshape(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+            logits = fwd(src, tgt_in)
+            loss = loss_fn(logits.reshape(-1, vocab), labels.reshape(-1))
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -109,7 +115,7 @@ def main():
     tokens = batch * seq
     params = sum(p.numel() for p in model.parameters())
     print(json.dumps({
-        "framework": "torch", "config": a.config, "threads": torch.get_num_threads(), "steps": steps, "compiled": a.compile,
+        "framework": "torch", "config": a.config, "threads": torch.get_num_threads(), "steps": steps, "compiled": a.compile, "bf16": a.bf16,
         "ms_per_step": round(median, 3), "tokens_per_s": round(tokens / (median / 1000), 1),
         "gflops": round(6 * params * tokens / (median / 1000) / 1e9, 2),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
