@@ -17,6 +17,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "test_util.h"
+#include "transformer/kiln_transformer.h"
 
 using namespace kiln;
 using kiln::testing::error_of;
@@ -437,6 +438,28 @@ TEST_CASE("bf16: copy_ between bfloat16 and every dtype, any strides") {
   CHECK(full({1}, kNaN, kBFloat16).to(kBool).item<bool>());
 }
 
+TEST_CASE("bf16: embedding rows come out bit for bit (even widths as float32 words, odd ones staged)") {
+  for (int64_t D : {6, 5}) {
+    CAPTURE(D);
+    std::vector<bfloat16> w;
+    for (int64_t i = 0; i < 4 * D; ++i) w.push_back(bfloat16::from_bits(static_cast<uint16_t>(0x3F00 + 37 * i)));
+    w[1] = bfloat16::from_bits(0x7FC3);  // a NaN payload survives too
+    w[2] = bfloat16::from_bits(0x8000);
+    Tensor table = from_vector<bfloat16>(w, {4, D});
+    Tensor out = embedding(table, tensor({{3, 0}, {0, 2}}));
+    CHECK(out.dtype() == kBFloat16);
+    CHECK(out.shape() == Shape{2, 2, D});
+    CHECK(bits_of(out.select(0, 0).select(0, 0)) == bits_of(table.select(0, 3)));
+    CHECK(bits_of(out.select(0, 1).select(0, 0)) == bits_of(table.select(0, 0)));
+    CHECK(bits_of(out.select(0, 1).select(0, 1)) == bits_of(table.select(0, 2)));
+    CHECK(bits_of(out)[D + 1] == 0x7FC3);
+    // A window of a table starting at an odd element is staged, with the same rows.
+    Tensor odd = from_vector<bfloat16>(w, {4 * D}).slice(0, 1, 1 + 2 * D).view({2, D});
+    CHECK(bits_of(embedding(odd, tensor({1}))) == bits_of(odd.select(0, 1)));
+    CHECK_ERROR_STARTS("[embedding]", embedding(table, tensor({4})), "out of range");
+  }
+}
+
 TEST_CASE("bf16: in-place ops and views write rounded values through the view") {
   Tensor base = zeros({4, 4}, kBFloat16);
   Tensor col = base.select(1, 2);
@@ -604,6 +627,41 @@ TEST_CASE("bf16: modules convert to bfloat16 and run forward and backward") {
   CHECK(lin.weight.grad().dtype() == kBFloat16);
   CHECK(std::isfinite(sum(abs(lin.weight.grad().to(kFloat32))).item()));
   CHECK(sum(abs(emb.weight.grad().to(kFloat32))).item() > 0);
+}
+
+TEST_CASE("bf16: the Transformer converted to bfloat16 trains a step, close to float32") {
+  namespace tr = kiln::transformer;
+  tr::Seq2SeqOptions o;
+  o.src_vocab_size = 12;
+  o.tgt_vocab_size = 11;
+  o.d_model = 16;
+  o.nhead = 2;
+  o.num_encoder_layers = 1;
+  o.num_decoder_layers = 1;
+  o.dim_feedforward = 32;
+  o.dropout = 0.0;
+  manual_seed(31);
+  tr::Seq2SeqTransformer m32(o);
+  std::shared_ptr<nn::Module> copy = m32.clone();
+  auto& m16 = static_cast<tr::Seq2SeqTransformer&>(*copy);
+  m16.to(kBFloat16);
+  for (const auto& [name, p] : m16.named_parameters()) {
+    CAPTURE(name);
+    CHECK(p.dtype() == kBFloat16);
+  }
+  const Tensor src = tensor({{3, 4, 5, 6, 0}, {7, 8, 9, 10, 11}}), tgt = tensor({{1, 4, 5, 6}, {1, 7, 8, 2}});
+  const Tensor want = tensor({{4, 5, 6, 2}, {7, 8, 2, 0}});
+  Tensor l32 = m32.forward(src, tgt), l16 = m16.forward(src, tgt);
+  CHECK(l16.dtype() == kBFloat16);
+  CHECK(max(abs(l16.to(kFloat32) - l32)).item() <= 0.05 * max(abs(l32)).item());
+  optim::Adam opt(m16.parameters(), optim::AdamOptions{1e-2});
+  Tensor loss = cross_entropy(l16.reshape({-1, 11}), want.reshape({-1}), 0);
+  loss.backward();
+  opt.step();
+  Tensor loss2 = cross_entropy(m16.forward(src, tgt).reshape({-1, 11}), want.reshape({-1}), 0);
+  CHECK(std::isfinite(loss2.item()));
+  CHECK(loss2.item() < loss.item());
+  for (const Tensor& p : m16.parameters()) CHECK(p.dtype() == kBFloat16);
 }
 
 // ====================================================================== errors

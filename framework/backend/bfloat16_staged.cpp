@@ -92,6 +92,22 @@ class Staging {
   std::vector<Entry> entries_;
 };
 
+// A contiguous bfloat16 tensor (…, 2k) whose element 0 is 4-byte aligned, viewed as
+// float32 words (…, k): for kernels that only move values, never compute on them.
+// Undefined when t is not such a tensor.
+Tensor as_float_words(const Tensor& t) {
+  if (!is_bf16(t) || !t.is_contiguous() || t.dim() == 0 || t.size(-1) % 2 != 0 || t.offset() % 2 != 0) return Tensor();
+  Shape shape = t.shape();
+  shape.back() /= 2;
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = t.impl()->storage;
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->offset = t.offset() / 2;
+  impl->dtype = kFloat32;
+  return Tensor(std::move(impl));
+}
+
 // The largest bfloat16 value below hi, as a float: the top of a uniform draw in
 // [lo, hi), which rounding to nearest could otherwise carry up to hi itself.
 float bf16_below(double hi) {
@@ -196,6 +212,10 @@ void BFloat16Staged::layer_norm_backward(const Tensor& g, const Tensor& x, const
 
 void BFloat16Staged::embedding(const Tensor& weight, const Tensor& indices, const Tensor& out) {
   if (!any_bf16({&weight, &out})) return inner_.embedding(weight, indices, out);
+  // A lookup only moves rows: an even number of bfloat16 values per row is gathered as
+  // float32 words, bits untouched, instead of converting the whole table both ways.
+  const Tensor w32 = as_float_words(weight), o32 = as_float_words(out);
+  if (w32.defined() && o32.defined()) return inner_.embedding(w32, indices, o32);
   Staging s(inner_);
   Tensor ws = s.in(weight);
   inner_.embedding(ws, indices, s.out(out));

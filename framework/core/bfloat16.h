@@ -21,8 +21,12 @@ namespace kiln {
 
 // The bits of f rounded to bfloat16.
 KILN_HOST_DEVICE inline uint16_t bf16_bits_from_float(float f) {
+#if defined(__CUDA_ARCH__)
+  uint32_t u = __float_as_uint(f);
+#else
   uint32_t u;
   std::memcpy(&u, &f, sizeof u);
+#endif
   // A NaN's mantissa could round up into the exponent (an infinity): keep its top bits
   // and set the quiet bit instead.
   if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
@@ -34,9 +38,13 @@ KILN_HOST_DEVICE inline uint16_t bf16_bits_from_float(float f) {
 // The float whose top half is `bits` (exact).
 KILN_HOST_DEVICE inline float float_from_bf16_bits(uint16_t bits) {
   const uint32_t u = static_cast<uint32_t>(bits) << 16;
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
   float f;
   std::memcpy(&f, &u, sizeof f);
   return f;
+#endif
 }
 
 struct bfloat16 {
