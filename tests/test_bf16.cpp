@@ -28,7 +28,6 @@ const testing::FixtureFile kFixtures("bf16.txt", "make_bf16_fixtures.py");
 Tensor fx(const std::string& name) { return kFixtures.get(name); }
 
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
-const double kInf = std::numeric_limits<double>::infinity();
 
 std::vector<uint16_t> bits_of(const Tensor& t) {
   std::vector<uint16_t> out;
@@ -486,7 +485,9 @@ TEST_CASE("bf16: safetensors BF16 reads as bfloat16 and Kiln writes the referenc
   const std::string path = std::string(dir ? dir : "tests/fixtures") + "/torch_bf16.safetensors";
   io::SafetensorsContents c = io::load_safetensors(path);
   CHECK(c.tensors.size() == 7);
-  for (const auto& [name, t] : c.tensors) {
+  for (const auto& entry : c.tensors) {
+    const std::string& name = entry.first;  // not a structured binding: clang 14 cannot capture one
+    const Tensor& t = entry.second;
     CAPTURE(name);
     const Tensor want = fx("file." + name);
     CHECK(t.dtype() == want.dtype());
@@ -645,9 +646,9 @@ TEST_CASE("bf16: the Transformer converted to bfloat16 trains a step, close to f
   std::shared_ptr<nn::Module> copy = m32.clone();
   auto& m16 = static_cast<tr::Seq2SeqTransformer&>(*copy);
   m16.to(kBFloat16);
-  for (const auto& [name, p] : m16.named_parameters()) {
-    CAPTURE(name);
-    CHECK(p.dtype() == kBFloat16);
+  for (const auto& entry : m16.named_parameters()) {
+    CAPTURE(entry.first);
+    CHECK(entry.second.dtype() == kBFloat16);
   }
   const Tensor src = tensor({{3, 4, 5, 6, 0}, {7, 8, 9, 10, 11}}), tgt = tensor({{1, 4, 5, 6}, {1, 7, 8, 2}});
   const Tensor want = tensor({{4, 5, 6, 2}, {7, 8, 2, 0}});
