@@ -61,21 +61,21 @@ namespace {
 // a + alpha·b, for add and for sub (alpha negated), which report and record as `op`.
 Tensor add_as(const char* op, const Tensor& a, const Tensor& b, double alpha) {
   DType t = arithmetic_type(op, a, b);
-  Tensor aa = a, bb = b;
-  DType compute = t;
-  if (alpha != 1.0) {
-    NoGradGuard no_grad;  // the scaled copy is only an operand; add's own node covers b
-    if (t == kBFloat16 && alpha != -1.0) {
-      // As torch's bfloat16 add: a + alpha·b in float32 with alpha rounded to bfloat16
-      // (so alpha·b is exact), rounded once; not alpha·b rounded first.
-      compute = kFloat32;
-      aa = a.to(t);
-      bb = mul(b.to(t).to(kFloat32), static_cast<double>(static_cast<float>(bfloat16(alpha))));
-    } else {
+  Tensor y;
+  if (t == kBFloat16 && alpha != 1.0 && alpha != -1.0) {
+    // As torch's bfloat16 add: a + alpha·b in float32 with alpha rounded to bfloat16
+    // (so alpha·b is exact), rounded once; not alpha·b rounded first.
+    NoGradGuard no_grad;  // the operands only; add's own node covers a and b
+    Tensor bb = mul(b.to(t).to(kFloat32), static_cast<double>(static_cast<float>(bfloat16(alpha))));
+    y = run_binary(op, BinaryOp::Add, a.to(t), bb, kFloat32, t);
+  } else {
+    Tensor bb = b;
+    if (alpha != 1.0) {
+      NoGradGuard no_grad;  // the scaled copy is only an operand; add's own node covers b
       bb = mul(b, alpha);
     }
+    y = run_binary(op, BinaryOp::Add, a, bb.detach(), t, t);
   }
-  Tensor y = run_binary(op, BinaryOp::Add, aa.detach(), bb.detach(), compute, t);
   if (!any_requires_grad({&a, &b})) return y;
   Shape sa = a.shape(), sb = b.shape();
   bool ga = needs_grad(a), gb = needs_grad(b);
