@@ -154,7 +154,8 @@ TEST_CASE("bf16: the bulk conversion loops, the strided loop and the scalar one 
   std::mt19937 rng(15);
   std::vector<float> in;
   for (uint32_t top = 0; top < 0x10000; ++top) {
-    for (uint32_t low : {0x0000u, 0x0001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu, static_cast<uint32_t>(rng() & 0xFFFFu)}) {
+    const auto random_low = static_cast<uint32_t>(rng() & 0xFFFFu);
+    for (uint32_t low : {0x0000u, 0x0001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu, random_low}) {
       const uint32_t u = top << 16 | low;
       float f;
       std::memcpy(&f, &u, 4);
@@ -400,7 +401,8 @@ TEST_CASE("bf16: item, at, set, to_vector, and printing as torch") {
   CHECK(tensor({1e-5, 3e5}, kBFloat16).str() == "tensor([1.0014e-05, 2.9901e+05], dtype=kiln.bfloat16)");
   CHECK(full({}, kNaN, kBFloat16).str() == "tensor(nan, dtype=kiln.bfloat16)");
   CHECK(zeros({0}, kBFloat16).str() == "tensor([], dtype=kiln.bfloat16)");
-  CHECK(ones({2}, TensorOptions(kBFloat16).requires_grad()).str() == "tensor([1., 1.], dtype=kiln.bfloat16, requires_grad=True)");
+  CHECK(ones({2}, TensorOptions(kBFloat16).requires_grad()).str() ==
+        "tensor([1., 1.], dtype=kiln.bfloat16, requires_grad=True)");
   CHECK(std::isinf(full({}, 1e39, kBFloat16).item()));
   CHECK_ERROR_STARTS("[item]", full({}, kNaN, kBFloat16).item<int64_t>(), "nan", "bfloat16");
   CHECK_ERROR_STARTS("[data]", x.data<float>(), "bfloat16", "float32");

@@ -162,8 +162,8 @@ Tensor div(const Tensor& a, double b) {
   detail::check_defined("div", a);
   if (a.dtype() == kBFloat16) {
     // As torch's bfloat16 div: a / b in float32 (not a · (1/b)), rounded once.
-    Tensor y = run_binary("div", BinaryOp::Div, a, full({}, b, TensorOptions(kFloat32).device(a.device())), kFloat32,
-                          kBFloat16);
+    const Tensor divisor = full({}, b, TensorOptions(kFloat32).device(a.device()));
+    Tensor y = run_binary("div", BinaryOp::Div, a, divisor, kFloat32, kBFloat16);
     return record("div", y, {a}, [b](const Tensor& g) -> TensorList { return {div(g, b)}; });
   }
   Tensor af = is_floating(a.dtype()) ? a : a.to(kFloat32);

@@ -15,8 +15,8 @@ inline Tensor new_tensor(const Shape& shape, DType dtype, const Tensor& ref, con
 // Throws "[op] expected a floating-point tensor, got int64" for non-float inputs.
 inline void check_floating(const char* op, const Tensor& t, const char* what = "input") {
   KILN_CHECK(t.defined(), op, what, " is an undefined tensor");
-  KILN_CHECK(is_floating(t.dtype()), op, "expected a floating-point ", what, " (float32, float64 or bfloat16), got ",
-             dtype_name(t.dtype()));
+  KILN_CHECK(is_floating(t.dtype()), op, "expected a floating-point ", what,
+             " (float32, float64 or bfloat16), got ", dtype_name(t.dtype()));
 }
 
 inline void check_defined(const char* op, const Tensor& t, const char* what = "input") {
