@@ -23,17 +23,19 @@ bool is_comparison(BinaryOp op) {
 // Every backend is handed out wrapped in BFloat16Staged (bfloat16_staged.h), which runs
 // kernels on float32 copies of bfloat16 tensors and passes everything else through.
 Backend& backend_for(Device device) {
+  // The wrappers are never destroyed (as the CUDA backend): a static object's destructor
+  // that runs an op at exit still finds them.
   if (device.is_cpu()) {
-    static BFloat16Staged cpu(cpu::cpu_backend());
-    return cpu;
+    static BFloat16Staged* cpu = new BFloat16Staged(cpu::cpu_backend());
+    return *cpu;
   }
 #ifdef KILN_WITH_CUDA
   // The built-in CUDA backend (checks that the device is usable; one object for every
   // device), unless a plug-in registered another one.
   if (g_cuda_backend == nullptr) {
     Backend& inner = cuda::backend_for_device(device);
-    static BFloat16Staged cuda(inner);
-    return cuda;
+    static BFloat16Staged* cuda = new BFloat16Staged(inner);
+    return *cuda;
   }
 #endif
   KILN_CHECK(g_cuda_backend != nullptr, "device",
