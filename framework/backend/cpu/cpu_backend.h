@@ -60,6 +60,11 @@ class CpuBackend final : public Backend {
 
 CpuBackend& cpu_backend();
 
+// copy and fill where a tensor is bfloat16 (cpu_bfloat16.cpp), the only CPU kernels that
+// see that dtype.
+void copy_bfloat16(const Tensor& src, const Tensor& dst);
+void fill_bfloat16(const Tensor& dst, double value);
+
 // x viewed as (outer, n, inner) around `dim`, for kernels that work along one dim.
 struct DimSplit {
   int64_t outer = 1, n = 1, inner = 1;
