@@ -82,38 +82,6 @@ std::string isa_name(dnnl::cpu_isa isa) {
   return os.str();
 }
 
-// ---- per-thread state ---------------------------------------------------------------
-
-// The stream a thread executes on, and its scratchpad: the primitives are made with a
-// user scratchpad, so that oneDNN does not allocate (and, in its default mode, free
-// again) up to megabytes of it on every call.
-struct ThreadState {
-  dnnl::stream stream;
-  std::unique_ptr<char, decltype(&std::free)> scratch{nullptr, &std::free};
-  size_t scratch_bytes = 0;
-
-  ThreadState() : stream(runtime().engine) {}
-
-  char* scratchpad(size_t bytes) {
-    if (bytes > scratch_bytes) {
-      constexpr size_t kAlign = 4096;
-      const size_t size = (bytes + kAlign - 1) / kAlign * kAlign;
-      scratch.reset(static_cast<char*>(std::aligned_alloc(kAlign, size)));
-      if (!scratch) {
-        scratch_bytes = 0;
-        KILN_FAIL_OUT_OF_MEMORY("gemm", "cannot allocate oneDNN's scratchpad of ", size, " bytes");
-      }
-      scratch_bytes = size;
-    }
-    return scratch.get();
-  }
-};
-
-ThreadState& thread_state() {
-  thread_local ThreadState state;
-  return state;
-}
-
 // ---- the primitive cache ------------------------------------------------------------
 
 // Everything a primitive depends on: the operand types, the (batch, M, N, K) shape, the
@@ -186,6 +154,51 @@ class PrimitiveCache {
 PrimitiveCache& cache() {
   static PrimitiveCache* c = new PrimitiveCache;  // never destroyed, like the engine
   return *c;
+}
+
+// ---- per-thread state ---------------------------------------------------------------
+
+// A primitive as one thread runs it: its memory objects made once and re-pointed at each
+// call's operands, and the argument map that names them (making them anew cost ~2 us a
+// call, as much as a 64^3 product itself).
+struct Bound {
+  std::shared_ptr<const Entry> entry;
+  dnnl::memory a, b, c, scratch;
+  std::unordered_map<int, dnnl::memory> args;
+};
+
+// The stream a thread executes on, its scratchpad, and the primitives it used lately
+// (looked up without the shared cache's lock). The primitives are made with a user
+// scratchpad, so that oneDNN does not allocate (and, in its default mode, free again) up
+// to megabytes of it on every call.
+struct ThreadState {
+  static constexpr size_t kRecent = 64;  // then forgotten at once, and looked up again
+
+  dnnl::stream stream;
+  std::unique_ptr<char, decltype(&std::free)> scratch{nullptr, &std::free};
+  size_t scratch_bytes = 0;
+  std::unordered_map<Key, Bound, KeyHash> recent;
+
+  ThreadState() : stream(runtime().engine) {}
+
+  char* scratchpad(size_t bytes) {
+    if (bytes > scratch_bytes) {
+      constexpr size_t kAlign = 4096;
+      const size_t size = (bytes + kAlign - 1) / kAlign * kAlign;
+      scratch.reset(static_cast<char*>(std::aligned_alloc(kAlign, size)));
+      if (!scratch) {
+        scratch_bytes = 0;
+        KILN_FAIL_OUT_OF_MEMORY("gemm", "cannot allocate oneDNN's scratchpad of ", size, " bytes");
+      }
+      scratch_bytes = size;
+    }
+    return scratch.get();
+  }
+};
+
+ThreadState& thread_state() {
+  thread_local ThreadState state;
+  return state;
 }
 
 // ---- one oneDNN call ----------------------------------------------------------------
@@ -268,16 +281,28 @@ bool run_one(const Problem& p, const void* A, const void* B, float* C) {
   OneOmpThread one_thread;  // before a primitive is made: oneDNN fixes its thread count then
   ThreadState& ts = thread_state();
   const Key k = key_of(p);
-  std::shared_ptr<const Entry> e = cache().find(k);
-  if (!e) e = cache().insert(k, make_entry(p));
-  if (e->reference && p.batch > 1) return false;
-  const dnnl::engine& eng = runtime().engine;
-  dnnl::memory ma(e->a, eng, const_cast<void*>(A));
-  dnnl::memory mb(e->b, eng, const_cast<void*>(B));
-  dnnl::memory mc(e->c, eng, C);
-  dnnl::memory ms(e->scratch, eng, ts.scratchpad(e->scratch_bytes));
-  e->prim.execute(ts.stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc},
-                              {DNNL_ARG_SCRATCHPAD, ms}});
+  auto it = ts.recent.find(k);
+  if (it == ts.recent.end()) {
+    std::shared_ptr<const Entry> e = cache().find(k);
+    if (!e) e = cache().insert(k, make_entry(p));
+    if (ts.recent.size() >= ThreadState::kRecent) ts.recent.clear();
+    const dnnl::engine& eng = runtime().engine;
+    Bound b;
+    b.a = dnnl::memory(e->a, eng, const_cast<void*>(A));
+    b.b = dnnl::memory(e->b, eng, const_cast<void*>(B));
+    b.c = dnnl::memory(e->c, eng, C);
+    b.scratch = dnnl::memory(e->scratch, eng, ts.scratchpad(e->scratch_bytes));
+    b.args = {{DNNL_ARG_SRC, b.a}, {DNNL_ARG_WEIGHTS, b.b}, {DNNL_ARG_DST, b.c}, {DNNL_ARG_SCRATCHPAD, b.scratch}};
+    b.entry = std::move(e);
+    it = ts.recent.emplace(k, std::move(b)).first;
+  }
+  Bound& b = it->second;
+  if (b.entry->reference && p.batch > 1) return false;
+  b.a.set_data_handle(const_cast<void*>(A));
+  b.b.set_data_handle(const_cast<void*>(B));
+  b.c.set_data_handle(C);
+  b.scratch.set_data_handle(ts.scratchpad(b.entry->scratch_bytes));
+  b.entry->prim.execute(ts.stream, b.args);
   ts.stream.wait();
   return true;
 }
@@ -319,7 +344,8 @@ void rethrow_as_kiln(const char* op, int64_t M, int64_t N, int64_t K, F&& f) {
   try {
     f();
   } catch (const dnnl::error& e) {
-    KILN_FAIL(op, "oneDNN failed on (M, N, K) = (", M, ", ", N, ", ", K, "): ", e.what());
+    KILN_FAIL(op, "oneDNN failed on (M, N, K) = (", M, ", ", N, ", ", K, "), CPU ISA ",
+              isa_name(runtime().isa), ": ", e.what());
   }
 }
 
