@@ -24,11 +24,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -185,7 +185,9 @@ struct Impl {
   std::vector<double> gflops;
 };
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 // --clock cpu: the process's CPU time instead of the wall clock. At one thread this is
 // the time the work itself took, however often another process took the core meanwhile:
@@ -246,15 +248,21 @@ std::vector<Impl> kiln_impls(const Case& cs, Operands& o) {
   const float* fb = o.b.data<float>();
   float* c = o.c.data();
   v.emplace_back("dnnl f32", [=] {
-                 if (cs.batch == 1) onednn::gemm_f32(cs.ta, cs.tb, cs.m, cs.n, cs.k, fa, lda, fb, ldb, c, cs.n, false);
-                 else onednn::gemm_f32_batched(cs.batch, cs.ta, cs.tb, cs.m, cs.n, cs.k, fa, lda, sa, fb, ldb, sb, c, cs.n, sc, false);
-               });
+    if (cs.batch == 1)
+      onednn::gemm_f32(cs.ta, cs.tb, cs.m, cs.n, cs.k, fa, lda, fb, ldb, c, cs.n, false);
+    else
+      onednn::gemm_f32_batched(cs.batch, cs.ta, cs.tb, cs.m, cs.n, cs.k, fa, lda, sa, fb, ldb, sb, c, cs.n,
+                               sc, false);
+  });
   const uint16_t* ha = o.a16.data();
   const uint16_t* hb = o.b16.data();
   v.emplace_back("bf16", [=] {
-                 if (cs.batch == 1) onednn::gemm_bf16(cs.ta, cs.tb, cs.m, cs.n, cs.k, ha, lda, hb, ldb, c, cs.n, false);
-                 else onednn::gemm_bf16_batched(cs.batch, cs.ta, cs.tb, cs.m, cs.n, cs.k, ha, lda, sa, hb, ldb, sb, c, cs.n, sc, false);
-               });
+    if (cs.batch == 1)
+      onednn::gemm_bf16(cs.ta, cs.tb, cs.m, cs.n, cs.k, ha, lda, hb, ldb, c, cs.n, false);
+    else
+      onednn::gemm_bf16_batched(cs.batch, cs.ta, cs.tb, cs.m, cs.n, cs.k, ha, lda, sa, hb, ldb, sb, c, cs.n,
+                                sc, false);
+  });
   return v;
 }
 
@@ -268,8 +276,10 @@ void run_table(const std::vector<Case>& cases, int threads, int runs, double min
     std::vector<Impl> impls = kiln_impls(cs, o);
     RawOmp f32omp(cs, false, threads, o.a.data<float>(), o.b.data<float>(), o.c.data());
     RawOmp bf16omp(cs, true, threads, o.a16.data(), o.b16.data(), o.c.data());
-    impls.insert(impls.begin() + 2, Impl("f32 omp", [&] { f32omp(); }, true));
-    impls.emplace_back("bf16 omp", [&] { bf16omp(); }, true);
+    impls.insert(impls.begin() + 2, Impl(
+                                        "f32 omp", [&] { f32omp(); }, true));
+    impls.emplace_back(
+        "bf16 omp", [&] { bf16omp(); }, true);
     const double flops = 2.0 * static_cast<double>(cs.batch) * cs.m * cs.n * cs.k;
     for (Impl& im : impls) calibrate(im, min_time);
     for (int r = 0; r < runs; ++r)
@@ -279,21 +289,25 @@ void run_table(const std::vector<Case>& cases, int threads, int runs, double min
     if (cs.batch > 1) shape << " (" << cs.batch << ")";
     double g[5];
     for (int i = 0; i < 5; ++i) g[i] = median(impls[static_cast<size_t>(i)].gflops);
-    std::printf("%-10s %-22s %-20s %9.1f %9.1f %9.1f %9.1f %9.1f %8.2f %8.2f\n", cs.group.c_str(), cs.name.c_str(),
-                shape.str().c_str(), g[0], g[1], g[2], g[3], g[4], g[3] / g[0], g[1] / g[0]);
+    std::printf("%-10s %-22s %-20s %9.1f %9.1f %9.1f %9.1f %9.1f %8.2f %8.2f\n", cs.group.c_str(),
+                cs.name.c_str(), shape.str().c_str(), g[0], g[1], g[2], g[3], g[4], g[3] / g[0], g[1] / g[0]);
     std::fflush(stdout);
   }
 }
 
 // A TBB-partitioned fp32 matmul timed right after something else ran.
 void interference(int runs) {
-  std::printf("\nInterference: a 1024^3 fp32 Kiln matmul (OpenBLAS in TBB blocks, 2 threads) timed right after\n");
+  std::printf(
+      "\nInterference: a 1024^3 fp32 Kiln matmul (OpenBLAS in TBB blocks, 2 threads) timed right after\n");
   kiln::set_num_threads(2);
   Case cs{"", "", 1, 1024, 1024, 1024, false, false};
   Operands o(cs);
   kiln::Backend& cpu = kiln::backend_for(kiln::Device("cpu"));
   RawOmp omp2(cs, true, 2, o.a16.data(), o.b16.data(), o.c.data());
-  auto kiln_bf16 = [&] { onednn::gemm_bf16(false, false, 1024, 1024, 1024, o.a16.data(), 1024, o.b16.data(), 1024, o.c.data(), 1024, false); };
+  auto kiln_bf16 = [&] {
+    onednn::gemm_bf16(false, false, 1024, 1024, 1024, o.a16.data(), 1024, o.b16.data(), 1024, o.c.data(),
+                      1024, false);
+  };
   auto work = [&] { cpu.matmul(o.a_view, o.b_view, o.out); };
   struct Before {
     const char* name;
@@ -323,8 +337,11 @@ void interference(int runs) {
 
 // Whether each implementation gives the same bits at 1, 2 and 4 threads.
 void bits(const std::vector<Case>& cases) {
-  std::printf("\nSame bits at 1, 2 and 4 threads (Kiln's threads for blas/dnnl/bf16, OpenMP's for the omp columns)\n");
-  std::printf("%-10s %-22s %9s %9s %9s %9s %9s\n", "group", "case", "blas f32", "dnnl f32", "f32 omp", "bf16", "bf16 omp");
+  std::printf(
+      "\nSame bits at 1, 2 and 4 threads (Kiln's threads for blas/dnnl/bf16, OpenMP's for the omp "
+      "columns)\n");
+  std::printf("%-10s %-22s %9s %9s %9s %9s %9s\n", "group", "case", "blas f32", "dnnl f32", "f32 omp", "bf16",
+              "bf16 omp");
   for (const Case& cs : cases) {
     Operands o(cs);
     std::vector<std::vector<float>> first(5);
@@ -334,14 +351,18 @@ void bits(const std::vector<Case>& cases) {
       std::vector<Impl> impls = kiln_impls(cs, o);
       RawOmp f32omp(cs, false, t, o.a.data<float>(), o.b.data<float>(), o.c.data());
       RawOmp bf16omp(cs, true, t, o.a16.data(), o.b16.data(), o.c.data());
-      impls.insert(impls.begin() + 2, Impl("f32 omp", [&] { f32omp(); }, true));
-      impls.emplace_back("bf16 omp", [&] { bf16omp(); }, true);
+      impls.insert(impls.begin() + 2, Impl(
+                                          "f32 omp", [&] { f32omp(); }, true));
+      impls.emplace_back(
+          "bf16 omp", [&] { bf16omp(); }, true);
       for (size_t i = 0; i < 5; ++i) {
         impls[i].call();
         const float* r = i == 0 ? o.out.data<float>() : o.c.data();
         std::vector<float> got(r, r + cs.batch * cs.m * cs.n);
-        if (t == 1) first[i] = got;
-        else same[i] = same[i] && std::memcmp(got.data(), first[i].data(), got.size() * 4) == 0;
+        if (t == 1)
+          first[i] = got;
+        else
+          same[i] = same[i] && std::memcmp(got.data(), first[i].data(), got.size() * 4) == 0;
       }
     }
     std::printf("%-10s %-22s", cs.group.c_str(), cs.name.c_str());
@@ -368,19 +389,29 @@ int main(int argc, char** argv) {
   bool do_interference = false, do_bits = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if (arg == "--interference") do_interference = true;
-    else if (arg == "--bits") do_bits = true;
-    else if (i + 1 >= argc) usage(argv[0]);
-    else if (arg == "--threads") threads = std::atoi(argv[++i]);
-    else if (arg == "--runs") runs = std::atoi(argv[++i]);
-    else if (arg == "--min-time") min_time = std::atof(argv[++i]);
-    else if (arg == "--cases") groups = argv[++i];
-    else if (arg == "--clock") g_cpu_clock = std::string(argv[++i]) == "cpu";
-    else usage(argv[0]);
+    if (arg == "--interference")
+      do_interference = true;
+    else if (arg == "--bits")
+      do_bits = true;
+    else if (i + 1 >= argc)
+      usage(argv[0]);
+    else if (arg == "--threads")
+      threads = std::atoi(argv[++i]);
+    else if (arg == "--runs")
+      runs = std::atoi(argv[++i]);
+    else if (arg == "--min-time")
+      min_time = std::atof(argv[++i]);
+    else if (arg == "--cases")
+      groups = argv[++i];
+    else if (arg == "--clock")
+      g_cpu_clock = std::string(argv[++i]) == "cpu";
+    else
+      usage(argv[0]);
   }
   if (runs < 1 || min_time <= 0 || threads < 0) usage(argv[0]);
   if (!onednn::available() || !omp_set_num_threads) {
-    std::printf("%s\noneDNN (with its OpenMP runtime) is needed for this benchmark\n", kiln::config().c_str());
+    std::printf("%s\noneDNN (with its OpenMP runtime) is needed for this benchmark\n",
+                kiln::config().c_str());
     return 1;
   }
   if (threads > 0) kiln::set_num_threads(threads);
@@ -391,9 +422,12 @@ int main(int argc, char** argv) {
   std::vector<Case> cases;
   for (const Case& c : all_cases())
     if (("," + groups + ",").find("," + c.group + ",") != std::string::npos) cases.push_back(c);
-  if (do_bits) bits(cases);
-  else if (do_interference) interference(runs);
-  else run_table(cases, threads, runs, min_time);
+  if (do_bits)
+    bits(cases);
+  else if (do_interference)
+    interference(runs);
+  else
+    run_table(cases, threads, runs, min_time);
   std::printf("load average at end: %s\n", loadavg().c_str());
   return 0;
 }
