@@ -429,7 +429,7 @@ std::string describe() {
     return os.str();
   }
   os << ", ISA " << isa_name(runtime().isa) << ", bf16 GEMM: "
-     << (has_native_bf16() ? "native" : "emulated (Kiln computes bf16 in fp32)");
+     << (has_native_bf16() ? "native" : "emulated, slower than fp32");
   return os.str();
 }
 
