@@ -35,8 +35,10 @@ KILN_MULTIVERSION void layer_norm_row(const T* xr, const T* pw, const T* pb, T* 
   }
 }
 
-// One row of the backward: accumulates dw (n) and db (n) when given, writes gx (n) when given.
-template <class T>
+// One row of the backward: accumulates dw (n) and db (n) when given, writes gx (n) when
+// given (dw and db exactly when kWeightBias). Two sweeps over (g, x): the first takes the
+// row sums for gx and adds the row to dw and db, the second (only for gx) needs those sums.
+template <class T, bool kWeightBias>
 KILN_MULTIVERSION void layer_norm_backward_row(const T* gr, const T* xr, const T* pw, T mu, T rs, int64_t n, T* dw,
                                                T* db, T* gxr) {
   T lane_gw[rows::kLanes] = {}, lane_gwx[rows::kLanes] = {};
@@ -47,6 +49,10 @@ KILN_MULTIVERSION void layer_norm_backward_row(const T* gr, const T* xr, const T
       T gw = pw ? gr[i + k] * pw[i + k] : gr[i + k];
       lane_gw[k] += gw;
       lane_gwx[k] += gw * xh;
+      if constexpr (kWeightBias) {
+        dw[i + k] += gr[i + k] * xh;
+        db[i + k] += gr[i + k];
+      }
     }
   }
   double s_gw = 0, s_gwx = 0;
@@ -55,16 +61,14 @@ KILN_MULTIVERSION void layer_norm_backward_row(const T* gr, const T* xr, const T
     T gw = pw ? gr[i] * pw[i] : gr[i];
     s_gw += gw;
     s_gwx += static_cast<double>(gw) * xh;
+    if constexpr (kWeightBias) {
+      dw[i] += gr[i] * xh;
+      db[i] += gr[i];
+    }
   }
   for (int k = 0; k < rows::kLanes; ++k) {
     s_gw += lane_gw[k];
     s_gwx += lane_gwx[k];
-  }
-  if (dw) {
-    for (int64_t j = 0; j < n; ++j) {
-      dw[j] += gr[j] * ((xr[j] - mu) * rs);
-      db[j] += gr[j];
-    }
   }
   if (!gxr) return;
   const T m_gw = static_cast<T>(s_gw / static_cast<double>(n));
@@ -125,8 +129,12 @@ void CpuBackend::layer_norm_backward(const Tensor& g, const Tensor& x, const Ten
       T* dw = want_wb ? part_w.data() + c * n : nullptr;
       T* db = want_wb ? part_b.data() + c * n : nullptr;
       for (int64_t r = r0; r < r1; ++r) {
-        layer_norm_backward_row(pg + r * n, px + r * n, pw, pm[r], pr[r], n, dw, db, pgx ? pgx + r * n : nullptr);
-      }
+        T* gxr = pgx ? pgx + r * n : nullptr;
+        if (want_wb) {
+          layer_norm_backward_row<T, true>(pg + r * n, px + r * n, pw, pm[r], pr[r], n, dw, db, gxr);
+        } else {
+          layer_norm_backward_row<T, false>(pg + r * n, px + r * n, pw, pm[r], pr[r], n, dw, db, gxr);
+        }
     });
     if (!want_wb) return;
     T* gwp = grad_weight.defined() ? grad_weight.data<T>() : nullptr;
