@@ -1,4 +1,5 @@
-// LayerNorm over rows: x (rows, n) -> y (rows, n), mean (rows), rstd (rows).
+// LayerNorm over rows: x (rows, n) -> y (rows, n), mean (rows), rstd (rows); the same
+// after a residual add (add_layer_norm), and the backward.
 #include <cmath>
 #include <vector>
 
@@ -13,12 +14,12 @@ namespace {
 // The most row chunks a backward cuts the rows into (each keeps a partial dw and db).
 constexpr int64_t kMaxChunks = 64;
 
-// One row: x (n) -> y (n), its mean and 1/std. Two passes (mean, then centred squares):
-// no cancellation for large means.
+// One row: x (n) -> y (n), its mean and 1/std, given Σ x (`total`). Two passes (mean,
+// then centred squares): no cancellation for large means. yr may be xr.
 template <class T>
-KILN_MULTIVERSION void layer_norm_row(const T* xr, const T* pw, const T* pb, T* yr, int64_t n, double eps, T* mean,
-                                      T* rstd) {
-  const T mu = static_cast<T>(rows::sum(xr, n) / static_cast<double>(n));
+inline void layer_norm_row_from_sum(const T* xr, double total, const T* pw, const T* pb, T* yr, int64_t n,
+                                    double eps, T* mean, T* rstd) {
+  const T mu = static_cast<T>(total / static_cast<double>(n));
   const double v = rows::sum_sq_dev(xr, mu, n);
   const T rs = static_cast<T>(1.0 / std::sqrt(v / static_cast<double>(n) + eps));
   *mean = mu;
@@ -33,6 +34,37 @@ KILN_MULTIVERSION void layer_norm_row(const T* xr, const T* pw, const T* pb, T* 
       yr[j] = h;
     }
   }
+}
+
+template <class T>
+KILN_MULTIVERSION void layer_norm_row(const T* xr, const T* pw, const T* pb, T* yr, int64_t n, double eps, T* mean,
+                                      T* rstd) {
+  layer_norm_row_from_sum(xr, rows::sum(xr, n), pw, pb, yr, n, eps, mean, rstd);
+}
+
+// One row of add_layer_norm: s = x + r (n) into sr, then s normalised into yr (which may
+// be sr). The sum of s is taken as it is written, lane for lane as rows::sum(s) would,
+// so y has the bits of layer_norm_row(s).
+template <class T>
+KILN_MULTIVERSION void add_layer_norm_row(const T* xr, const T* rr, const T* pw, const T* pb, T* sr, T* yr,
+                                          int64_t n, double eps, T* mean, T* rstd) {
+  T lane[rows::kLanes] = {};
+  int64_t i = 0;
+  for (; i + rows::kLanes <= n; i += rows::kLanes) {
+    for (int k = 0; k < rows::kLanes; ++k) {
+      const T s = xr[i + k] + rr[i + k];
+      sr[i + k] = s;
+      lane[k] += s;
+    }
+  }
+  double total = 0;
+  for (; i < n; ++i) {
+    const T s = xr[i] + rr[i];
+    sr[i] = s;
+    total += s;
+  }
+  for (int k = 0; k < rows::kLanes; ++k) total += lane[k];
+  layer_norm_row_from_sum(sr, total, pw, pb, yr, n, eps, mean, rstd);
 }
 
 // One row of the backward: accumulates dw (n) and db (n) when given, writes gx (n) when
@@ -103,6 +135,31 @@ void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor&
   });
 }
 
+void CpuBackend::add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                                double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
+                                const Tensor& rstd) {
+  const int64_t rows = mean.numel();
+  const int64_t n = rows ? x.numel() / rows : 0;
+  visit_floating("add_layer_norm", x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* px = x.data<T>();
+    const T* pres = residual.data<T>();
+    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
+    const T* pb = bias.defined() ? bias.data<T>() : nullptr;
+    T* py = y.data<T>();
+    // Without a sum to keep, each row's sum is written into y and normalised there.
+    T* ps = sum.defined() ? sum.data<T>() : py;
+    T* pm = mean.data<T>();
+    T* pr = rstd.data<T>();
+    parallel_for(rows, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(n * 4, 1)),
+                 [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        add_layer_norm_row(px + r * n, pres + r * n, pw, pb, ps + r * n, py + r * n, n, eps, pm + r, pr + r);
+      }
+    });
+  });
+}
+
 // dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)), gw = g * w, xhat = (x - mean) * rstd;
 // dw = sum_rows g * xhat; db = sum_rows g. Rows are split into chunks, each with its own
 // partial dw/db, summed at the end in chunk order.
@@ -135,6 +192,7 @@ void CpuBackend::layer_norm_backward(const Tensor& g, const Tensor& x, const Ten
         } else {
           layer_norm_backward_row<T, false>(pg + r * n, px + r * n, pw, pm[r], pr[r], n, dw, db, gxr);
         }
+      }
     });
     if (!want_wb) return;
     T* gwp = grad_weight.defined() ? grad_weight.data<T>() : nullptr;
