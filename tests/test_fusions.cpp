@@ -1,7 +1,10 @@
 // Issue 15's fusions outside the GEMMs:
 //   - add_layer_norm (a residual add and the layer norm reading its sum, one pass) and
 //     add_layer_norm_with_sum (pre-norm): forward and gradients with the bits of
-//     layer_norm(add(x, r)), x and r given one gradient tensor, errors.
+//     layer_norm(add(x, r)), x and r given one gradient tensor, errors;
+//   - the decoders' KVCache, which appends into room that doubles instead of
+//     concatenating onto the whole cache each step: its views, growth and beam
+//     reordering, and 220 decoded tokens equal to the uncached path's.
 // (Gradient checks of add_layer_norm: the table of test_gradcheck.cpp.)
 #include <doctest/doctest.h>
 
@@ -10,8 +13,10 @@
 #include <vector>
 
 #include "test_util.h"
+#include "transformer/kiln_transformer.h"
 
 using namespace kiln;
+namespace tr = kiln::transformer;
 
 namespace {
 
@@ -176,4 +181,141 @@ TEST_CASE("add_layer_norm: bad input names the op and what was given") {
                      "float64");
   CHECK_ERROR_STARTS("[add_layer_norm]", add_layer_norm(x, x, {3}, Tensor(), Tensor(), -1.0), "eps", "-1");
   CHECK_ERROR_STARTS("[add_layer_norm]", add_layer_norm_with_sum(x, ones({2, 4}), {3}), "residual", "(2, 4)");
+}
+
+// ====================================================================== KVCache
+
+namespace {
+
+// (N, L, E) values numbered from `start`, so every position is recognisable.
+Tensor positions(int64_t N, int64_t L, int64_t E, double start) {
+  return arange(start, start + static_cast<double>(N * L * E), 1.0).reshape({N, L, E});
+}
+
+}  // namespace
+
+TEST_CASE("KVCache: appends into room that doubles; the views see the filled part; beams reorder it") {
+  tr::KVCache c;
+  CHECK(c.empty());
+  CHECK(c.length() == 0);
+  CHECK_FALSE(c.k().defined());
+  std::vector<Tensor> ks, vs;
+  std::vector<int64_t> capacities;
+  const void* data = nullptr;
+  int64_t moves = 0;
+  for (int64_t step = 0; step < 40; ++step) {
+    const int64_t L = step == 0 ? 3 : 1;  // a prompt of three positions, then one at a time
+    Tensor k = positions(2, L, 4, 1000.0 * static_cast<double>(step)), v = mul(k, -1.0);
+    c.append(k, v);
+    ks.push_back(k);
+    vs.push_back(v);
+    if (capacities.empty() || capacities.back() != c.capacity()) capacities.push_back(c.capacity());
+    if (c.k().data_ptr() != data) ++moves;
+    data = c.k().data_ptr();
+  }
+  CHECK(c.length() == 42);
+  CHECK(c.batch() == 2);
+  // The first append keeps the given tensors; then 16, doubled as it fills.
+  CHECK(capacities == std::vector<int64_t>{3, 16, 32, 64});
+  CHECK(moves == 4);  // the keys moved only when the room grew
+  check_bits("keys", c.k(), cat(ks, 1));
+  check_bits("values", c.v(), cat(vs, 1));
+  // A view taken earlier still shows its positions after later appends.
+  Tensor early = c.k();
+  c.append(positions(2, 1, 4, -5.0), positions(2, 1, 4, -6.0));
+  check_bits("an earlier view", early, cat(ks, 1));
+  ks.push_back(positions(2, 1, 4, -5.0));
+  vs.push_back(positions(2, 1, 4, -6.0));
+  // Beams: rows picked (and repeated) by index, the room kept, appends go on.
+  Tensor index = from_vector<int64_t>({1, 1, 0}, {3});
+  c.select_batch(index);
+  CHECK(c.batch() == 3);
+  CHECK(c.length() == 43);
+  CHECK(c.capacity() == 64);
+  check_bits("reordered keys", c.k(), index_select(cat(ks, 1), 0, index));
+  check_bits("reordered values", c.v(), index_select(cat(vs, 1), 0, index));
+  const void* before = c.k().data_ptr();
+  c.append(positions(3, 2, 4, 7.0), positions(3, 2, 4, 8.0));
+  CHECK(c.k().data_ptr() == before);
+  check_bits("keys after reorder and append", c.k(),
+             cat({index_select(cat(ks, 1), 0, index), positions(3, 2, 4, 7.0)}, 1));
+  // assign: contents replaced, as given.
+  Tensor mk = positions(3, 5, 4, 0.0);
+  c.assign(mk, mk);
+  CHECK(c.length() == 5);
+  CHECK(c.k().data_ptr() == mk.data_ptr());
+  // Appends that do not fit the cache are errors naming both shapes.
+  CHECK_ERROR_STARTS("[KVCache::append]", c.append(positions(2, 1, 4, 0), positions(2, 1, 4, 0)), "(2, 1, 4)",
+                     "(3, 5, 4)");
+  CHECK_ERROR_STARTS("[KVCache::append]", c.append(positions(3, 1, 5, 0), positions(3, 1, 4, 0)), "(3, 1, 5)");
+  CHECK_ERROR_STARTS("[KVCache::append]", c.append(ones({3, 4}), ones({3, 4})), "(3, 4)");
+}
+
+TEST_CASE("KVCache: under grad mode the new positions keep their gradient (concatenated, no in-place write)") {
+  manual_seed(3);
+  tr::MultiheadAttention mha(8, 2, {.batch_first = true});
+  tr::KVCache cache;
+  Tensor x = randn({2, 3, 8}).requires_grad_();
+  Tensor total;
+  for (int64_t i = 0; i < 3; ++i) {
+    Tensor xi = x.narrow(1, i, 1);
+    Tensor out = mha.forward_cached(xi, xi, cache, /*static_kv=*/false).output;
+    total = total.defined() ? add(total, sum(out)) : sum(out);
+  }
+  CHECK(cache.length() == 3);
+  total.backward();  // no step's saved keys were overwritten
+  REQUIRE(x.grad().defined());
+  // The same as attention over the whole prefix with a causal mask, summed.
+  Tensor xr = x.detach().requires_grad_();
+  Tensor full = mha.forward(xr, xr, xr, Tensor(), false, tr::causal_mask(3)).output;
+  sum(full).backward();
+  CHECK(max(abs(sub(x.grad(), xr.grad()))).item() < 1e-5);
+}
+
+TEST_CASE("cached decoding of 220 tokens gives the tokens of the uncached path (greedy and beam search)") {
+  // A random float64 model (no near-ties between cached and uncached logits) whose end
+  // token never wins, so every sentence runs the whole max_len.
+  tr::Seq2SeqOptions o;
+  o.src_vocab_size = 30;
+  o.tgt_vocab_size = 40;
+  o.d_model = 16;
+  o.nhead = 2;
+  o.num_encoder_layers = 1;
+  o.num_decoder_layers = 2;
+  o.dim_feedforward = 32;
+  o.dropout = 0.0;
+  o.max_len = 256;
+  manual_seed(17);
+  tr::Seq2SeqTransformer model(o);
+  model.to(kFloat64);
+  tr::DecodeOptions d;
+  d.bos_id = 1;
+  d.eos_id = 2;
+  d.max_len = 220;
+  {
+    NoGradGuard no_grad;
+    model.generator->bias.narrow(0, d.eos_id, 1).fill_(-1e9);
+  }
+  Tensor src = data::pad_sequences({{4, 5, 6, 7, 8}, {9, 10, 11}});
+  std::vector<std::vector<int64_t>> cached = tr::greedy_decode(model, src, d);
+  d.use_cache = false;
+  std::vector<std::vector<int64_t>> full = tr::greedy_decode(model, src, d);
+  REQUIRE(cached.size() == 2);
+  CHECK(cached[0].size() == 220);
+  CHECK(cached[1].size() == 220);
+  CHECK(cached == full);
+  tr::BeamOptions b;
+  static_cast<tr::DecodeOptions&>(b) = d;
+  b.beam_width = 3;
+  Tensor one = src.narrow(0, 0, 1);
+  std::vector<tr::Hypothesis> hf = tr::beam_search(model, one, b);
+  b.use_cache = true;
+  std::vector<tr::Hypothesis> hc = tr::beam_search(model, one, b);
+  REQUIRE(hc.size() == hf.size());
+  REQUIRE_FALSE(hc.empty());
+  CHECK(hc.front().tokens.size() == 220);
+  for (size_t k = 0; k < hc.size(); ++k) {
+    CHECK(hc[k].tokens == hf[k].tokens);
+    CHECK(hc[k].log_prob == doctest::Approx(hf[k].log_prob).epsilon(1e-9));
+  }
 }
