@@ -15,7 +15,7 @@ namespace {
 constexpr int64_t kMaxChunks = 64;
 
 // One row: x (n) -> y (n), its mean and 1/std, given Σ x (`total`). Two passes (mean,
-// then centred squares): no cancellation for large means. yr may be xr.
+// then centred squares): no cancellation for large means.
 template <class T>
 inline void layer_norm_row_from_sum(const T* xr, double total, const T* pw, const T* pb, T* yr, int64_t n,
                                     double eps, T* mean, T* rstd) {
@@ -42,35 +42,19 @@ KILN_MULTIVERSION void layer_norm_row(const T* xr, const T* pw, const T* pb, T* 
   layer_norm_row_from_sum(xr, rows::sum(xr, n), pw, pb, yr, n, eps, mean, rstd);
 }
 
-// One row of add_layer_norm: s = x + r (n) into sr, then s normalised into yr (which may
-// be sr). The sum of s is taken as it is written, lane for lane as rows::sum(s) would,
-// so y has the bits of layer_norm_row(s).
+// One row of add_layer_norm: s = x + r (n) into sr, then s normalised into yr, with the
+// bits of layer_norm_row(s). The row of s is still in L1 when it is summed and
+// normalised. (Summing s as it is written, in the same lanes, gave the same bits but
+// made GCC interleave the lanes with permutes: 1.5x slower than add then layer_norm.)
 template <class T>
 KILN_MULTIVERSION void add_layer_norm_row(const T* xr, const T* rr, const T* pw, const T* pb, T* sr, T* yr,
                                           int64_t n, double eps, T* mean, T* rstd) {
-  T lane[rows::kLanes] = {};
-  int64_t i = 0;
-  for (; i + rows::kLanes <= n; i += rows::kLanes) {
-    for (int k = 0; k < rows::kLanes; ++k) {
-      const T s = xr[i + k] + rr[i + k];
-      sr[i + k] = s;
-      lane[k] += s;
-    }
-  }
-  double total = 0;
-  for (; i < n; ++i) {
-    const T s = xr[i] + rr[i];
-    sr[i] = s;
-    total += s;
-  }
-  for (int k = 0; k < rows::kLanes; ++k) total += lane[k];
-  layer_norm_row_from_sum(sr, total, pw, pb, yr, n, eps, mean, rstd);
+  for (int64_t j = 0; j < n; ++j) sr[j] = xr[j] + rr[j];
+  layer_norm_row_from_sum(sr, rows::sum(sr, n), pw, pb, yr, n, eps, mean, rstd);
 }
 
-// One row of the backward: accumulates dw (n) and db (n) when given, writes gx (n) when
-// given (dw and db exactly when kWeightBias). Two sweeps over (g, x): the first takes the
-// row sums for gx and adds the row to dw and db, the second (only for gx) needs those sums.
-template <class T, bool kWeightBias>
+// One row of the backward: accumulates dw (n) and db (n) when given, writes gx (n) when given.
+template <class T>
 KILN_MULTIVERSION void layer_norm_backward_row(const T* gr, const T* xr, const T* pw, T mu, T rs, int64_t n, T* dw,
                                                T* db, T* gxr) {
   T lane_gw[rows::kLanes] = {}, lane_gwx[rows::kLanes] = {};
@@ -81,10 +65,6 @@ KILN_MULTIVERSION void layer_norm_backward_row(const T* gr, const T* xr, const T
       T gw = pw ? gr[i + k] * pw[i + k] : gr[i + k];
       lane_gw[k] += gw;
       lane_gwx[k] += gw * xh;
-      if constexpr (kWeightBias) {
-        dw[i + k] += gr[i + k] * xh;
-        db[i + k] += gr[i + k];
-      }
     }
   }
   double s_gw = 0, s_gwx = 0;
@@ -93,14 +73,16 @@ KILN_MULTIVERSION void layer_norm_backward_row(const T* gr, const T* xr, const T
     T gw = pw ? gr[i] * pw[i] : gr[i];
     s_gw += gw;
     s_gwx += static_cast<double>(gw) * xh;
-    if constexpr (kWeightBias) {
-      dw[i] += gr[i] * xh;
-      db[i] += gr[i];
-    }
   }
   for (int k = 0; k < rows::kLanes; ++k) {
     s_gw += lane_gw[k];
     s_gwx += lane_gwx[k];
+  }
+  if (dw) {
+    for (int64_t j = 0; j < n; ++j) {
+      dw[j] += gr[j] * ((xr[j] - mu) * rs);
+      db[j] += gr[j];
+    }
   }
   if (!gxr) return;
   const T m_gw = static_cast<T>(s_gw / static_cast<double>(n));
@@ -147,14 +129,16 @@ void CpuBackend::add_layer_norm(const Tensor& x, const Tensor& residual, const T
     const T* pw = weight.defined() ? weight.data<T>() : nullptr;
     const T* pb = bias.defined() ? bias.data<T>() : nullptr;
     T* py = y.data<T>();
-    // Without a sum to keep, each row's sum is written into y and normalised there.
-    T* ps = sum.defined() ? sum.data<T>() : py;
+    T* ps = sum.defined() ? sum.data<T>() : nullptr;
     T* pm = mean.data<T>();
     T* pr = rstd.data<T>();
     parallel_for(rows, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(n * 4, 1)),
                  [&](int64_t r0, int64_t r1) {
+      // Without a sum to keep, each row's sum lives in one row of scratch per task.
+      std::vector<T> scratch(ps ? 0 : static_cast<size_t>(n));
       for (int64_t r = r0; r < r1; ++r) {
-        add_layer_norm_row(px + r * n, pres + r * n, pw, pb, ps + r * n, py + r * n, n, eps, pm + r, pr + r);
+        T* sr = ps ? ps + r * n : scratch.data();
+        add_layer_norm_row(px + r * n, pres + r * n, pw, pb, sr, py + r * n, n, eps, pm + r, pr + r);
       }
     });
   });
@@ -186,12 +170,7 @@ void CpuBackend::layer_norm_backward(const Tensor& g, const Tensor& x, const Ten
       T* dw = want_wb ? part_w.data() + c * n : nullptr;
       T* db = want_wb ? part_b.data() + c * n : nullptr;
       for (int64_t r = r0; r < r1; ++r) {
-        T* gxr = pgx ? pgx + r * n : nullptr;
-        if (want_wb) {
-          layer_norm_backward_row<T, true>(pg + r * n, px + r * n, pw, pm[r], pr[r], n, dw, db, gxr);
-        } else {
-          layer_norm_backward_row<T, false>(pg + r * n, px + r * n, pw, pm[r], pr[r], n, dw, db, gxr);
-        }
+        layer_norm_backward_row(pg + r * n, px + r * n, pw, pm[r], pr[r], n, dw, db, pgx ? pgx + r * n : nullptr);
       }
     });
     if (!want_wb) return;
