@@ -226,14 +226,20 @@ TEST_CASE("KVCache: appends into room that doubles; the views see the filled par
   check_bits("an earlier view", early, cat(ks, 1));
   ks.push_back(positions(2, 1, 4, -5.0));
   vs.push_back(positions(2, 1, 4, -6.0));
-  // Beams: rows picked (and repeated) by index, the room kept, appends go on.
-  Tensor index = from_vector<int64_t>({1, 1, 0}, {3});
+  // Beams: rows picked (and repeated) by index, negative ones from the end, the room
+  // kept, appends go on.
+  Tensor index = from_vector<int64_t>({1, -1, 0}, {3});
   c.select_batch(index);
   CHECK(c.batch() == 3);
   CHECK(c.length() == 43);
   CHECK(c.capacity() == 64);
   check_bits("reordered keys", c.k(), index_select(cat(ks, 1), 0, index));
   check_bits("reordered values", c.v(), index_select(cat(vs, 1), 0, index));
+  CHECK_ERROR_STARTS("[KVCache::select_batch]", c.select_batch(from_vector<int64_t>({0, 3}, {2})), "index 3",
+                     "3 rows");
+  CHECK_ERROR_STARTS("[KVCache::select_batch]", c.select_batch(from_vector<int64_t>({0, 1}, {1, 2})), "(1, 2)");
+  CHECK_ERROR_STARTS("[KVCache::select_batch]", c.select_batch(from_vector<double>({0}, {1})), "float64");
+  CHECK(c.batch() == 3);  // unchanged by the refused calls
   const void* before = c.k().data_ptr();
   c.append(positions(3, 2, 4, 7.0), positions(3, 2, 4, 8.0));
   CHECK(c.k().data_ptr() == before);

@@ -98,12 +98,30 @@ void KVCache::append(const Tensor& k_new, const Tensor& v_new) {
 
 void KVCache::select_batch(const Tensor& index) {
   if (empty()) return;
-  // The filled part only, into buffers of the same room: the next append does not grow.
   NoGradGuard no_grad;
+  if (capacity() == length_) {  // no room to keep (a cross-attention's memory)
+    k_ = index_select(k_, 0, index);
+    v_ = index_select(v_, 0, index);
+    return;
+  }
+  const char* op = "KVCache::select_batch";
+  KILN_CHECK(index.defined() && index.dtype() == kInt64 && index.dim() == 1, op,
+             "expected a 1-D int64 index of rows, got ",
+             index.defined() ? dtype_name(index.dtype()) + std::string(" ") + shape_str(index.shape())
+                             : std::string("undefined"));
+  const int64_t n = batch();
+  std::vector<int64_t> rows = index.to_vector<int64_t>();
+  for (int64_t& r : rows) {
+    KILN_CHECK(r >= -n && r < n, op, "index ", r, " is out of range for a cache of ", n, " rows");
+    if (r < 0) r += n;
+  }
+  // Row by row into buffers of the same room: one copy of the filled part (index_select
+  // and then a copy into the room would be two), and the next append does not grow.
   auto select = [&](const Tensor& buf) {
-    if (capacity() == length_) return index_select(buf, 0, index);
-    Tensor b = kiln::empty({index.numel(), capacity(), buf.size(2)}, TensorOptions(buf.dtype()).device(buf.device()));
-    b.narrow(1, 0, length_).copy_(index_select(buf.narrow(1, 0, length_), 0, index));
+    Tensor b = kiln::empty({static_cast<int64_t>(rows.size()), capacity(), buf.size(2)},
+                           TensorOptions(buf.dtype()).device(buf.device()));
+    for (size_t i = 0; i < rows.size(); ++i)
+      b.select(0, static_cast<int64_t>(i)).narrow(0, 0, length_).copy_(buf.select(0, rows[i]).narrow(0, 0, length_));
     return b;
   };
   k_ = select(k_);
