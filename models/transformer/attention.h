@@ -55,7 +55,8 @@ class KVCache {
   // when full. Where the new positions need a gradient (grad mode, inputs requiring
   // grad) the cache is concatenated instead, as differentiable ops.
   void append(const Tensor& k_new, const Tensor& v_new);
-  // Keeps the rows of `index` (N' int64), for reordering beams; the room is kept.
+  // Keeps the rows of `index` (N' int64; negative counts from the end), for reordering
+  // beams; the room is kept. An index out of range is "[KVCache::select_batch] …".
   void select_batch(const Tensor& index);
 
  private:
