@@ -649,6 +649,14 @@ TEST_SUITE("gpu") {
          {R({5, 700}), R({700})}},
         {"layer_norm bias only, permuted", [](V x, Device) { return layer_norm(x[0], {3, 2}, Tensor(), x[1]); },
          {Pm({2, 3, 2}), S({3, 2})}},
+        {"add_layer_norm", [](V x, Device) { return add_layer_norm(x[0], x[1], {16}, x[2], x[3]); },
+         {R({2, 3, 16}), R({2, 3, 16}), R({16}), R({16})}},
+        {"add_layer_norm wide, strided residual", [](V x, Device) { return add_layer_norm(x[0], x[1], {700}, x[2]); },
+         {R({5, 700}), S({5, 700}), R({700})}},
+        {"add_layer_norm_with_sum", [](V x, Device) {
+           SumAndNorm r = add_layer_norm_with_sum(x[0], x[1], {3, 4}, Tensor(), x[2]);
+           return cat({r.sum.reshape({-1}) * 0.5, r.norm.reshape({-1})}, 0);
+         }, {R({2, 3, 4}), R({2, 3, 4}), R({3, 4})}},
         {"embedding", [](V x, Device d) { return embedding(x[0], ids({0, 2, 4, 2, 1, 0}, {2, 3}, d)); },
          {R({5, 3})}},
         {"embedding padding_idx", [](V x, Device d) { return embedding(x[0], ids({0, 2, 4, 2, 1, 2}, {2, 3}, d), 2); },

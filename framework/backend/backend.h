@@ -109,6 +109,14 @@ class Backend {
   virtual void layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight,
                                    const Tensor& mean, const Tensor& rstd, const Tensor& grad_x,
                                    const Tensor& grad_weight, const Tensor& grad_bias) = 0;
+  // layer_norm of s = x + residual, the sum rounded to x's dtype first: the bits of a
+  // binary Add then layer_norm, in one pass (a post-norm Transformer layer's residual
+  // add and its norm). x, residual (rows, n) contiguous; weight, bias, y, mean and rstd
+  // as layer_norm's. sum (rows, n) receives s when defined (the backward needs it);
+  // undefined, s is not kept.
+  virtual void add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                              double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
+                              const Tensor& rstd) = 0;
 
   // out (*idx, D) = weight[idx]; throws "[embedding] index … out of range" on bad ids.
   virtual void embedding(const Tensor& weight, const Tensor& indices, const Tensor& out) = 0;
