@@ -198,6 +198,18 @@ void BFloat16Staged::layer_norm(const Tensor& x, const Tensor& weight, const Ten
   s.finish();
 }
 
+// In bfloat16 the sum is rounded to bfloat16 before it is normalised (the contract: the
+// bits of add then layer_norm), so the two steps are staged one after the other.
+void BFloat16Staged::add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                                    const Tensor& bias, double eps, const Tensor& sum, const Tensor& y,
+                                    const Tensor& mean, const Tensor& rstd) {
+  if (!any_bf16({&x, &residual, &weight, &bias, &sum, &y, &mean, &rstd}))
+    return inner_.add_layer_norm(x, residual, weight, bias, eps, sum, y, mean, rstd);
+  const Tensor s = sum.defined() ? sum : Tensor::empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
+  binary(BinaryOp::Add, x, residual, s);
+  layer_norm(s, weight, bias, eps, y, mean, rstd);
+}
+
 void BFloat16Staged::layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight, const Tensor& mean,
                                          const Tensor& rstd, const Tensor& grad_x, const Tensor& grad_weight,
                                          const Tensor& grad_bias) {
