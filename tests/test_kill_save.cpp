@@ -47,11 +47,11 @@ pid_t spawn_save_loop(const std::string& exe, const std::string& dir, FILE*& out
   return pid;
 }
 
-// The temporaries of ckpt.safetensors in dir (io::atomic_temp_path's "<name>.tmp.<pid>.<n>").
+// The temporaries of ckpt.safetensors in dir (io::atomic_temp_path's names).
 std::vector<std::string> temporaries(const fs::path& dir) {
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().filename().string().rfind("ckpt.safetensors.tmp.", 0) == 0) names.push_back(e.path().filename());
+    if (io::is_atomic_temp_of(e.path().filename().string(), "ckpt.safetensors")) names.push_back(e.path().filename());
   return names;
 }
 
