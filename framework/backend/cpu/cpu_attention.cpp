@@ -4,14 +4,19 @@
 // lives only for the task. Backward rebuilds P from q, k and lse (one more GEMM) and
 // the dropout mask from its Philox counters, so nothing of size L·S outlives a call:
 // for the seed Transformer that is 3 tensors of 20 MB per attention layer not kept
-// between forward and backward.
+// between forward and backward. Autocast's mixed form (bfloat16 q, k, v) runs the same
+// passes with bfloat16 GEMMs (below, attention_mixed).
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "backend/bfloat16_staged.h"
+#include "backend/cpu/bfloat16_convert.h"
 #include "backend/cpu/blas.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/onednn_gemm.h"
 #include "backend/cpu/multiversion.h"
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/philox_words.h"
@@ -239,12 +244,149 @@ void attention_backward_typed(const Tensor& g, const Tensor& q, const Tensor& k,
   });
 }
 
+// ---- autocast's mixed attention: bfloat16 q, k, v; float32 softmax, outputs, gradients
+//
+// Every GEMM takes bfloat16 operands with float32 accumulation: oneDNN's bf16 GEMM on
+// the bits (Low = uint16_t) where the CPU has bf16 units, else OpenBLAS's sgemm on the
+// same values held as floats (Low = float: identical products, summed in another
+// order). What a GEMM reads besides q, k and v (P', g, scale · dS) is rounded to
+// bfloat16 first, into a per-task buffer. oneDNN has no alpha here, so the scale of the
+// scores is applied in the row pass.
+
+KILN_MULTIVERSION void round_to_values(const float* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = float_from_bf16_bits(bf16_bits_from_float(src[i]));
+}
+
+// dst (n) = src (n) rounded to bfloat16, as bits or as floats.
+template <class Low>
+void round_low(const float* src, Low* dst, int64_t n) {
+  if constexpr (std::is_same_v<Low, uint16_t>) {
+    float_to_bf16(src, dst, n);
+  } else {
+    round_to_values(src, dst, n);
+  }
+}
+
+// C (m, n) = op(A) op(B) in float32, also when k is 0.
+void gemm_low(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda, const uint16_t* b,
+              int64_t ldb, float* c, int64_t ldc) {
+  onednn::gemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, /*accumulate=*/false);
+}
+void gemm_low(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+              int64_t ldb, float* c, int64_t ldc) {
+  gemm0<float>(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, c, ldc);
+}
+
+// Problem (n, h)'s matrix of a bfloat16 tensor (Low = uint16_t) or of its float32 copy.
+template <class Low>
+HeadMatrix<const Low> low_head(const Tensor& t, int64_t n, int64_t h) {
+  if constexpr (std::is_same_v<Low, uint16_t>) {
+    const HeadMatrix<bfloat16> m = head<bfloat16>(t, n, h);
+    return {reinterpret_cast<const uint16_t*>(m.data), m.ld};
+  } else {
+    const HeadMatrix<float> m = head<float>(t, n, h);
+    return {m.data, m.ld};
+  }
+}
+
+template <class Low>
+void attention_mixed(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Problem& pr,
+                     const Tensor& out, const Tensor& lse) {
+  float* lse_all = lse.data<float>();
+  const float keep_scale = static_cast<float>(1.0 / (1.0 - pr.p)), scale = static_cast<float>(pr.scale);
+  for_each_problem(pr, [&](int64_t n, int64_t h, int64_t b) {
+    thread_local std::vector<float> scores;
+    thread_local std::vector<Low> weights;
+    thread_local std::vector<uint32_t> words;
+    scores.resize(static_cast<size_t>(pr.L * pr.S));
+    weights.resize(static_cast<size_t>(pr.L * pr.S));
+    auto qh = low_head<Low>(q, n, h), kh = low_head<Low>(k, n, h), vh = low_head<Low>(v, n, h);
+    auto oh = head<float>(out, n, h);
+    // scores (L, S) = q (L, E) @ k (S, E)ᵀ, scaled below
+    gemm_low(false, true, pr.L, pr.S, pr.E, qh.data, qh.ld, kh.data, kh.ld, scores.data(), pr.S);
+    if (pr.p > 0) problem_words(pr, b, words);
+    for (int64_t l = 0; l < pr.L; ++l) {
+      float* row = scores.data() + l * pr.S;
+      scale_row(row, scale, pr.S);
+      apply_mask_row(row, mask_row<float>(mask, n, h, l), pr.S);
+      const double sum = exp_row(row, pr.S, lse_all[b * pr.L + l]);
+      const float inv = static_cast<float>(1.0 / sum);
+      if (pr.p > 0) {
+        drop_row(row, words.data() + l * pr.S, pr.threshold, inv * keep_scale, pr.S);
+      } else {
+        scale_row(row, inv, pr.S);
+      }
+    }
+    // out (L, Ev) = P' (L, S) @ v (S, Ev), P' rounded
+    round_low(scores.data(), weights.data(), pr.L * pr.S);
+    gemm_low(false, false, pr.L, pr.Ev, pr.S, weights.data(), pr.S, vh.data, vh.ld, oh.data, oh.ld);
+  });
+}
+
+template <class Low>
+void attention_backward_mixed(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v,
+                              const Tensor& mask, const Tensor& out, const Tensor& lse, const Problem& pr,
+                              const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v) {
+  const float* lse_all = lse.data<float>();
+  const float keep_scale = static_cast<float>(1.0 / (1.0 - pr.p)), scale = static_cast<float>(pr.scale);
+  for_each_problem(pr, [&](int64_t n, int64_t h, int64_t b) {
+    thread_local std::vector<float> probs, dprobs;
+    thread_local std::vector<Low> low, g_low;
+    thread_local std::vector<uint32_t> words;
+    probs.resize(static_cast<size_t>(pr.L * pr.S));
+    dprobs.resize(static_cast<size_t>(pr.L * pr.S));
+    low.resize(static_cast<size_t>(pr.L * pr.S));
+    g_low.resize(static_cast<size_t>(pr.L * pr.Ev));
+    auto qh = low_head<Low>(q, n, h), kh = low_head<Low>(k, n, h), vh = low_head<Low>(v, n, h);
+    auto gh = head<float>(g, n, h), oh = head<float>(out, n, h);
+    auto gqh = head<float>(grad_q, n, h), gkh = head<float>(grad_k, n, h), gvh = head<float>(grad_v, n, h);
+    // P (L, S) = exp(scale · q kᵀ + mask - lse)
+    gemm_low(false, true, pr.L, pr.S, pr.E, qh.data, qh.ld, kh.data, kh.ld, probs.data(), pr.S);
+    for (int64_t l = 0; l < pr.L; ++l) {
+      float* row = probs.data() + l * pr.S;
+      scale_row(row, scale, pr.S);
+      exp_shifted_row(row, mask_row<float>(mask, n, h, l), lse_all[b * pr.L + l], pr.S);
+    }
+    // g (L, Ev) rounded, its rows packed
+    for (int64_t l = 0; l < pr.L; ++l) round_low(gh.data + l * gh.ld, g_low.data() + l * pr.Ev, pr.Ev);
+    // dP' (L, S) = g (L, Ev) @ v (S, Ev)ᵀ
+    gemm_low(false, true, pr.L, pr.S, pr.Ev, g_low.data(), pr.Ev, vh.data, vh.ld, dprobs.data(), pr.S);
+    if (pr.p > 0) problem_words(pr, b, words);
+    for (int64_t l = 0; l < pr.L; ++l) {
+      // D = <g_l, out_l> in float32
+      const float d = static_cast<float>(rows::dot(gh.data + l * gh.ld, oh.data + l * oh.ld, pr.Ev));
+      softmax_dropout_backward_row(probs.data() + l * pr.S, dprobs.data() + l * pr.S,
+                                   pr.p > 0 ? words.data() + l * pr.S : nullptr, pr.threshold,
+                                   pr.p > 0 ? keep_scale : 1.0f, d, pr.S);
+    }
+    // grad_v (S, Ev) = P'ᵀ (S, L) @ g (L, Ev)
+    round_low(probs.data(), low.data(), pr.L * pr.S);
+    gemm_low(true, false, pr.S, pr.Ev, pr.L, low.data(), pr.S, g_low.data(), pr.Ev, gvh.data, gvh.ld);
+    // scale · dS rounded once for both: grad_q (L, E) = (scale dS) k, grad_k (S, E) = (scale dS)ᵀ q
+    scale_row(dprobs.data(), scale, pr.L * pr.S);
+    round_low(dprobs.data(), low.data(), pr.L * pr.S);
+    gemm_low(false, false, pr.L, pr.E, pr.S, low.data(), pr.S, kh.data, kh.ld, gqh.data, gqh.ld);
+    gemm_low(true, false, pr.S, pr.E, pr.L, low.data(), pr.S, qh.data, qh.ld, gkh.data, gkh.ld);
+  });
+}
+
+void check_mixed(const Tensor& out) {
+  KILN_CHECK(out.dtype() == kFloat32, "scaled_dot_product_attention",
+             "bfloat16 query, key and value take float32 outputs (autocast), got ", dtype_name(out.dtype()));
+}
+
 }  // namespace
 
 void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale,
                            double dropout_p, uint64_t seed, uint64_t block, const Tensor& out, const Tensor& lse) {
   const Problem pr = problem_of(q, k, v, scale, dropout_p, seed, block);
   if (q.dtype() == kFloat64) return attention_typed<double>(q, k, v, mask, pr, out, lse);
+  if (q.dtype() == kBFloat16) {
+    check_mixed(out);
+    if (onednn::has_native_bf16()) return attention_mixed<uint16_t>(q, k, v, mask, pr, out, lse);
+    return attention_mixed<float>(float32_copy(*this, q), float32_copy(*this, k), float32_copy(*this, v), mask, pr,
+                                  out, lse);
+  }
   attention_typed<float>(q, k, v, mask, pr, out, lse);
 }
 
@@ -255,6 +397,14 @@ void CpuBackend::attention_backward(const Tensor& g, const Tensor& q, const Tens
   const Problem pr = problem_of(q, k, v, scale, dropout_p, seed, block);
   if (q.dtype() == kFloat64) {
     return attention_backward_typed<double>(g, q, k, v, mask, out, lse, pr, grad_q, grad_k, grad_v);
+  }
+  if (q.dtype() == kBFloat16) {
+    check_mixed(out);
+    if (onednn::has_native_bf16()) {
+      return attention_backward_mixed<uint16_t>(g, q, k, v, mask, out, lse, pr, grad_q, grad_k, grad_v);
+    }
+    return attention_backward_mixed<float>(g, float32_copy(*this, q), float32_copy(*this, k),
+                                           float32_copy(*this, v), mask, out, lse, pr, grad_q, grad_k, grad_v);
   }
   attention_backward_typed<float>(g, q, k, v, mask, out, lse, pr, grad_q, grad_k, grad_v);
 }

@@ -18,26 +18,6 @@
 namespace kiln::cuda {
 namespace {
 
-// The single stride s with batch i at element offset i·s, if t's batch dims (all but
-// the last two, flattened row-major) have one: each dim of size > 1 must step by s
-// times the number of batches the dims inside it span.
-bool uniform_batch_stride(const Tensor& t, int64_t& stride) {
-  stride = 0;
-  int64_t span = 0;  // batches spanned by the dims inside d; 0 before the first of size > 1
-  for (int64_t d = t.dim() - 3; d >= 0; --d) {
-    const int64_t size = t.size(d);
-    if (size == 1) continue;
-    if (span == 0) {
-      stride = t.stride(d);
-      span = size;
-      continue;
-    }
-    if (t.stride(d) != stride * span) return false;
-    span *= size;
-  }
-  return true;
-}
-
 // t when cuBLAS can take it as is, else a contiguous copy on the same device.
 Tensor gemm_ready(CudaBackend& be, const Tensor& t, MatLayout& layout, int64_t& batch_stride) {
   if (blas_layout(t, layout) && uniform_batch_stride(t, batch_stride)) return t;
