@@ -197,6 +197,47 @@ TEST_CASE("autocast: backward keeps the bfloat16 copy of an activation, not the 
   CHECK(w.grad().dtype() == kFloat32);
 }
 
+TEST_CASE("autocast: relu_dropout and attention keep the bfloat16 copy the next product reads, not float32 too") {
+  manual_seed(14);
+  Tensor w1 = leaf({256, 64}, 0.1), w2 = leaf({64, 256}, 0.1);
+  const Tensor x = randn({512, 64});
+  // The feed-forward: linear, relu_dropout, linear. Compared with float32, the graph
+  // keeps bfloat16 copies of x and of the hidden activation (the second linear reads the
+  // one relu_dropout made) instead of float32 ones.
+  auto held_after = [&](bool autocast) {
+    const int64_t before = memory_stats(kCPU).allocated_bytes;
+    Tensor y;
+    {
+      std::optional<AutocastGuard> guard;
+      if (autocast) guard.emplace(kBFloat16);
+      y = linear(relu_dropout(linear(x, w1), 0.25), w2);
+    }
+    const int64_t held = memory_stats(kCPU).allocated_bytes - before;
+    sum(y).backward();
+    return held;
+  };
+  manual_seed(15);
+  const int64_t f32 = held_after(false);
+  const Tensor g1 = w1.grad(), g2 = w2.grad();
+  w1.zero_grad();
+  w2.zero_grad();
+  const int64_t hits = autocast_cache_stats().hits;
+  manual_seed(15);
+  const int64_t bf16 = held_after(true);
+  CHECK(autocast_cache_stats().hits == hits + 1);  // the second linear's input
+  const int64_t hidden = 512 * 256 * 4, out = 512 * 64 * 4, x_bytes = 512 * 64 * 4, w2_bytes = 64 * 256 * 4;
+  CAPTURE(f32);
+  CAPTURE(bf16);
+  CHECK(f32 >= hidden + out);  // the hidden activation (float32) and y; x is the caller's
+  // The hidden activation's bfloat16 copy, y, and the copies of x and w2 the linears keep.
+  CHECK(bf16 <= hidden / 2 + out + x_bytes / 2 + w2_bytes / 2);
+  CHECK(rel_norm(w2.grad(), g2) <= 1e-2);
+  CHECK(rel_norm(w2.grad(), g2) > 0);
+  // A hidden unit within rounding of 0 may fall on the other side of the relu: its whole
+  // gradient comes or goes, so w1's gradient is further from float32's.
+  CHECK(rel_norm(w1.grad(), g1) <= 5e-2);
+}
+
 // ====================================================================== attention
 
 namespace {
@@ -301,12 +342,16 @@ TEST_CASE("autocast: a weight is converted once per outermost guard, again after
   {
     AutocastGuard autocast(kBFloat16);
     y1 = linear(x, w);
-    Tensor y2 = linear(x, w), y3 = matmul(x, w.t());  // w.t() is a view: converted per use, as in torch
+    // Views of w (its transpose, a slice, as MultiheadAttention's projections take them)
+    // read the same copy.
+    Tensor y2 = linear(x, w), y3 = matmul(x, w.t()), y4 = linear(x, w.narrow(0, 4, 8));
     const AutocastCacheStats s = autocast_cache_stats();
     CHECK(s.conversions == s0.conversions + 1);
-    CHECK(s.hits == s0.hits + 1);
+    CHECK(s.hits == s0.hits + 3);
     CHECK(s.entries == 1);
     CHECK(equal(y1, y2));
+    CHECK(equal(y1, y3));
+    CHECK(equal(y4, y1.narrow(1, 4, 8)));
     {
       AutocastGuard inner(kBFloat16);
       linear(x, w);
@@ -314,15 +359,15 @@ TEST_CASE("autocast: a weight is converted once per outermost guard, again after
       CHECK(!is_autocast_enabled());
     }
     CHECK(autocast_cache_stats().entries == 1);
-    CHECK(autocast_cache_stats().hits == s0.hits + 2);
+    CHECK(autocast_cache_stats().hits == s0.hits + 4);
     // An optimizer step writes w (its version moves on): the next use converts it again.
     sum(y1).backward();
     optim::SGD sgd({w}, optim::SGDOptions{0.5});
     sgd.step();
-    Tensor y4 = linear(x, w);
+    Tensor y5 = linear(x, w);
     CHECK(autocast_cache_stats().conversions == s0.conversions + 2);
-    check_bf16_product("linear after the step", y4, x, w.detach().t());
-    CHECK(!equal(y4, y1));
+    check_bf16_product("linear after the step", y5, x, w.detach().t());
+    CHECK(!equal(y5, y1));
     // Activations (no grad, or not leaves) are never kept.
     Tensor h = mul(leaf({5, 24}), 2.0);
     linear(h, w);

@@ -3,9 +3,9 @@
 
 #include <algorithm>
 #include <memory>
+#include <unordered_map>
 #include <utility>
 #include <vector>
-#include <unordered_map>
 
 #include "autograd/autocast_cast.h"
 #include "backend/backend.h"
@@ -14,19 +14,22 @@
 namespace kiln {
 namespace {
 
-// A weight's bfloat16 copy, valid while the weight is the same tensor (`source` alive
-// and at the cache key's address) at the same version.
-struct CachedCast {
-  std::weak_ptr<TensorImpl> source;
-  uint64_t version = 0;
-  Tensor low;
+// The cache holds bfloat16 copies of stretches of float32 storage (a weight's, or an
+// activation's that an op shared: autocast_share), not of tensors: every view of that
+// storage (a weight's transpose, the q, k, v slices of one projection, attention's
+// output seen as (N, L, E)) reads its elements from the one copy, with its own strides.
+struct Shadow {
+  std::weak_ptr<Storage> storage;
+  uint64_t version = 0;    // the storage's, when copied: a write since makes it stale
+  int64_t start = 0, end = 0;  // the elements [start, end) of the storage it holds
+  Tensor low;              // (end - start) bfloat16
 };
 
 struct AutocastState {
   bool enabled = false;
   DType dtype = kBFloat16;
   int64_t depth = 0;  // guards alive, enabled or not: the cache lives while one does
-  std::unordered_map<const TensorImpl*, CachedCast> cache;
+  std::unordered_map<const Storage*, Shadow> cache;
   int64_t conversions = 0, hits = 0;
 };
 
@@ -36,8 +39,31 @@ AutocastState& state() {
   return s;
 }
 
+// A tensor over t's storage with the given geometry and t's dtype (no history).
+Tensor view_of(const Tensor& t, const Shape& shape, const Strides& strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = t.impl()->storage;
+  impl->shape = shape;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->dtype = t.dtype();
+  return Tensor(std::move(impl));
+}
+
+// The elements [lo, hi) of its storage that t spans; false for a negative stride.
+bool span_of(const Tensor& t, int64_t& lo, int64_t& hi) {
+  lo = hi = t.offset();
+  if (t.numel() == 0) return true;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.stride(d) < 0) return false;
+    hi += (t.size(d) - 1) * t.stride(d);
+  }
+  ++hi;
+  return true;
+}
+
 // Whether t's elements fill one block of memory without gaps (contiguous, or a
-// permutation of that: a transpose, the heads of attention), with no dim of stride 0.
+// permutation of that: a transpose, attention's heads inside the rows), no stride 0.
 bool dense(const Tensor& t) {
   std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of the dims of size > 1
   for (int64_t d = 0; d < t.dim(); ++d)
@@ -49,17 +75,6 @@ bool dense(const Tensor& t) {
     expected *= size;
   }
   return true;
-}
-
-// A tensor over t's storage with the given geometry and dtype (no history).
-Tensor view_of(const Tensor& t, const Shape& shape, const Strides& strides, int64_t offset) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = t.impl()->storage;
-  impl->shape = shape;
-  impl->strides = strides;
-  impl->offset = offset;
-  impl->dtype = t.dtype();
-  return Tensor(std::move(impl));
 }
 
 // t (float32) rounded to bfloat16, detached. A dense t keeps its layout (a transposed
@@ -87,6 +102,46 @@ Tensor to_bfloat16(const Tensor& t, const char* op) {
     if (low.numel() > 0) be.copy(src, low);
   }
   return expanded ? low.expand(t.shape()) : low;
+}
+
+// t (a view of sh's storage inside its stretch) as bfloat16, read from the shadow.
+Tensor shadowed(const Shadow& sh, const Tensor& t) {
+  return view_of(sh.low, t.shape(), t.strides(), t.offset() - sh.start);
+}
+
+// t from its storage's shadow, if the cache has one that is current and covers it.
+Tensor from_cache(AutocastState& s, const Tensor& t) {
+  auto it = s.cache.find(t.impl()->storage.get());
+  if (it == s.cache.end()) return Tensor();
+  const Shadow& sh = it->second;
+  int64_t lo = 0, hi = 0;
+  // A freed storage's address may be another's now; a write since makes the copy stale.
+  if (sh.storage.lock() != t.impl()->storage || sh.version != t.version() || !span_of(t, lo, hi) ||
+      lo < sh.start || hi > sh.end)
+    return Tensor();
+  ++s.hits;
+  return shadowed(sh, t);
+}
+
+// Copies dense `whole` (float32) into the cache as its storage's shadow and returns t (a
+// view of whole's storage within whole) from there; undefined when `whole` is not dense.
+Tensor shadow(AutocastState& s, const Tensor& whole, const Tensor& t, const char* op) {
+  int64_t lo = 0, hi = 0;
+  if (!dense(whole) || !span_of(whole, lo, hi) || whole.numel() == 0) return Tensor();
+  Tensor flat = detail::empty_for(op, {hi - lo}, TensorOptions(kBFloat16).device(whole.device()));
+  backend_for(whole.device()).copy(view_of(whole, {hi - lo}, {1}, lo), flat);
+  const Shadow& sh = s.cache[whole.impl()->storage.get()] =
+      Shadow{whole.impl()->storage, whole.version(), lo, hi, flat};
+  ++s.conversions;
+  return shadowed(sh, t);
+}
+
+// The weight t is, or is a view of: a leaf that requires grad (torch caches these).
+Tensor weight_of(const Tensor& t) {
+  if (t.requires_grad() && t.is_leaf()) return t;
+  const std::shared_ptr<TensorImpl>& base = t.impl()->view_base;
+  if (base && base->requires_grad && !base->grad_fn && base->dtype == kFloat32) return Tensor(base);
+  return Tensor();
 }
 
 }  // namespace
@@ -128,19 +183,22 @@ bool autocast_applies(std::initializer_list<const Tensor*> operands) {
 
 Tensor autocast_operand(const Tensor& t, const char* op) {
   if (t.dtype() == kBFloat16) return t.detach();
-  // torch caches leaves that require grad, the weights: activations change every step.
-  if (!t.requires_grad() || !t.is_leaf()) return to_bfloat16(t, op);
   AutocastState& s = state();
-  auto it = s.cache.find(t.impl());
-  if (it != s.cache.end() && it->second.source.lock() == t.impl_ptr() && it->second.version == t.version()) {
-    ++s.hits;
-    return it->second.low;
+  if (s.depth == 0) return to_bfloat16(t, op);  // no guard, no cache (backward outside it)
+  if (Tensor low = from_cache(s, t); low.defined()) return low;
+  // A weight is copied whole, once per version, for all its uses and views.
+  if (const Tensor w = weight_of(t); w.defined()) {
+    if (Tensor low = shadow(s, w, t, op); low.defined()) return low;
   }
-  // A new weight, or one written since (an optimizer step bumps the version), or another
-  // tensor now at the address of a freed one.
-  CachedCast c{t.impl_ptr(), t.version(), to_bfloat16(t, op)};
-  ++s.conversions;
-  return (s.cache[t.impl()] = std::move(c)).low;
+  return to_bfloat16(t, op);  // an activation: rounded at each use
+}
+
+Tensor autocast_share(const Tensor& t, const char* op) {
+  AutocastState& s = state();
+  if (t.dtype() != kFloat32 || s.depth == 0) return autocast_operand(t, op);
+  if (Tensor low = from_cache(s, t); low.defined()) return low;
+  if (Tensor low = shadow(s, t, t, op); low.defined()) return low;
+  return to_bfloat16(t, op);
 }
 
 }  // namespace detail

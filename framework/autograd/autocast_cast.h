@@ -13,10 +13,18 @@ namespace kiln::detail {
 bool autocast_applies(std::initializer_list<const Tensor*> operands);
 
 // t as a product's bfloat16 operand under autocast, detached (the op records its own
-// node on t): t itself when already bfloat16; for a leaf that requires grad (a weight),
-// its copy from this thread's cache, made once per version while the outermost guard
-// lives; otherwise a fresh copy rounded to nearest even. A dim broadcast with stride 0
-// is converted once and stays stride 0. `op` names the op in an allocation failure.
+// node on t): t itself when already bfloat16; read from this thread's cache when it holds
+// t's storage (a weight, or what autocast_share put there); for a leaf that requires grad
+// (a weight) or a view of one, the weight's copy, made and cached once per version while
+// the outermost guard lives; otherwise a fresh copy rounded to nearest even (a dense t
+// keeps its layout, a dim broadcast with stride 0 is converted once). Outside every guard
+// (backward) nothing is cached. `op` names the op in an allocation failure.
 Tensor autocast_operand(const Tensor& t, const char* op);
+
+// The bfloat16 copy of t, a float32 output that an op keeps for backward and a product
+// will read next (relu_dropout's output, attention's): made now and cached, so that the
+// product reuses it and the graph keeps one bfloat16 copy instead of t itself and a copy.
+// Inside a guard only; otherwise as autocast_operand.
+Tensor autocast_share(const Tensor& t, const char* op);
 
 }  // namespace kiln::detail

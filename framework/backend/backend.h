@@ -190,9 +190,10 @@ class Backend {
   //   grad_q = scale · dS k, grad_k = scale · dSᵀ q, grad_v = P'ᵀ g.
   // g and out as out above; grad_q/k/v the shapes of q/k/v, any strides with the last one 1,
   // overwritten.
-  // Mixed (autocast): q, k, v bfloat16, everything else float32. Every GEMM takes bfloat16
-  // operands (g, P' and scale · dS rounded) with float32 accumulation; D and the softmax's
-  // backward are float32.
+  // Mixed (autocast): q, k, v bfloat16, out float32 or its bfloat16 rounding (what
+  // autocast keeps), everything else float32. Every GEMM takes bfloat16 operands (g, P'
+  // and scale · dS rounded) with float32 accumulation; D and the softmax's backward are
+  // float32.
   virtual void attention_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& mask, const Tensor& out, const Tensor& lse, double scale,
                                   double dropout_p, uint64_t seed, uint64_t block, const Tensor& grad_q,

@@ -336,7 +336,7 @@ void BFloat16Staged::attention_backward(const Tensor& g, const Tensor& q, const 
                                         double dropout_p, uint64_t seed, uint64_t block, const Tensor& grad_q,
                                         const Tensor& grad_k, const Tensor& grad_v) {
   if (!any_bf16({&g, &q, &k, &v, &mask, &out, &lse, &grad_q, &grad_k, &grad_v}) ||
-      (mixed(q, out) && inner_.attention_takes_mixed_bfloat16()))
+      (mixed(q, grad_q) && inner_.attention_takes_mixed_bfloat16()))
     return inner_.attention_backward(g, q, k, v, mask, out, lse, scale, dropout_p, seed, block, grad_q, grad_k,
                                      grad_v);
   Staging s(inner_);

@@ -134,7 +134,10 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   if (!any_requires_grad({&q, &k, &v})) return out;
 
   // The mask too: a float mask is the caller's tensor, which could be changed in place.
-  SavedTensor sq(q4, kOp), sk(k4, kOp), sv(v4, kOp), so(out4, kOp), smask(mask, kOp);
+  // Under autocast the output is kept as the bfloat16 copy that the product reading it
+  // next (the output projection) shares, not in float32 besides that copy.
+  SavedTensor sq(q4, kOp), sk(k4, kOp), sv(v4, kOp), smask(mask, kOp);
+  SavedTensor so(autocast ? detail::autocast_share(out4, kOp) : out4, kOp);
   const Shape q_shape = q.shape(), k_shape = k.shape(), v_shape = v.shape();
   const DType q_dtype = q.dtype();  // the gradients' (float32 from the mixed kernel, then cast)
   return record(kOp, out, {q, k, v}, [=](const Tensor& g) -> TensorList {

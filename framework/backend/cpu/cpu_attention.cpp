@@ -330,15 +330,26 @@ void attention_backward_mixed(const Tensor& g, const Tensor& q, const Tensor& k,
   const float* lse_all = lse.data<float>();
   const float keep_scale = static_cast<float>(1.0 / (1.0 - pr.p)), scale = static_cast<float>(pr.scale);
   for_each_problem(pr, [&](int64_t n, int64_t h, int64_t b) {
-    thread_local std::vector<float> probs, dprobs;
+    thread_local std::vector<float> probs, dprobs, out_buffer;
     thread_local std::vector<Low> low, g_low;
     thread_local std::vector<uint32_t> words;
     probs.resize(static_cast<size_t>(pr.L * pr.S));
     dprobs.resize(static_cast<size_t>(pr.L * pr.S));
     low.resize(static_cast<size_t>(pr.L * pr.S));
     g_low.resize(static_cast<size_t>(pr.L * pr.Ev));
+    out_buffer.resize(static_cast<size_t>(pr.Ev));
     auto qh = low_head<Low>(q, n, h), kh = low_head<Low>(k, n, h), vh = low_head<Low>(v, n, h);
-    auto gh = head<float>(g, n, h), oh = head<float>(out, n, h);
+    // Row l of out in float32: as stored, or widened from the bfloat16 copy autocast keeps.
+    auto out_row = [&](int64_t l) -> const float* {
+      if (out.dtype() == kFloat32) {
+        const HeadMatrix<float> oh = head<float>(out, n, h);
+        return oh.data + l * oh.ld;
+      }
+      const HeadMatrix<const uint16_t> oh = low_head<uint16_t>(out, n, h);
+      bf16_to_float(oh.data + l * oh.ld, out_buffer.data(), pr.Ev);
+      return out_buffer.data();
+    };
+    auto gh = head<float>(g, n, h);
     auto gqh = head<float>(grad_q, n, h), gkh = head<float>(grad_k, n, h), gvh = head<float>(grad_v, n, h);
     // P (L, S) = exp(scale · q kᵀ + mask - lse)
     gemm_low(false, true, pr.L, pr.S, pr.E, qh.data, qh.ld, kh.data, kh.ld, probs.data(), pr.S);
@@ -354,7 +365,7 @@ void attention_backward_mixed(const Tensor& g, const Tensor& q, const Tensor& k,
     if (pr.p > 0) problem_words(pr, b, words);
     for (int64_t l = 0; l < pr.L; ++l) {
       // D = <g_l, out_l> in float32
-      const float d = static_cast<float>(rows::dot(gh.data + l * gh.ld, oh.data + l * oh.ld, pr.Ev));
+      const float d = static_cast<float>(rows::dot(gh.data + l * gh.ld, out_row(l), pr.Ev));
       softmax_dropout_backward_row(probs.data() + l * pr.S, dprobs.data() + l * pr.S,
                                    pr.p > 0 ? words.data() + l * pr.S : nullptr, pr.threshold,
                                    pr.p > 0 ? keep_scale : 1.0f, d, pr.S);
@@ -399,7 +410,7 @@ void CpuBackend::attention_backward(const Tensor& g, const Tensor& q, const Tens
     return attention_backward_typed<double>(g, q, k, v, mask, out, lse, pr, grad_q, grad_k, grad_v);
   }
   if (q.dtype() == kBFloat16) {
-    check_mixed(out);
+    check_mixed(grad_q);
     if (onednn::has_native_bf16()) {
       return attention_backward_mixed<uint16_t>(g, q, k, v, mask, out, lse, pr, grad_q, grad_k, grad_v);
     }
