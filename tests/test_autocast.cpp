@@ -93,10 +93,16 @@ TEST_CASE("autocast: matmul, mm, bmm, linear and einsum read bfloat16 and write 
   check_bf16_product("matmul transposed operands", matmul(b.t(), a.t()), b.t(), a.t());
   check_bf16_product("matrix @ vector", matmul(a, v).unsqueeze(1), a, v.unsqueeze(1));
   check_bf16_product("einsum", einsum("bij,bjk->bik", {a3, b3}), a3, b3);
-  // linear: x Wᵀ, the bias added in float32.
+  // linear: x Wᵀ, the bias added in float32 (oneDNN adds it in the GEMM).
   Tensor y = linear(a, w, bias);
   check_bf16_product("linear", sub(y, bias), a, w.t());
   CHECK(y.dtype() == kFloat32);
+  // Few rows and many columns: the GEMM is cut into blocks of columns, each with its
+  // stretch of the bias.
+  const Tensor xs = randn({5, 128}), ws = randn({4000, 128}), bs = randn({4000});
+  check_bf16_product("linear cut by columns", sub(linear(xs, ws, bs), bs), xs, ws.t());
+  // No inner dimension: the bias alone.
+  CHECK(equal(linear(zeros({3, 0}), zeros({4, 0}), bias.narrow(0, 0, 4)), bias.narrow(0, 0, 4).expand({3, 4})));
 }
 
 TEST_CASE("autocast: float32 and bfloat16 operands mix (both read as bfloat16); the output is float32") {

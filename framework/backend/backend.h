@@ -92,6 +92,12 @@ class Backend {
   // output with the bias, which saves a pass that zeroes it and a pass that adds the bias.
   virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) = 0;
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out) { matmul(a, b, out, false); }
+  // out (M, N) = a @ b + bias, bias (N) contiguous in out's dtype added to every row (a
+  // linear layer's); a and b 2-D as matmul's, the mixed form included. The default copies
+  // the bias into out's rows and accumulates the product onto them; a backend whose GEMM
+  // adds a bias itself (oneDNN's, for the mixed product) saves that pass and the read of
+  // it back.
+  virtual void matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out);
   // Whether matmul takes bfloat16 operands (and output) itself. backend_for's wrapper
   // (bfloat16_staged.h) otherwise runs it on float32 copies, as every other kernel.
   virtual bool matmul_takes_bfloat16() const { return false; }

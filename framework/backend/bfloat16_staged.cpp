@@ -173,6 +173,13 @@ void BFloat16Staged::matmul(const Tensor& a, const Tensor& b, const Tensor& out,
   s.finish();
 }
 
+void BFloat16Staged::matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
+  if (!any_bf16({&a, &b, &bias, &out}) ||
+      (mixed(a, out) && is_bf16(b) && !is_bf16(bias) && inner_.matmul_takes_mixed_bfloat16()))
+    return inner_.matmul_bias(a, b, bias, out);
+  Backend::matmul_bias(a, b, bias, out);  // this wrapper's copy and matmul stage what they must
+}
+
 void BFloat16Staged::softmax(const Tensor& x, int64_t dim, bool log, const Tensor& out) {
   if (!any_bf16({&x, &out})) return inner_.softmax(x, dim, log, out);
   Staging s(inner_);

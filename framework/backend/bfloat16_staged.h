@@ -46,6 +46,7 @@ class BFloat16Staged final : public Backend {
   using Backend::matmul;
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) override;
   bool matmul_takes_bfloat16() const override { return true; }
+  void matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) override;
   void softmax(const Tensor& x, int64_t dim, bool log, const Tensor& out) override;
   void softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log, const Tensor& grad_x) override;
   void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,

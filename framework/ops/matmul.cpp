@@ -234,9 +234,13 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const Tensor w = autocast ? detail::autocast_operand(weight, op) : weight.detach();
   Tensor y2 = detail::new_tensor({rows, out_f}, autocast ? kFloat32 : x.dtype(), x, op);
   // The transpose is a BLAS flag, not a copy. With a bias the GEMM accumulates onto the
-  // bias rows: one pass that writes them instead of one that zeroes y2 and one that adds.
-  if (bias.defined()) be.copy(bias.detach().expand(y2.shape()), y2);
-  be.matmul(x2, w.t(), y2, /*accumulate=*/bias.defined());
+  // bias rows (or oneDNN adds it): one pass that writes them instead of one that zeroes
+  // y2 and one that adds.
+  if (bias.defined()) {
+    be.matmul_bias(x2, w.t(), bias.detach().to(y2.dtype()).contiguous(), y2);
+  } else {
+    be.matmul(x2, w.t(), y2);
+  }
   Shape y_shape = x.shape();
   y_shape.back() = out_f;
   Tensor y = y2.view(y_shape);

@@ -129,6 +129,19 @@ void matmul_bf16_onednn(CpuBackend& be, const Tensor& a_in, const Tensor& b_in, 
 
 }  // namespace
 
+// The mixed product with its bias on oneDNN adds the bias in the GEMM; anything else as the
+// base class (the bias copied into out, the product accumulated onto it).
+void CpuBackend::matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
+  if (a.dtype() != kBFloat16 || bias.dtype() != kFloat32 || !onednn::has_native_bf16() || a.size(1) == 0)
+    return Backend::matmul_bias(a, b, bias, out);
+  MatLayout la, lb;
+  int64_t sa = 0, sb = 0;
+  const Tensor ar = onednn_ready(*this, a, la, sa), br = onednn_ready(*this, b, lb, sb);
+  const Tensor bc = bias.is_contiguous() ? bias : float32_copy(*this, bias);
+  onednn::gemm_bf16_bias(la.trans, lb.trans, out.size(0), out.size(1), a.size(1), bits(ar), la.ld, bits(br), lb.ld,
+                         bc.data<float>(), out.data<float>(), out.size(1));
+}
+
 std::string autocast_bf16_path() {
   if (onednn::has_native_bf16()) return "oneDNN native";
   return std::string("fp32 compute on bf16-rounded inputs (") +
