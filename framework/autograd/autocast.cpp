@@ -198,6 +198,12 @@ Tensor autocast_share(const Tensor& t, const char* op) {
   if (t.dtype() != kFloat32 || s.depth == 0) return autocast_operand(t, op);
   if (Tensor low = from_cache(s, t); low.defined()) return low;
   if (Tensor low = shadow(s, t, t, op); low.defined()) return low;
+  // A slice of a dense tensor not much larger (attention's q, k and v, chunks of one
+  // projection): the whole converted in one straight pass, the other slices then read it.
+  const std::shared_ptr<TensorImpl>& base = t.impl()->view_base;
+  if (base && base->dtype == kFloat32 && shape_numel(base->shape) <= 4 * t.numel()) {
+    if (Tensor low = shadow(s, Tensor(base), t, op); low.defined()) return low;
+  }
   return to_bfloat16(t, op);
 }
 

@@ -21,10 +21,12 @@ bool autocast_applies(std::initializer_list<const Tensor*> operands);
 // (backward) nothing is cached. `op` names the op in an allocation failure.
 Tensor autocast_operand(const Tensor& t, const char* op);
 
-// The bfloat16 copy of t, a float32 output that an op keeps for backward and a product
-// will read next (relu_dropout's output, attention's): made now and cached, so that the
-// product reuses it and the graph keeps one bfloat16 copy instead of t itself and a copy.
-// Inside a guard only; otherwise as autocast_operand.
+// The bfloat16 copy of t, a float32 tensor that an op keeps for backward and a product
+// reads too (relu_dropout's output, attention's output and its q, k and v): made now and
+// cached, so that the product reuses it and the graph keeps one bfloat16 copy instead of
+// t itself and a copy. A slice of a dense tensor at most 4 times its size (q, k and v
+// of one projection) caches that tensor whole. Inside a guard only; otherwise as
+// autocast_operand.
 Tensor autocast_share(const Tensor& t, const char* op);
 
 }  // namespace kiln::detail

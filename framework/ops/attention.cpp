@@ -110,12 +110,16 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     return attention_composed(q, k, v, attn_mask, dropout_p, scale, gen);
   }
   Tensor mask = kernel_mask(q, k, attn_mask, is_causal);
-  // Under autocast: bfloat16 q, k, v (their layouts kept), float32 out, lse and mask.
+  // Under autocast: bfloat16 q, k, v (their layouts kept; kept for backward as the
+  // cache's copies, one pass over a projection that made all three), float32 out, lse and
+  // mask.
   const bool autocast = detail::autocast_applies({&q, &k, &v});
+  const bool recording = any_requires_grad({&q, &k, &v});
   const DType dtype = autocast ? kFloat32 : q.dtype();
   if (autocast && mask.defined() && mask.dtype() != kBool) mask = mask.to(kFloat32);
   auto operand = [&](const Tensor& t) {
-    return rows_contiguous(as_4d(autocast ? detail::autocast_operand(t, kOp) : t.detach()));
+    if (!autocast) return rows_contiguous(as_4d(t.detach()));
+    return rows_contiguous(as_4d(recording ? detail::autocast_share(t, kOp) : detail::autocast_operand(t, kOp)));
   };
   Tensor q4 = operand(q), k4 = operand(k), v4 = operand(v);
   const int64_t N = q4.size(0), H = q4.size(1), L = q4.size(2), S = k4.size(2), Ev = v4.size(3);
@@ -131,7 +135,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   Shape out_shape = q.shape();
   out_shape.back() = Ev;
   Tensor out = out4.reshape(out_shape);
-  if (!any_requires_grad({&q, &k, &v})) return out;
+  if (!recording) return out;
 
   // The mask too: a float mask is the caller's tensor, which could be changed in place.
   // Under autocast the output is kept as the bfloat16 copy that the product reading it
