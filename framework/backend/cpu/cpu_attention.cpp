@@ -257,6 +257,19 @@ KILN_MULTIVERSION void round_to_values(const float* src, float* dst, int64_t n) 
   for (int64_t i = 0; i < n; ++i) dst[i] = float_from_bf16_bits(bf16_bits_from_float(src[i]));
 }
 
+// Σ a·b over n, b bfloat16 bits widened on the fly (8 lanes, as rows::dot).
+KILN_MULTIVERSION double dot_bf16(const float* a, const uint16_t* b, int64_t n) {
+  float lane[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) lane[k] += a[i + k] * float_from_bf16_bits(b[i + k]);
+  }
+  double s = 0;
+  for (; i < n; ++i) s += static_cast<double>(a[i]) * float_from_bf16_bits(b[i]);
+  for (int k = 0; k < 8; ++k) s += lane[k];
+  return s;
+}
+
 // dst (n) = src (n) rounded to bfloat16, as bits or as floats.
 template <class Low>
 void round_low(const float* src, Low* dst, int64_t n) {
@@ -330,26 +343,24 @@ void attention_backward_mixed(const Tensor& g, const Tensor& q, const Tensor& k,
   const float* lse_all = lse.data<float>();
   const float keep_scale = static_cast<float>(1.0 / (1.0 - pr.p)), scale = static_cast<float>(pr.scale);
   for_each_problem(pr, [&](int64_t n, int64_t h, int64_t b) {
-    thread_local std::vector<float> probs, dprobs, out_buffer;
+    thread_local std::vector<float> probs, dprobs;
     thread_local std::vector<Low> low, g_low;
     thread_local std::vector<uint32_t> words;
     probs.resize(static_cast<size_t>(pr.L * pr.S));
     dprobs.resize(static_cast<size_t>(pr.L * pr.S));
     low.resize(static_cast<size_t>(pr.L * pr.S));
     g_low.resize(static_cast<size_t>(pr.L * pr.Ev));
-    out_buffer.resize(static_cast<size_t>(pr.Ev));
     auto qh = low_head<Low>(q, n, h), kh = low_head<Low>(k, n, h), vh = low_head<Low>(v, n, h);
-    // Row l of out in float32: as stored, or widened from the bfloat16 copy autocast keeps.
-    auto out_row = [&](int64_t l) -> const float* {
+    auto gh = head<float>(g, n, h);
+    // D = <g_l, out_l> in float32, out as stored or as the bfloat16 copy autocast keeps.
+    auto row_d = [&](int64_t l) -> float {
       if (out.dtype() == kFloat32) {
         const HeadMatrix<float> oh = head<float>(out, n, h);
-        return oh.data + l * oh.ld;
+        return static_cast<float>(rows::dot(gh.data + l * gh.ld, oh.data + l * oh.ld, pr.Ev));
       }
       const HeadMatrix<const uint16_t> oh = low_head<uint16_t>(out, n, h);
-      bf16_to_float(oh.data + l * oh.ld, out_buffer.data(), pr.Ev);
-      return out_buffer.data();
+      return static_cast<float>(dot_bf16(gh.data + l * gh.ld, oh.data + l * oh.ld, pr.Ev));
     };
-    auto gh = head<float>(g, n, h);
     auto gqh = head<float>(grad_q, n, h), gkh = head<float>(grad_k, n, h), gvh = head<float>(grad_v, n, h);
     // P (L, S) = exp(scale · q kᵀ + mask - lse)
     gemm_low(false, true, pr.L, pr.S, pr.E, qh.data, qh.ld, kh.data, kh.ld, probs.data(), pr.S);
@@ -364,8 +375,7 @@ void attention_backward_mixed(const Tensor& g, const Tensor& q, const Tensor& k,
     gemm_low(false, true, pr.L, pr.S, pr.Ev, g_low.data(), pr.Ev, vh.data, vh.ld, dprobs.data(), pr.S);
     if (pr.p > 0) problem_words(pr, b, words);
     for (int64_t l = 0; l < pr.L; ++l) {
-      // D = <g_l, out_l> in float32
-      const float d = static_cast<float>(rows::dot(gh.data + l * gh.ld, out_row(l), pr.Ev));
+      const float d = row_d(l);
       softmax_dropout_backward_row(probs.data() + l * pr.S, dprobs.data() + l * pr.S,
                                    pr.p > 0 ? words.data() + l * pr.S : nullptr, pr.threshold,
                                    pr.p > 0 ? keep_scale : 1.0f, d, pr.S);
