@@ -437,6 +437,34 @@ TEST_CASE("autocast: the state is per thread") {
   CHECK(equal(matmul(a, b), plain));
 }
 
+TEST_CASE("autocast: the same bits at 1, 2 and 4 threads (work cut by shape, as float32's)") {
+  manual_seed(17);
+  Tensor a = leaf({700, 300}), w = leaf({520, 300}, 0.1), bias = leaf({520});
+  const Tensor q = randn({4, 4, 60, 32}), c = randn({700, 520});
+  const int saved = get_num_threads();
+  std::vector<std::vector<float>> runs;
+  for (int threads : {1, 2, 4}) {
+    set_num_threads(threads);
+    for (Tensor t : {a, w, bias}) t.zero_grad();
+    Tensor y, att;
+    {
+      AutocastGuard autocast(kBFloat16);
+      y = linear(a, w, bias);
+      att = scaled_dot_product_attention(q, q, q, Tensor(), 0.0, true);
+    }
+    sum(mul(y, c)).backward();
+    std::vector<float> bits = y.to_vector<float>();
+    for (const Tensor& t : {att, a.grad(), w.grad(), bias.grad()}) {
+      const std::vector<float> v = t.to_vector<float>();
+      bits.insert(bits.end(), v.begin(), v.end());
+    }
+    runs.push_back(bits);
+  }
+  set_num_threads(saved);
+  CHECK(runs[0] == runs[1]);
+  CHECK(runs[0] == runs[2]);
+}
+
 TEST_CASE("autocast: float64 is never cast") {
   manual_seed(13);
   Tensor a = leaf({5, 9}).to(kFloat64), w = leaf({4, 9}).to(kFloat64).detach().requires_grad_();
