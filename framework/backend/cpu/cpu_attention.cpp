@@ -138,6 +138,21 @@ KILN_MULTIVERSION void exp_shifted_row(T* row, const MaskRow<T>& m, T lse, int64
   for (int64_t s = 0; s < S; ++s) row[s] = vec::exp(row[s] - lse);
 }
 
+// row (S) <- row · c, then masked as apply_mask_row: the scores' scale and mask in one
+// pass (the mixed kernels' GEMMs have no alpha).
+template <class T>
+KILN_MULTIVERSION void scale_mask_row(T* row, T c, const MaskRow<T>& m, int64_t S) {
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  if (m.flags && m.step == 1) {
+    for (int64_t s = 0; s < S; ++s) row[s] = m.flags[s] ? kNegInf : row[s] * c;
+  } else if (m.add && m.step == 1) {
+    for (int64_t s = 0; s < S; ++s) row[s] = row[s] * c + m.add[s];
+  } else {
+    for (int64_t s = 0; s < S; ++s) row[s] *= c;
+    apply_mask_row(row, m, S);
+  }
+}
+
 // row (S) <- row · c where kept, 0 where dropped (keep from words (S)): the softmax's
 // normalization and dropout's 1 / (1 - p) in one pass.
 template <class T>
@@ -302,26 +317,50 @@ HeadMatrix<const Low> low_head(const Tensor& t, int64_t n, int64_t h) {
   }
 }
 
+// oneDNN runs a bf16 product on its fast kernels (brgemm on AMX) only when each matrix's
+// rows are packed; a head inside the rows of a wider tensor (MultiheadAttention's layout,
+// the heads of one projection) sends it to its gemm:jit code instead, 1.7-2x slower on a
+// (100, 100, 64) product. So a strided head is packed into a per-task buffer first, and
+// a strided output written packed and copied out. (OpenBLAS, the fallback, takes the
+// strides as they are.)
+template <class Low>
+HeadMatrix<const Low> packed(const HeadMatrix<const Low>& m, int64_t rows, int64_t cols, std::vector<Low>& buf) {
+  if (std::is_same_v<Low, float> || m.ld == cols) return m;
+  buf.resize(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) std::copy(m.data + r * m.ld, m.data + r * m.ld + cols, buf.data() + r * cols);
+  return {buf.data(), cols};
+}
+
+// c (m, n) = op(A) op(B) as gemm_low, through a packed buffer when c's rows are strided.
+template <class Low>
+void gemm_to(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const Low* a, int64_t lda, const Low* b,
+             int64_t ldb, const HeadMatrix<float>& c, std::vector<float>& buf) {
+  if (std::is_same_v<Low, float> || c.ld == n) return gemm_low(ta, tb, m, n, k, a, lda, b, ldb, c.data, c.ld);
+  buf.resize(static_cast<size_t>(m * n));
+  gemm_low(ta, tb, m, n, k, a, lda, b, ldb, buf.data(), n);
+  for (int64_t r = 0; r < m; ++r) std::copy(buf.data() + r * n, buf.data() + (r + 1) * n, c.data + r * c.ld);
+}
+
 template <class Low>
 void attention_mixed(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Problem& pr,
                      const Tensor& out, const Tensor& lse) {
   float* lse_all = lse.data<float>();
   const float keep_scale = static_cast<float>(1.0 / (1.0 - pr.p)), scale = static_cast<float>(pr.scale);
   for_each_problem(pr, [&](int64_t n, int64_t h, int64_t b) {
-    thread_local std::vector<float> scores;
-    thread_local std::vector<Low> weights;
+    thread_local std::vector<float> scores, out_buf;
+    thread_local std::vector<Low> weights, q_buf, k_buf, v_buf;
     thread_local std::vector<uint32_t> words;
     scores.resize(static_cast<size_t>(pr.L * pr.S));
     weights.resize(static_cast<size_t>(pr.L * pr.S));
-    auto qh = low_head<Low>(q, n, h), kh = low_head<Low>(k, n, h), vh = low_head<Low>(v, n, h);
+    auto qh = packed(low_head<Low>(q, n, h), pr.L, pr.E, q_buf), kh = packed(low_head<Low>(k, n, h), pr.S, pr.E, k_buf),
+         vh = packed(low_head<Low>(v, n, h), pr.S, pr.Ev, v_buf);
     auto oh = head<float>(out, n, h);
     // scores (L, S) = q (L, E) @ k (S, E)ᵀ, scaled below
     gemm_low(false, true, pr.L, pr.S, pr.E, qh.data, qh.ld, kh.data, kh.ld, scores.data(), pr.S);
     if (pr.p > 0) problem_words(pr, b, words);
     for (int64_t l = 0; l < pr.L; ++l) {
       float* row = scores.data() + l * pr.S;
-      scale_row(row, scale, pr.S);
-      apply_mask_row(row, mask_row<float>(mask, n, h, l), pr.S);
+      scale_mask_row(row, scale, mask_row<float>(mask, n, h, l), pr.S);
       const double sum = exp_row(row, pr.S, lse_all[b * pr.L + l]);
       const float inv = static_cast<float>(1.0 / sum);
       if (pr.p > 0) {
@@ -332,7 +371,7 @@ void attention_mixed(const Tensor& q, const Tensor& k, const Tensor& v, const Te
     }
     // out (L, Ev) = P' (L, S) @ v (S, Ev), P' rounded
     round_low(scores.data(), weights.data(), pr.L * pr.S);
-    gemm_low(false, false, pr.L, pr.Ev, pr.S, weights.data(), pr.S, vh.data, vh.ld, oh.data, oh.ld);
+    gemm_to(false, false, pr.L, pr.Ev, pr.S, weights.data(), pr.S, vh.data, vh.ld, oh, out_buf);
   });
 }
 
@@ -343,14 +382,15 @@ void attention_backward_mixed(const Tensor& g, const Tensor& q, const Tensor& k,
   const float* lse_all = lse.data<float>();
   const float keep_scale = static_cast<float>(1.0 / (1.0 - pr.p)), scale = static_cast<float>(pr.scale);
   for_each_problem(pr, [&](int64_t n, int64_t h, int64_t b) {
-    thread_local std::vector<float> probs, dprobs;
-    thread_local std::vector<Low> low, g_low;
+    thread_local std::vector<float> probs, dprobs, grad_buf;
+    thread_local std::vector<Low> low, g_low, q_buf, k_buf, v_buf;
     thread_local std::vector<uint32_t> words;
     probs.resize(static_cast<size_t>(pr.L * pr.S));
     dprobs.resize(static_cast<size_t>(pr.L * pr.S));
     low.resize(static_cast<size_t>(pr.L * pr.S));
     g_low.resize(static_cast<size_t>(pr.L * pr.Ev));
-    auto qh = low_head<Low>(q, n, h), kh = low_head<Low>(k, n, h), vh = low_head<Low>(v, n, h);
+    auto qh = packed(low_head<Low>(q, n, h), pr.L, pr.E, q_buf), kh = packed(low_head<Low>(k, n, h), pr.S, pr.E, k_buf),
+         vh = packed(low_head<Low>(v, n, h), pr.S, pr.Ev, v_buf);
     auto gh = head<float>(g, n, h);
     // D = <g_l, out_l> in float32, out as stored or as the bfloat16 copy autocast keeps.
     auto row_d = [&](int64_t l) -> float {
@@ -382,12 +422,12 @@ void attention_backward_mixed(const Tensor& g, const Tensor& q, const Tensor& k,
     }
     // grad_v (S, Ev) = P'ᵀ (S, L) @ g (L, Ev)
     round_low(probs.data(), low.data(), pr.L * pr.S);
-    gemm_low(true, false, pr.S, pr.Ev, pr.L, low.data(), pr.S, g_low.data(), pr.Ev, gvh.data, gvh.ld);
+    gemm_to(true, false, pr.S, pr.Ev, pr.L, low.data(), pr.S, g_low.data(), pr.Ev, gvh, grad_buf);
     // scale · dS rounded once for both: grad_q (L, E) = (scale dS) k, grad_k (S, E) = (scale dS)ᵀ q
     scale_row(dprobs.data(), scale, pr.L * pr.S);
     round_low(dprobs.data(), low.data(), pr.L * pr.S);
-    gemm_low(false, false, pr.L, pr.E, pr.S, low.data(), pr.S, kh.data, kh.ld, gqh.data, gqh.ld);
-    gemm_low(true, false, pr.S, pr.E, pr.L, low.data(), pr.S, qh.data, qh.ld, gkh.data, gkh.ld);
+    gemm_to(false, false, pr.L, pr.E, pr.S, low.data(), pr.S, kh.data, kh.ld, gqh, grad_buf);
+    gemm_to(true, false, pr.S, pr.E, pr.L, low.data(), pr.S, qh.data, qh.ld, gkh, grad_buf);
   });
 }
 
