@@ -2,18 +2,24 @@
 // post-norm, ReLU, dropout 0.1, padding and causal masks, CrossEntropy ignoring pad.
 //
 //   bench_train_step --config seed|small|tiny [--steps N] [--warmup W] [--threads T]
-//                    [--device cpu|cuda:N]
+//                    [--device cpu|cuda:N] [--bf16] [--curve K]
 //
 // Prints one JSON line: ms/step (median of the timed steps), tokens/s (target tokens,
 // batch·seq), achieved GFLOP/s as 6·parameters·tokens/time, and the process's peak
 // resident memory (getrusage), so run one configuration per process. On a GPU the step
 // ends when its loss has reached the host (item() waits for the device), the tensor
 // peak is the GPU's, and the line also says "device".
+// --bf16: forward and loss under kiln::AutocastGuard(kBFloat16) (bfloat16 GEMMs, float32
+// weights, gradients and Adam), as torch_train_step.py --bf16 runs torch.autocast; the
+// line then says "autocast": "bf16". --curve K adds "curve": the loss of every K-th timed
+// step (from the first), to compare precisions' loss curves (--warmup 0 --steps 200).
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -43,39 +49,73 @@ double peak_rss_mb() {
 // The most bytes tensors held at once on the device (the allocator's count, without its cache).
 double peak_tensor_mb(kiln::Device d) { return static_cast<double>(kiln::memory_stats(d).peak_bytes) / (1024.0 * 1024.0); }
 
-int run(const std::string& config, int steps, int warmup, int threads, kiln::Device device);
+struct Args {
+  std::string config = "tiny", device = "cpu";
+  int steps = 0, warmup = 2, threads = 0, curve = 0;
+  bool bf16 = false;
+};
+
+int run(const Args& a);
+
+// The whole text as an integer >= lo, or an error naming the option.
+int int_option(const std::string& flag, const std::string& v, int lo) {
+  size_t used = 0;
+  int n = 0;
+  try {
+    n = std::stoi(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != v.size() || n < lo)
+    throw std::invalid_argument(flag + " takes an integer >= " + std::to_string(lo) + ", got '" + v + "'");
+  return n;
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string config = "tiny", device = "cpu";
-  int steps = 0, warmup = 2, threads = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string f = argv[i], v = argv[i + 1];
-    if (f == "--config") config = v;
-    else if (f == "--steps") steps = std::stoi(v);
-    else if (f == "--warmup") warmup = std::stoi(v);
-    else if (f == "--threads") threads = std::stoi(v);
-    else if (f == "--device") device = v;
-    else {
-      std::fprintf(stderr, "unknown option %s\n", f.c_str());
-      return 2;
+  Args a;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string f = argv[i];
+      if (f == "--bf16") {
+        a.bf16 = true;
+        continue;
+      }
+      if (f != "--config" && f != "--steps" && f != "--warmup" && f != "--threads" && f != "--device" &&
+          f != "--curve")
+        throw std::invalid_argument("unknown option " + f);
+      if (i + 1 >= argc) throw std::invalid_argument(f + " needs a value");
+      const std::string v = argv[++i];
+      if (f == "--config") a.config = v;
+      else if (f == "--steps") a.steps = int_option(f, v, 1);
+      else if (f == "--warmup") a.warmup = int_option(f, v, 0);
+      else if (f == "--threads") a.threads = int_option(f, v, 0);  // 0: the default
+      else if (f == "--device") a.device = v;
+      else a.curve = int_option(f, v, 1);
     }
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "bench_train_step: %s\n", e.what());
+    return 2;
   }
   try {
-    return run(config, steps, warmup, threads, kiln::Device(device));
+    return run(a);
   } catch (const kiln::Error& e) {
     std::fprintf(stderr, "bench_train_step: %s\n", e.what());
     return 1;
+  } catch (const std::invalid_argument& e) {  // an unknown --config
+    std::fprintf(stderr, "bench_train_step: %s\n", e.what());
+    return 2;
   }
 }
 
 namespace {
 
-int run(const std::string& config, int steps, int warmup, int threads, kiln::Device device) {
-  const bench::TrainConfig& c = bench::train_config(config);
-  if (steps == 0) steps = c.name == "seed" ? 3 : c.name == "small" ? 20 : 200;
-  if (threads > 0) kiln::set_num_threads(threads);
+int run(const Args& a) {
+  const bench::TrainConfig& c = bench::train_config(a.config);
+  const kiln::Device device(a.device);
+  const int steps = a.steps > 0 ? a.steps : c.name == "seed" ? 3 : c.name == "small" ? 20 : 200;
+  if (a.threads > 0) kiln::set_num_threads(a.threads);
   kiln::manual_seed(0);
 
   tr::Seq2SeqOptions o;
@@ -99,34 +139,48 @@ int run(const std::string& config, int steps, int warmup, int threads, kiln::Dev
 
   kiln::Tensor src = ids(c, 1).to(device), tgt_in = ids(c, 2).to(device), labels = ids(c, 3).to(device);
   auto step = [&] {
-    kiln::Tensor logits = model.forward(src, tgt_in);
-    kiln::Tensor loss = kiln::cross_entropy(logits.reshape({-1, c.vocab}), labels.reshape({-1}), 0);
+    kiln::Tensor loss;
+    {
+      std::optional<kiln::AutocastGuard> autocast;  // forward and loss, as torch.autocast
+      if (a.bf16) autocast.emplace(kiln::kBFloat16);
+      kiln::Tensor logits = model.forward(src, tgt_in);
+      loss = kiln::cross_entropy(logits.reshape({-1, c.vocab}), labels.reshape({-1}), 0);
+    }
     optimizer.zero_grad();
     loss.backward();
     optimizer.step();
     return loss.item();
   };
-  for (int i = 0; i < warmup; ++i) step();
+  for (int i = 0; i < a.warmup; ++i) step();
   std::vector<double> ms;
   double loss = 0;
+  std::string curve;
   for (int i = 0; i < steps; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     loss = step();
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    if (a.curve > 0 && i % a.curve == 0) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%s%.6f", curve.empty() ? "" : ", ", loss);
+      curve += buf;
+    }
   }
   std::sort(ms.begin(), ms.end());
   double median = ms[ms.size() / 2];
   double tokens = static_cast<double>(c.batch * c.seq);
   double params = static_cast<double>(model.num_parameters());
-  // The CPU's line is as it always was; another device adds its name at the end.
-  const std::string device_field = device.is_cpu() ? "" : ", \"device\": \"" + device.str() + "\"";
+  // The CPU's float32 line is as it always was; another device, autocast and the curve add
+  // their fields at the end.
+  std::string extra = device.is_cpu() ? "" : ", \"device\": \"" + device.str() + "\"";
+  if (a.bf16) extra += ", \"autocast\": \"bf16\"";
+  if (a.curve > 0) extra += ", \"curve\": [" + curve + "]";
   std::printf(
       "{\"framework\": \"kiln\", \"config\": \"%s\", \"threads\": %d, \"steps\": %d, \"ms_per_step\": %.3f, "
       "\"tokens_per_s\": %.1f, \"gflops\": %.2f, \"peak_rss_mb\": %.1f, \"peak_tensor_mb\": %.1f, "
       "\"parameters\": %.0f, \"loss\": %.4f%s}\n",
       c.name.c_str(), kiln::get_num_threads(), steps, median, tokens / (median / 1000.0),
       6.0 * params * tokens / (median / 1000.0) / 1e9, peak_rss_mb(), peak_tensor_mb(device), params, loss,
-      device_field.c_str());
+      extra.c_str());
   return 0;
 }
 

@@ -2,6 +2,7 @@
 // Everything a Kiln user needs: #include <kiln/kiln.h>.
 #include <kiln/version.h>  // generated: see include/kiln/meson.build
 
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"

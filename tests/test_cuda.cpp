@@ -362,6 +362,35 @@ TEST_SUITE("gpu") {
     CHECK(ta.grad().dtype() == kBFloat16);
   }
 
+  TEST_CASE("autocast: the mixed matmul (bf16 operands, fp32 output) and its gradients match the CPU's") {
+    // The GPU's product is cublasGemmStridedBatchedEx (CUDA_R_16BF in, CUDA_R_32F out,
+    // CUBLAS_COMPUTE_32F), the CPU's oneDNN's (or OpenBLAS on the widened values): the same
+    // bfloat16 products summed in float32 in another order, so float32's tolerance. The
+    // fused attention differs more: the GPU runs it in float32 on the rounded q, k, v (its
+    // kernel has no mixed form), the CPU also rounds the weights; one bfloat16 step.
+    manual_seed(16);
+    const Tensor a = randn({3, 9, 33}), b = randn({33, 7}), bb = randn({1, 33, 5}), w = randn({7, 33}) * 0.2,
+                 bias = randn({7}), q = randn({2, 2, 6, 8}), c = randn({3, 9, 7});
+    const Tensor ga = a.to(gpu()), gb = b.to(gpu()), gbb = bb.to(gpu()), gq = q.to(gpu());
+    Tensor lw = w.detach().requires_grad_(), glw = w.to(gpu()).detach().requires_grad_();
+    Tensor lx = a.detach().requires_grad_(), glx = ga.detach().requires_grad_();
+    {
+      AutocastGuard autocast(kBFloat16);
+      check_same("matmul", matmul(ga, gb), matmul(a, b));
+      check_same("broadcast batch", matmul(ga, gbb.expand({3, 33, 5})), matmul(a, bb.expand({3, 33, 5})));
+      check_same("transposed", matmul(gb.t(), ga.transpose(1, 2)), matmul(b.t(), a.transpose(1, 2)));
+      Tensor gy = linear(glx, glw, bias.to(gpu())), y = linear(lx, lw, bias);
+      check_same("linear", gy, y);
+      sum(mul(gy, c.to(gpu()))).backward();
+      sum(mul(y, c)).backward();
+      check_same("attention", scaled_dot_product_attention(gq, gq, gq), scaled_dot_product_attention(q, q, q),
+                 0x1p-7);
+    }
+    check_same("linear grad x", glx.grad(), lx.grad());
+    check_same("linear grad w", glw.grad(), lw.grad());
+    CHECK(glw.grad().dtype() == kFloat32);
+  }
+
   TEST_CASE("random fills give the CPU's numbers for the same seed") {
     for (DType t : {kFloat32, kFloat64}) {
       CAPTURE(std::string(dtype_name(t)));

@@ -188,6 +188,37 @@ TEST_CASE("onednn: gemm_bf16 equals the exact product within fp32 rounding: ever
           }
 }
 
+TEST_CASE("onednn: gemm_bf16_bias adds the bias in the GEMM: every layout, blocks of rows or of columns, K = 0") {
+  if (skip_without_onednn()) {
+    uint16_t h = 0;
+    float f = 0;
+    CHECK_ERROR_STARTS("[gemm_bf16_bias]",
+                       onednn::gemm_bf16_bias(false, false, 1, 1, 1, &h, 1, &h, 1, &f, &f, 1), "oneDNN");
+    return;
+  }
+  // (5, 4000, 128) is cut into blocks of columns (each with its stretch of the bias),
+  // (600, 64, 512) into blocks of rows.
+  const int64_t sizes[][3] = {{1, 1, 1}, {7, 33, 257}, {5, 4000, 128}, {600, 64, 512}, {3, 4, 0}};
+  uint64_t seed = 50;
+  for (const auto& s : sizes)
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        Gemm g(ta, tb, s[0], s[1], s[2], /*pad=*/3, seed++);
+        const std::vector<float> bias = as_float(random_bf16(static_cast<size_t>(g.N), seed++));
+        // What C must become: the bias in every row (plus the product), the padding kept;
+        // what it holds before the call there is not read.
+        std::vector<float> c = g.c0;
+        for (int64_t i = 0; i < g.M; ++i)
+          for (int64_t j = 0; j < g.N; ++j) {
+            g.c0[static_cast<size_t>(i * g.ldc + j)] = bias[static_cast<size_t>(j)];
+            c[static_cast<size_t>(i * g.ldc + j)] = 1e30f;
+          }
+        onednn::gemm_bf16_bias(g.ta, g.tb, g.M, g.N, g.K, g.a16.data(), g.lda, g.b16.data(), g.ldb, bias.data(),
+                               c.data(), g.ldc);
+        check_product(g, c, /*accumulate=*/true, describe_case("gemm_bf16_bias", ta, tb, s[0], s[1], s[2], 3, false));
+      }
+}
+
 TEST_CASE("onednn: gemm_f32 equals the exact product within fp32 rounding, as OpenBLAS's sgemm does") {
   if (skip_without_onednn()) return;
   const int64_t sizes[][3] = {{1, 1, 1}, {7, 33, 257}, {257, 7, 33}, {33, 257, 7}, {257, 257, 33}};

@@ -6,7 +6,11 @@
 //
 //   char_gpt [--data FILE] [--seconds S] [--steps N] [--layers L] [--heads H] [--embd C]
 //            [--block T] [--batch B] [--lr LR] [--dropout P] [--seed S] [--threads N]
-//            [--sample N] [--temperature T] [--top-k K]
+//            [--sample N] [--temperature T] [--top-k K] [--bf16]
+//
+// --bf16 runs the forward passes (training, evaluation, sampling) under
+// kiln::AutocastGuard: bfloat16 GEMMs with float32 accumulation, float32 weights,
+// gradients and AdamW, as torch.autocast("cpu", dtype=torch.bfloat16) would.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -213,7 +217,7 @@ int run(int argc, char** argv) {
   kiln_examples::Cli cli(argc, argv,
                          "char_gpt [--data FILE] [--seconds S] [--steps N] [--layers L] [--heads H] [--embd C]\n"
                          "                [--block T] [--batch B] [--lr LR] [--dropout P] [--seed S] [--threads N]\n"
-                         "                [--sample N] [--temperature T] [--top-k K]");
+                         "                [--sample N] [--temperature T] [--top-k K] [--bf16]");
   const std::string data_path = cli.nonempty_text("--data", "/usr/share/common-licenses/GPL-3");
   const double seconds = cli.real("--seconds", 60.0, 0.0, 86400.0);
   const int64_t max_steps = cli.integer("--steps", 1'000'000, 1, 1'000'000'000);
@@ -230,6 +234,7 @@ int run(int argc, char** argv) {
   const int64_t sample_len = cli.integer("--sample", 300, 0, 100000);
   const double temperature = cli.real("--temperature", 0.8, 1e-3, 100.0);
   const int64_t top_k = cli.integer("--top-k", 10, 0, 256);
+  const bool bf16 = cli.flag("--bf16");
   cli.finish();
   if (c.n_embd % c.n_head != 0)
     cli.fail("--embd (" + std::to_string(c.n_embd) + ") must be a multiple of --heads (" +
@@ -273,8 +278,11 @@ int run(int argc, char** argv) {
                           optim::ParamGroup(no_decay, {{"weight_decay", 0.0}})},
                          o);
 
+  // The forward passes under bfloat16 autocast with --bf16 (a guard that does nothing else).
+  auto autocast = [bf16] { return AutocastGuard(kBFloat16, bf16); };
   auto eval_loss = [&](int64_t lo, int64_t hi) {
     NoGradGuard no_grad;
+    const AutocastGuard ac = autocast();
     nn::TrainingModeGuard eval(model, false);
     Generator eval_gen(seed + 1);
     double total = 0;
@@ -301,8 +309,11 @@ int run(int argc, char** argv) {
     for (auto& group : optimizer.param_groups()) group.options["lr"] = step_lr;
 
     auto [x, y] = get_batch(data.ids, 0, split, batch, c.block_size, gen);
-    Tensor logits = model.forward(x);
-    Tensor loss = cross_entropy(logits.view({-1, c.vocab_size}), y.view({-1}));
+    Tensor loss;
+    {
+      const AutocastGuard ac = autocast();
+      loss = cross_entropy(model.forward(x).view({-1, c.vocab_size}), y.view({-1}));
+    }
     optimizer.zero_grad();
     loss.backward();
     double grad_norm = nn::utils::clip_grad_norm_(model.parameters(), 1.0);
@@ -319,6 +330,7 @@ int run(int argc, char** argv) {
 
   if (sample_len > 0) {
     nn::TrainingModeGuard eval(model, false);
+    const AutocastGuard ac = autocast();
     Tensor prompt = from_vector<int64_t>({data.ids[0]}, {1, 1});
     Tensor out = model.generate(prompt, sample_len, temperature, top_k, gen);
     std::printf("--- sample (temperature %.2f, top-k %lld) ---\n%s\n---\n", temperature, (long long)top_k,

@@ -5,12 +5,17 @@
 //   translate_toy [--epochs N] [--d-model D] [--heads H] [--layers L] [--ff F]
 //                 [--dropout P] [--seed S] [--threads T] [--device cpu|cuda:0]
 //                 [--beam K] [--checkpoint-dir DIR] [--resume FILE] [--load FILE]
-//                 [--out DIR] [--metrics FILE] [--no-progress] [--translate "ich mochte ein bier"]
+//                 [--out DIR] [--metrics FILE] [--no-progress] [--bf16] [--translate "ich mochte ein bier"]
+//
+// --bf16: bfloat16 mixed precision (kiln::AutocastGuard): training's forward pass and loss
+// and the translations run their GEMMs in bfloat16 with float32 accumulation; weights,
+// gradients and Adam stay float32.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include <kiln/kiln.h>
@@ -36,6 +41,7 @@ struct Args {
   std::string checkpoint_dir, resume, load, out = "translate_toy_out", metrics, translate;
   bool progress = true;
   bool has_translate = false;
+  bool bf16 = false;
 };
 
 const char* kUsage =
@@ -43,7 +49,7 @@ const char* kUsage =
     "                     [--dropout P] [--seed S] [--threads T] [--device cpu|cuda:0]\n"
     "                     [--beam K (0 = greedy)] [--checkpoint-dir DIR] [--resume FILE]\n"
     "                     [--load FILE] [--out DIR] [--metrics FILE.csv|.jsonl]\n"
-    "                     [--no-progress] [--translate \"german sentence\"]";
+    "                     [--no-progress] [--bf16] [--translate \"german sentence\"]";
 
 Args parse(kiln_examples::Cli& cli) {
   Args a;
@@ -63,6 +69,7 @@ Args parse(kiln_examples::Cli& cli) {
   a.has_translate = cli.flag("--translate");
   a.translate = cli.text("--translate", "");
   a.progress = !cli.flag("--no-progress");
+  a.bf16 = cli.flag("--bf16");
   // The directories are made (and checked) now, before any training; --out only when
   // there will be pictures to draw.
   a.checkpoint_dir = cli.directory("--checkpoint-dir", "");
@@ -303,6 +310,7 @@ int run(int argc, char** argv) {
     t.checkpoint_dir = a.checkpoint_dir;
     t.resume_from = a.resume;
     t.progress = a.progress;
+    if (a.bf16) t.autocast = kiln::kBFloat16;
     t.step_losses_kept = std::min<int64_t>(a.epochs * train.num_batches(), 1'000'000);  // for the loss plot
     auto start = std::chrono::steady_clock::now();
     tr::Trainer trainer(model, train, &held, t);
@@ -318,6 +326,8 @@ int run(int argc, char** argv) {
     }
   }
 
+  std::optional<kiln::AutocastGuard> autocast;  // decoding as trained
+  if (a.bf16) autocast.emplace(kiln::kBFloat16);
   if (a.has_translate) {
     std::printf("\n%s -> %s\n", a.translate.c_str(),
                 d.tgt_vocab.decode(translate(model, d, user_ids, a, device)).c_str());

@@ -20,6 +20,18 @@ bool is_comparison(BinaryOp op) {
          op == BinaryOp::Gt || op == BinaryOp::Ge;
 }
 
+void Backend::matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
+  // The bias as (M, N) with row stride 0 (a view made here: no op below ops/).
+  auto rows = std::make_shared<TensorImpl>();
+  rows->storage = bias.impl()->storage;
+  rows->shape = out.shape();
+  rows->strides = {0, bias.stride(0)};
+  rows->offset = bias.offset();
+  rows->dtype = bias.dtype();
+  copy(Tensor(std::move(rows)), out);
+  matmul(a, b, out, /*accumulate=*/true);
+}
+
 // Every backend is handed out wrapped in BFloat16Staged (bfloat16_staged.h), which runs
 // kernels on float32 copies of bfloat16 tensors and passes everything else through.
 Backend& backend_for(Device device) {

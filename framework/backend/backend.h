@@ -87,13 +87,26 @@ class Backend {
 
   // out = a @ b, or out += a @ b when `accumulate`: a (..., M, K), b (..., K, N), out
   // (..., M, N) contiguous; batch dims equal (possibly stride-0), a and b any strides,
-  // same floating dtype. Accumulating is the BLAS beta = 1: linear pre-fills its output
-  // with the bias, which saves a pass that zeroes it and a pass that adds the bias.
+  // same floating dtype; or autocast's mixed product: a and b bfloat16, out float32
+  // (float32 accumulation). Accumulating is the BLAS beta = 1: linear pre-fills its
+  // output with the bias, which saves a pass that zeroes it and a pass that adds the bias.
   virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) = 0;
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out) { matmul(a, b, out, false); }
+  // out (M, N) = a @ b + bias, bias (N) contiguous in out's dtype added to every row (a
+  // linear layer's); a and b 2-D as matmul's, the mixed form included. The default copies
+  // the bias into out's rows and accumulates the product onto them; a backend whose GEMM
+  // adds a bias itself (oneDNN's, for the mixed product) saves that pass and the read of
+  // it back.
+  virtual void matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out);
   // Whether matmul takes bfloat16 operands (and output) itself. backend_for's wrapper
   // (bfloat16_staged.h) otherwise runs it on float32 copies, as every other kernel.
   virtual bool matmul_takes_bfloat16() const { return false; }
+  // Whether matmul takes the mixed product (bfloat16 a and b, float32 out) itself, and
+  // attention / attention_backward their mixed form (below). backend_for's wrapper
+  // otherwise hands them float32 copies of the bfloat16 operands: the same products,
+  // without the rounding of attention's weights and gradients to bfloat16.
+  virtual bool matmul_takes_mixed_bfloat16() const { return false; }
+  virtual bool attention_takes_mixed_bfloat16() const { return false; }
 
   // Softmax / log-softmax over `dim`; out contiguous, x's shape.
   virtual void softmax(const Tensor& x, int64_t dim, bool log, const Tensor& out) = 0;
@@ -171,6 +184,9 @@ class Backend {
   // A row whose every score is -inf (nothing may be attended to) gives P = 0 and lse = -inf,
   // so its output row is 0, as torch's _safe_softmax; attention_backward then gives it zero
   // gradients.
+  // Mixed (autocast): q, k, v bfloat16, out and lse float32 (a float mask too): the GEMMs
+  // take bfloat16 operands with float32 accumulation, q kᵀ and P' v, the softmax is
+  // float32, and P' is rounded to bfloat16 for the second GEMM.
   virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale,
                          double dropout_p, uint64_t seed, uint64_t block, const Tensor& out,
                          const Tensor& lse) = 0;
@@ -180,6 +196,10 @@ class Backend {
   //   grad_q = scale · dS k, grad_k = scale · dSᵀ q, grad_v = P'ᵀ g.
   // g and out as out above; grad_q/k/v the shapes of q/k/v, any strides with the last one 1,
   // overwritten.
+  // Mixed (autocast): q, k, v bfloat16, out float32 or its bfloat16 rounding (what
+  // autocast keeps), everything else float32. Every GEMM takes bfloat16 operands (g, P'
+  // and scale · dS rounded) with float32 accumulation; D and the softmax's backward are
+  // float32.
   virtual void attention_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& mask, const Tensor& out, const Tensor& lse, double scale,
                                   double dropout_p, uint64_t seed, uint64_t block, const Tensor& grad_q,

@@ -15,6 +15,9 @@ bool any_bf16(std::initializer_list<const Tensor*> ts) {
   return false;
 }
 
+// Autocast's mixed kernels: bfloat16 operands (`low`) with a float32 output.
+bool mixed(const Tensor& low, const Tensor& out) { return is_bf16(low) && out.dtype() == kFloat32; }
+
 // A view of t's storage with the given geometry and dtype (no history).
 Tensor view_of(const Tensor& t, const Shape& shape, const Strides& strides, int64_t offset) {
   auto impl = std::make_shared<TensorImpl>();
@@ -63,29 +66,9 @@ class Staging {
       e.write_back = e.write_back || write;  // an in-place kernel: one stand-in for both roles
       return e.stand_in;
     }
-    Tensor s = read ? float_copy(t) : Tensor::empty(t.shape(), TensorOptions(kFloat32).device(t.device()));
+    Tensor s = read ? float32_copy(be_, t) : Tensor::empty(t.shape(), TensorOptions(kFloat32).device(t.device()));
     entries_.push_back({t, s, write});
     return s;
-  }
-
-  // t in float32. A dim broadcast with stride 0 is copied once and keeps stride 0, so a
-  // bias expanded over a batch costs its own size, not the batch's.
-  Tensor float_copy(const Tensor& t) {
-    Shape compact = t.shape();
-    bool expanded = false;
-    for (size_t d = 0; d < compact.size(); ++d) {
-      if (t.strides()[d] == 0 && compact[d] > 1) {
-        compact[d] = 1;
-        expanded = true;
-      }
-    }
-    Tensor c = Tensor::empty(compact, TensorOptions(kFloat32).device(t.device()));
-    if (c.numel() > 0) be_.copy(expanded ? view_of(t, compact, t.strides(), t.offset()) : t, c);
-    if (!expanded) return c;
-    Strides strides = c.strides();
-    for (size_t d = 0; d < strides.size(); ++d)
-      if (t.strides()[d] == 0) strides[d] = 0;
-    return view_of(c, t.shape(), strides, 0);
   }
 
   Backend& be_;
@@ -120,6 +103,24 @@ float bf16_below(double hi) {
 }
 
 }  // namespace
+
+Tensor float32_copy(Backend& be, const Tensor& t) {
+  Shape compact = t.shape();
+  bool expanded = false;
+  for (size_t d = 0; d < compact.size(); ++d) {
+    if (t.strides()[d] == 0 && compact[d] > 1) {
+      compact[d] = 1;
+      expanded = true;
+    }
+  }
+  Tensor c = Tensor::empty(compact, TensorOptions(kFloat32).device(t.device()));
+  if (c.numel() > 0) be.copy(expanded ? view_of(t, compact, t.strides(), t.offset()) : t, c);
+  if (!expanded) return c;
+  Strides strides = c.strides();
+  for (size_t d = 0; d < strides.size(); ++d)
+    if (t.strides()[d] == 0) strides[d] = 0;
+  return view_of(c, t.shape(), strides, 0);
+}
 
 void BFloat16Staged::arange(const Tensor& out, double start, double step) {
   if (!is_bf16(out)) return inner_.arange(out, start, step);
@@ -164,11 +165,19 @@ void BFloat16Staged::reduce(ReduceOp op, const Tensor& x, const std::vector<int6
 
 void BFloat16Staged::matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
   if (!any_bf16({&a, &b, &out}) || inner_.matmul_takes_bfloat16()) return inner_.matmul(a, b, out, accumulate);
+  if (mixed(a, out) && is_bf16(b) && inner_.matmul_takes_mixed_bfloat16()) return inner_.matmul(a, b, out, accumulate);
   // bfloat16 products are exact in float32; the float32 GEMM's sums are rounded once.
   Staging s(inner_);
   Tensor as = s.in(a), bs = s.in(b);
   inner_.matmul(as, bs, accumulate ? s.inout(out) : s.out(out), accumulate);
   s.finish();
+}
+
+void BFloat16Staged::matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
+  if (!any_bf16({&a, &b, &bias, &out}) ||
+      (mixed(a, out) && is_bf16(b) && !is_bf16(bias) && inner_.matmul_takes_mixed_bfloat16()))
+    return inner_.matmul_bias(a, b, bias, out);
+  Backend::matmul_bias(a, b, bias, out);  // this wrapper's copy and matmul stage what they must
 }
 
 void BFloat16Staged::softmax(const Tensor& x, int64_t dim, bool log, const Tensor& out) {
@@ -320,7 +329,7 @@ void BFloat16Staged::dropout(const Tensor& x, uint64_t seed, uint64_t block, dou
 void BFloat16Staged::attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale,
                                double dropout_p, uint64_t seed, uint64_t block, const Tensor& out,
                                const Tensor& lse) {
-  if (!any_bf16({&q, &k, &v, &mask, &out, &lse}))
+  if (!any_bf16({&q, &k, &v, &mask, &out, &lse}) || (mixed(q, out) && inner_.attention_takes_mixed_bfloat16()))
     return inner_.attention(q, k, v, mask, scale, dropout_p, seed, block, out, lse);
   Staging s(inner_);
   Tensor qs = s.in(q), ks = s.in(k), vs = s.in(v), ms = s.in(mask);
@@ -333,7 +342,8 @@ void BFloat16Staged::attention_backward(const Tensor& g, const Tensor& q, const 
                                         const Tensor& mask, const Tensor& out, const Tensor& lse, double scale,
                                         double dropout_p, uint64_t seed, uint64_t block, const Tensor& grad_q,
                                         const Tensor& grad_k, const Tensor& grad_v) {
-  if (!any_bf16({&g, &q, &k, &v, &mask, &out, &lse, &grad_q, &grad_k, &grad_v}))
+  if (!any_bf16({&g, &q, &k, &v, &mask, &out, &lse, &grad_q, &grad_k, &grad_v}) ||
+      (mixed(q, grad_q) && inner_.attention_takes_mixed_bfloat16()))
     return inner_.attention_backward(g, q, k, v, mask, out, lse, scale, dropout_p, seed, block, grad_q, grad_k,
                                      grad_v);
   Staging s(inner_);

@@ -11,7 +11,10 @@
 // A call with no bfloat16 tensor goes straight to the device's backend, so float32 and
 // float64 pay one virtual call and a dtype test per tensor. copy and fill always go
 // straight through: they are the kernels that know bfloat16 (CPU and CUDA). A device
-// backend whose matmul takes bfloat16 itself says so (Backend::matmul_takes_bfloat16).
+// backend whose matmul takes bfloat16 itself says so (Backend::matmul_takes_bfloat16), as
+// one whose matmul and attention take autocast's mixed form (bfloat16 operands, float32
+// outputs) does (matmul_takes_mixed_bfloat16, attention_takes_mixed_bfloat16): those
+// calls go through unstaged; for another backend only their bfloat16 operands are staged.
 //
 // One place for every op and every device: no kernel is written twice, the CUDA backend
 // (and host_staged.cpp's defaults) work unchanged, and a reduction's float32 result is
@@ -20,6 +23,11 @@
 #include "backend.h"
 
 namespace kiln {
+
+// t in float32 on be's device: a bfloat16 t widened (exact). A dim broadcast with stride
+// 0 is copied once and keeps stride 0 in the copy, so a bias expanded over a batch costs
+// its own size, not the batch's.
+Tensor float32_copy(Backend& be, const Tensor& t);
 
 class BFloat16Staged final : public Backend {
  public:
@@ -38,6 +46,7 @@ class BFloat16Staged final : public Backend {
   using Backend::matmul;
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) override;
   bool matmul_takes_bfloat16() const override { return true; }
+  void matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) override;
   void softmax(const Tensor& x, int64_t dim, bool log, const Tensor& out) override;
   void softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log, const Tensor& grad_x) override;
   void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,

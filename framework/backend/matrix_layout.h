@@ -1,6 +1,7 @@
 #pragma once
-// How a BLAS (OpenBLAS or cuBLAS) can read the last two dims of a tensor: row-major with a
-// leading dimension, or the transpose of that. Shared by every backend's matmul.
+// How a BLAS (OpenBLAS, oneDNN or cuBLAS) can read the last two dims of a tensor: row-major
+// with a leading dimension, or the transpose of that, and its batches at one stride.
+// Shared by every backend's matmul.
 #include <algorithm>
 #include <cstdint>
 
@@ -32,6 +33,26 @@ inline bool blas_layout(const Tensor& t, MatLayout& out) {
     return true;
   }
   return false;
+}
+
+// The single stride s with batch i at element offset i·s, if t's batch dims (all but
+// the last two, flattened row-major) have one: each dim of size > 1 must step by s
+// times the number of batches the dims inside it span. (A broadcast batch: s = 0.)
+inline bool uniform_batch_stride(const Tensor& t, int64_t& stride) {
+  stride = 0;
+  int64_t span = 0;  // batches spanned by the dims inside d; 0 before the first of size > 1
+  for (int64_t d = t.dim() - 3; d >= 0; --d) {
+    const int64_t size = t.size(d);
+    if (size == 1) continue;
+    if (span == 0) {
+      stride = t.stride(d);
+      span = size;
+      continue;
+    }
+    if (t.stride(d) != stride * span) return false;
+    span *= size;
+  }
+  return true;
 }
 
 }  // namespace kiln

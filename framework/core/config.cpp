@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "backend/cpu/blas.h"
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/onednn_gemm.h"
 #include "backend/cpu/parallel.h"
 
@@ -29,6 +30,7 @@ std::string config() {
      << "  - Thread pool: oneTBB " << TBB_VERSION_MAJOR << "." << TBB_VERSION_MINOR << ", "
      << get_num_threads() << " threads\n"
      << "  - GEMMs: " << cpu::onednn::describe() << "\n"
+     << "  - autocast bf16: " << cpu::autocast_bf16_path() << "\n"
 #ifdef KILN_WITH_CUDA
      << "  - CUDA: " << cuda::describe() << "\n";
 #else

@@ -1,9 +1,12 @@
 // scaled_dot_product_attention: one fused op for softmax(q kᵀ · scale + mask) v with
 // dropout on the weights. Forward keeps q, k, v, the output and one logsumexp per query;
 // backward rebuilds the weights from them, so no (L, S) tensor lives between the two.
+// Under autocast q, k and v are rounded to bfloat16 once and the kernels' mixed form runs
+// (bfloat16 GEMMs, float32 softmax, float32 output and gradients).
 #include <cmath>
 #include <limits>
 
+#include "autograd/autocast_cast.h"
 #include "ops/op_helpers.h"
 
 namespace kiln {
@@ -23,13 +26,13 @@ Tensor as_4d(const Tensor& t) {
 // The kernels need the last stride to be 1.
 Tensor rows_contiguous(const Tensor& t) { return t.size(3) > 1 && t.stride(3) != 1 ? t.contiguous() : t; }
 
-// A fresh (N, H, L, X) tensor laid out like `like`: when like's heads sit inside its
-// rows ((N, L, H, X) memory, as MultiheadAttention's projections are), the result is
+// A fresh (N, H, L, X) `dtype` tensor laid out like `like`: when like's heads sit inside
+// its rows ((N, L, H, X) memory, as MultiheadAttention's projections are), the result is
 // that layout viewed as (N, H, L, X), so the caller's transpose back is free.
-Tensor new_heads(int64_t N, int64_t H, int64_t L, int64_t X, const Tensor& like) {
+Tensor new_heads(int64_t N, int64_t H, int64_t L, int64_t X, const Tensor& like, DType dtype) {
   const bool heads_inner = like.size(1) > 1 && like.size(2) > 1 && like.stride(1) < like.stride(2);
-  if (!heads_inner) return detail::new_tensor({N, H, L, X}, like.dtype(), like, kOp);
-  return detail::new_tensor({N, L, H, X}, like.dtype(), like, kOp).transpose(1, 2);
+  if (!heads_inner) return detail::new_tensor({N, H, L, X}, dtype, like, kOp);
+  return detail::new_tensor({N, L, H, X}, dtype, like, kOp).transpose(1, 2);
 }
 
 // The unfused formula, for a float mask that itself needs a gradient.
@@ -107,11 +110,21 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     return attention_composed(q, k, v, attn_mask, dropout_p, scale, gen);
   }
   Tensor mask = kernel_mask(q, k, attn_mask, is_causal);
-  Tensor q4 = rows_contiguous(as_4d(q).detach()), k4 = rows_contiguous(as_4d(k).detach()),
-         v4 = rows_contiguous(as_4d(v).detach());
+  // Under autocast: bfloat16 q, k, v (their layouts kept; kept for backward as the
+  // cache's copies, one pass over a projection that made all three), float32 out, lse and
+  // mask.
+  const bool autocast = detail::autocast_applies({&q, &k, &v});
+  const bool recording = any_requires_grad({&q, &k, &v});
+  const DType dtype = autocast ? kFloat32 : q.dtype();
+  if (autocast && mask.defined() && mask.dtype() != kBool) mask = mask.to(kFloat32);
+  auto operand = [&](const Tensor& t) {
+    if (!autocast) return rows_contiguous(as_4d(t.detach()));
+    return rows_contiguous(as_4d(recording ? detail::autocast_share(t, kOp) : detail::autocast_operand(t, kOp)));
+  };
+  Tensor q4 = operand(q), k4 = operand(k), v4 = operand(v);
   const int64_t N = q4.size(0), H = q4.size(1), L = q4.size(2), S = k4.size(2), Ev = v4.size(3);
-  Tensor out4 = new_heads(N, H, L, Ev, q4);
-  Tensor lse = detail::new_tensor({N, H, L}, q.dtype(), q, kOp);
+  Tensor out4 = new_heads(N, H, L, Ev, q4, dtype);
+  Tensor lse = detail::new_tensor({N, H, L}, dtype, q, kOp);
   uint64_t seed = 0, block = 0;
   if (dropout_p > 0) {
     Generator& g = gen ? *gen : default_generator();
@@ -122,23 +135,27 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   Shape out_shape = q.shape();
   out_shape.back() = Ev;
   Tensor out = out4.reshape(out_shape);
-  if (!any_requires_grad({&q, &k, &v})) return out;
+  if (!recording) return out;
 
   // The mask too: a float mask is the caller's tensor, which could be changed in place.
-  SavedTensor sq(q4, kOp), sk(k4, kOp), sv(v4, kOp), so(out4, kOp), smask(mask, kOp);
+  // Under autocast the output is kept as the bfloat16 copy that the product reading it
+  // next (the output projection) shares, not in float32 besides that copy.
+  SavedTensor sq(q4, kOp), sk(k4, kOp), sv(v4, kOp), smask(mask, kOp);
+  SavedTensor so(autocast ? detail::autocast_share(out4, kOp) : out4, kOp);
   const Shape q_shape = q.shape(), k_shape = k.shape(), v_shape = v.shape();
+  const DType q_dtype = q.dtype();  // the gradients' (float32 from the mixed kernel, then cast)
   return record(kOp, out, {q, k, v}, [=](const Tensor& g) -> TensorList {
     const Tensor &qs = sq.get(), &ks = sk.get(), &vs = sv.get(), &os = so.get();
     if (os.numel() == 0) {  // L or Ev is 0: nothing reached the output
-      TensorOptions opts = TensorOptions(qs.dtype()).device(qs.device());
+      TensorOptions opts = TensorOptions(q_dtype).device(qs.device());
       return {zeros(q_shape, opts), zeros(k_shape, opts), zeros(v_shape, opts)};
     }
-    Tensor g4 = rows_contiguous(g.reshape({N, H, L, Ev}));
-    Tensor gq = new_heads(N, H, L, qs.size(3), qs), gk = new_heads(N, H, S, ks.size(3), ks),
-           gv = new_heads(N, H, S, Ev, vs);
+    Tensor g4 = rows_contiguous(g.to(dtype).reshape({N, H, L, Ev}));
+    Tensor gq = new_heads(N, H, L, qs.size(3), qs, dtype), gk = new_heads(N, H, S, ks.size(3), ks, dtype),
+           gv = new_heads(N, H, S, Ev, vs, dtype);
     backend_of(kOp, {&g4, &qs}).attention_backward(g4, qs, ks, vs, smask.get(), os, lse, scale, dropout_p, seed,
                                                   block, gq, gk, gv);
-    return {gq.reshape(q_shape), gk.reshape(k_shape), gv.reshape(v_shape)};
+    return {gq.reshape(q_shape).to(q_dtype), gk.reshape(k_shape).to(q_dtype), gv.reshape(v_shape).to(q_dtype)};
   });
 }
 

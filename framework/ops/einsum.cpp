@@ -3,13 +3,15 @@
 // to right: each pair is permuted to (batch, free, contracted) and (batch, contracted,
 // free), reshaped to 3-D and multiplied with bmm (a pair with nothing to contract is a
 // broadcast mul). Labels that no later operand and not the output need are summed out
-// as early as they can be. Every step is a differentiable op.
+// as early as they can be. Every step is a differentiable op. Under autocast the
+// products are bmm's, in bfloat16 with float32 output (autograd/autocast.h).
 #include <algorithm>
 #include <initializer_list>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "autograd/autocast_cast.h"
 #include "ops/op_helpers.h"
 
 namespace kiln {
@@ -287,15 +289,23 @@ Term contract(const Term& a, const Term& b, const std::vector<Label>& keep, cons
   return out;
 }
 
+// Whether autocast rules every operand (float32 and bfloat16 then mix, as in torch).
+bool autocast_all(const std::vector<Tensor>& operands) {
+  for (const Tensor& t : operands)
+    if (!detail::autocast_applies({&t})) return false;
+  return true;
+}
+
 void check_operands(const std::vector<Tensor>& operands) {
   KILN_CHECK(!operands.empty(), kOp, "expected at least one operand");
+  const bool autocast = autocast_all(operands);
   for (size_t i = 0; i < operands.size(); ++i) {
     const Tensor& t = operands[i];
     KILN_CHECK(t.defined(), kOp, "operand ", i, " is an undefined tensor");
     KILN_CHECK(is_floating(t.dtype()), kOp,
                "expected floating-point operands (float32, float64 or bfloat16), got ", dtype_name(t.dtype()),
                " for operand ", i);
-    KILN_CHECK(t.dtype() == operands[0].dtype(), kOp, "expected operands of one dtype, got ",
+    KILN_CHECK(t.dtype() == operands[0].dtype() || autocast, kOp, "expected operands of one dtype, got ",
                dtype_name(operands[0].dtype()), " for operand 0 and ", dtype_name(t.dtype()), " for operand ", i);
   }
 }
@@ -303,8 +313,18 @@ void check_operands(const std::vector<Tensor>& operands) {
 }  // namespace
 
 // operands labelled by the equation -> the output's labels (see ops.h)
-Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) {
-  check_operands(operands);
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands_in) {
+  check_operands(operands_in);
+  // Under autocast, mixed float32 and bfloat16 operands meet in float32 (exact): the
+  // products round them to bfloat16 anyway, and a product-free step (a broadcast mul)
+  // then sees one dtype.
+  std::vector<Tensor> operands = operands_in;
+  if (autocast_all(operands)) {
+    bool mixed = false;
+    for (const Tensor& t : operands) mixed = mixed || t.dtype() != operands[0].dtype();
+    if (mixed)
+      for (Tensor& t : operands) t = t.to(kFloat32);
+  }
   const Parsed p = parse(equation, operands.size());
   std::vector<int64_t> ranks;
   for (size_t i = 0; i < operands.size(); ++i) ranks.push_back(ellipsis_rank(p.inputs[i], operands[i], i));

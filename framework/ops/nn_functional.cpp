@@ -2,6 +2,7 @@
 // layer_norm (and add_layer_norm), dropout, embedding, cross_entropy.
 #include <cmath>
 
+#include "autograd/autocast_cast.h"
 #include "ops/op_helpers.h"
 
 namespace kiln {
@@ -211,10 +212,15 @@ Tensor relu_dropout(const Tensor& x, double p, bool training, Generator* gen) {
   }
   if (!any_requires_grad({&x})) return y;
   // y > 0 exactly where x > 0 and the element was kept (x · 1/(1-p) >= x > 0), so
-  // y alone gives the gradient: g · (y > 0) / (1 - p).
-  SavedTensor sy(y, op);
-  return record(op, y, {x}, [sy, p, op](const Tensor& gy) -> TensorList {
-    const Tensor& yv = sy.get();
+  // y alone gives the gradient: g · (y > 0) / (1 - p). Under autocast the product that
+  // reads y next (a feed-forward's second linear) reads it rounded to bfloat16: that copy
+  // is made here and kept instead of y (half the bytes, and not y and a copy); it is > 0
+  // where y is, but for y <= 2^-134, which rounds to 0.
+  const DType dtype = y.dtype();
+  const bool share = dtype == kFloat32 && detail::autocast_applies({&x});
+  SavedTensor sy(share ? detail::autocast_share(y, op) : y, op);
+  return record(op, y, {x}, [sy, p, op, dtype](const Tensor& gy) -> TensorList {
+    const Tensor yv = sy.get().to(dtype);
     Tensor gc = gy.shape() == yv.shape() ? gy : gy.expand(yv.shape());
     Tensor gx = detail::new_tensor(yv.shape(), yv.dtype(), yv);
     Backend& b = backend_of(op, {&gc, &yv});

@@ -93,6 +93,8 @@ Trainer::Trainer(Seq2SeqTransformer& model, const data::PairDataLoader* train,
   KILN_CHECK(opts_.warmup_steps >= 1, "Trainer", "warmup_steps must be at least 1, got ", opts_.warmup_steps);
   KILN_CHECK(opts_.step_losses_kept >= 0, "Trainer", "step_losses_kept must be non-negative, got ",
              opts_.step_losses_kept);
+  KILN_CHECK(!opts_.autocast || *opts_.autocast == kBFloat16, "Trainer",
+             "autocast supports bfloat16 only, got ", dtype_name(opts_.autocast.value_or(kBFloat16)));
   optim::AdamOptions adam;
   adam.lr = 1.0;  // the schedule sets the actual rate
   adam.beta1 = opts_.beta1;
@@ -122,6 +124,9 @@ Tensor Trainer::batch_loss(const data::PairBatch& batch, Reduction reduction, in
   // Batches are made on the CPU; the step runs where the model is.
   const Device device = model_device();
   auto [tgt_in, labels] = teacher_forcing_pair(batch.target.to(device));
+  // Forward and loss only, as torch.autocast is used: backward and Adam run outside it.
+  std::optional<AutocastGuard> autocast;
+  if (opts_.autocast) autocast.emplace(*opts_.autocast);
   Tensor logits = model_.forward(batch.source.to(device), tgt_in);  // (N, T, V)
   const double pad = static_cast<double>(model_.options.pad_id);
   *tokens = static_cast<int64_t>(ne(labels, pad).to(kInt64).sum().item());

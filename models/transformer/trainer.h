@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,11 @@ struct TrainerOptions {
   int64_t step_losses_kept = 1000;
   // Extra metadata stored in every checkpoint (e.g. the model's configuration).
   std::map<std::string, std::string> checkpoint_metadata;
+  // kBFloat16: the forward pass and the loss run under kiln::AutocastGuard (bfloat16
+  // GEMMs with float32 accumulation; weights, gradients, softmax, norms, the loss and
+  // Adam stay float32), in train_step and in evaluate. Unset: the trainer leaves the
+  // thread's autocast state as it finds it.
+  std::optional<DType> autocast;
 };
 
 struct EpochSummary {

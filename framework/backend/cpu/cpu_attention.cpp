@@ -4,14 +4,19 @@
 // lives only for the task. Backward rebuilds P from q, k and lse (one more GEMM) and
 // the dropout mask from its Philox counters, so nothing of size L·S outlives a call:
 // for the seed Transformer that is 3 tensors of 20 MB per attention layer not kept
-// between forward and backward.
+// between forward and backward. Autocast's mixed form (bfloat16 q, k, v) runs the same
+// passes with bfloat16 GEMMs (below, attention_mixed).
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "backend/bfloat16_staged.h"
+#include "backend/cpu/bfloat16_convert.h"
 #include "backend/cpu/blas.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/onednn_gemm.h"
 #include "backend/cpu/multiversion.h"
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/philox_words.h"
@@ -133,6 +138,21 @@ KILN_MULTIVERSION void exp_shifted_row(T* row, const MaskRow<T>& m, T lse, int64
   for (int64_t s = 0; s < S; ++s) row[s] = vec::exp(row[s] - lse);
 }
 
+// row (S) <- row · c, then masked as apply_mask_row: the scores' scale and mask in one
+// pass (the mixed kernels' GEMMs have no alpha).
+template <class T>
+KILN_MULTIVERSION void scale_mask_row(T* row, T c, const MaskRow<T>& m, int64_t S) {
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  if (m.flags && m.step == 1) {
+    for (int64_t s = 0; s < S; ++s) row[s] = m.flags[s] ? kNegInf : row[s] * c;
+  } else if (m.add && m.step == 1) {
+    for (int64_t s = 0; s < S; ++s) row[s] = row[s] * c + m.add[s];
+  } else {
+    for (int64_t s = 0; s < S; ++s) row[s] *= c;
+    apply_mask_row(row, m, S);
+  }
+}
+
 // row (S) <- row · c where kept, 0 where dropped (keep from words (S)): the softmax's
 // normalization and dropout's 1 / (1 - p) in one pass.
 template <class T>
@@ -239,12 +259,195 @@ void attention_backward_typed(const Tensor& g, const Tensor& q, const Tensor& k,
   });
 }
 
+// ---- autocast's mixed attention: bfloat16 q, k, v; float32 softmax, outputs, gradients
+//
+// Every GEMM takes bfloat16 operands with float32 accumulation: oneDNN's bf16 GEMM on
+// the bits (Low = uint16_t) where the CPU has bf16 units, else OpenBLAS's sgemm on the
+// same values held as floats (Low = float: identical products, summed in another
+// order). What a GEMM reads besides q, k and v (P', g, scale · dS) is rounded to
+// bfloat16 first, into a per-task buffer. oneDNN has no alpha here, so the scale of the
+// scores is applied in the row pass.
+
+KILN_MULTIVERSION void round_to_values(const float* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = float_from_bf16_bits(bf16_bits_from_float(src[i]));
+}
+
+// Σ a·b over n, b bfloat16 bits widened on the fly (8 lanes, as rows::dot).
+KILN_MULTIVERSION double dot_bf16(const float* a, const uint16_t* b, int64_t n) {
+  float lane[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) lane[k] += a[i + k] * float_from_bf16_bits(b[i + k]);
+  }
+  double s = 0;
+  for (; i < n; ++i) s += static_cast<double>(a[i]) * float_from_bf16_bits(b[i]);
+  for (int k = 0; k < 8; ++k) s += lane[k];
+  return s;
+}
+
+// dst (n) = src (n) rounded to bfloat16, as bits or as floats.
+template <class Low>
+void round_low(const float* src, Low* dst, int64_t n) {
+  if constexpr (std::is_same_v<Low, uint16_t>) {
+    float_to_bf16(src, dst, n);
+  } else {
+    round_to_values(src, dst, n);
+  }
+}
+
+// C (m, n) = op(A) op(B) in float32, also when k is 0.
+void gemm_low(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda, const uint16_t* b,
+              int64_t ldb, float* c, int64_t ldc) {
+  onednn::gemm_bf16(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, /*accumulate=*/false);
+}
+void gemm_low(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+              int64_t ldb, float* c, int64_t ldc) {
+  gemm0<float>(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, c, ldc);
+}
+
+// Problem (n, h)'s matrix of a bfloat16 tensor (Low = uint16_t) or of its float32 copy.
+template <class Low>
+HeadMatrix<const Low> low_head(const Tensor& t, int64_t n, int64_t h) {
+  if constexpr (std::is_same_v<Low, uint16_t>) {
+    const HeadMatrix<bfloat16> m = head<bfloat16>(t, n, h);
+    return {reinterpret_cast<const uint16_t*>(m.data), m.ld};
+  } else {
+    const HeadMatrix<float> m = head<float>(t, n, h);
+    return {m.data, m.ld};
+  }
+}
+
+// oneDNN runs a bf16 product on its fast kernels (brgemm on AMX) only when each matrix's
+// rows are packed; a head inside the rows of a wider tensor (MultiheadAttention's layout,
+// the heads of one projection) sends it to its gemm:jit code instead, 1.7-2x slower on a
+// (100, 100, 64) product. So a strided head is packed into a per-task buffer first, and
+// a strided output written packed and copied out. (OpenBLAS, the fallback, takes the
+// strides as they are.)
+template <class Low>
+HeadMatrix<const Low> packed(const HeadMatrix<const Low>& m, int64_t rows, int64_t cols, std::vector<Low>& buf) {
+  if (std::is_same_v<Low, float> || m.ld == cols) return m;
+  buf.resize(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) std::copy(m.data + r * m.ld, m.data + r * m.ld + cols, buf.data() + r * cols);
+  return {buf.data(), cols};
+}
+
+// c (m, n) = op(A) op(B) as gemm_low, through a packed buffer when c's rows are strided.
+template <class Low>
+void gemm_to(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const Low* a, int64_t lda, const Low* b,
+             int64_t ldb, const HeadMatrix<float>& c, std::vector<float>& buf) {
+  if (std::is_same_v<Low, float> || c.ld == n) return gemm_low(ta, tb, m, n, k, a, lda, b, ldb, c.data, c.ld);
+  buf.resize(static_cast<size_t>(m * n));
+  gemm_low(ta, tb, m, n, k, a, lda, b, ldb, buf.data(), n);
+  for (int64_t r = 0; r < m; ++r) std::copy(buf.data() + r * n, buf.data() + (r + 1) * n, c.data + r * c.ld);
+}
+
+template <class Low>
+void attention_mixed(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Problem& pr,
+                     const Tensor& out, const Tensor& lse) {
+  float* lse_all = lse.data<float>();
+  const float keep_scale = static_cast<float>(1.0 / (1.0 - pr.p)), scale = static_cast<float>(pr.scale);
+  for_each_problem(pr, [&](int64_t n, int64_t h, int64_t b) {
+    thread_local std::vector<float> scores, out_buf;
+    thread_local std::vector<Low> weights, q_buf, k_buf, v_buf;
+    thread_local std::vector<uint32_t> words;
+    scores.resize(static_cast<size_t>(pr.L * pr.S));
+    weights.resize(static_cast<size_t>(pr.L * pr.S));
+    auto qh = packed(low_head<Low>(q, n, h), pr.L, pr.E, q_buf), kh = packed(low_head<Low>(k, n, h), pr.S, pr.E, k_buf),
+         vh = packed(low_head<Low>(v, n, h), pr.S, pr.Ev, v_buf);
+    auto oh = head<float>(out, n, h);
+    // scores (L, S) = q (L, E) @ k (S, E)ᵀ, scaled below
+    gemm_low(false, true, pr.L, pr.S, pr.E, qh.data, qh.ld, kh.data, kh.ld, scores.data(), pr.S);
+    if (pr.p > 0) problem_words(pr, b, words);
+    for (int64_t l = 0; l < pr.L; ++l) {
+      float* row = scores.data() + l * pr.S;
+      scale_mask_row(row, scale, mask_row<float>(mask, n, h, l), pr.S);
+      const double sum = exp_row(row, pr.S, lse_all[b * pr.L + l]);
+      const float inv = static_cast<float>(1.0 / sum);
+      if (pr.p > 0) {
+        drop_row(row, words.data() + l * pr.S, pr.threshold, inv * keep_scale, pr.S);
+      } else {
+        scale_row(row, inv, pr.S);
+      }
+    }
+    // out (L, Ev) = P' (L, S) @ v (S, Ev), P' rounded
+    round_low(scores.data(), weights.data(), pr.L * pr.S);
+    gemm_to(false, false, pr.L, pr.Ev, pr.S, weights.data(), pr.S, vh.data, vh.ld, oh, out_buf);
+  });
+}
+
+template <class Low>
+void attention_backward_mixed(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v,
+                              const Tensor& mask, const Tensor& out, const Tensor& lse, const Problem& pr,
+                              const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v) {
+  const float* lse_all = lse.data<float>();
+  const float keep_scale = static_cast<float>(1.0 / (1.0 - pr.p)), scale = static_cast<float>(pr.scale);
+  for_each_problem(pr, [&](int64_t n, int64_t h, int64_t b) {
+    thread_local std::vector<float> probs, dprobs, grad_buf;
+    thread_local std::vector<Low> low, g_low, q_buf, k_buf, v_buf;
+    thread_local std::vector<uint32_t> words;
+    probs.resize(static_cast<size_t>(pr.L * pr.S));
+    dprobs.resize(static_cast<size_t>(pr.L * pr.S));
+    low.resize(static_cast<size_t>(pr.L * pr.S));
+    g_low.resize(static_cast<size_t>(pr.L * pr.Ev));
+    auto qh = packed(low_head<Low>(q, n, h), pr.L, pr.E, q_buf), kh = packed(low_head<Low>(k, n, h), pr.S, pr.E, k_buf),
+         vh = packed(low_head<Low>(v, n, h), pr.S, pr.Ev, v_buf);
+    auto gh = head<float>(g, n, h);
+    // D = <g_l, out_l> in float32, out as stored or as the bfloat16 copy autocast keeps.
+    auto row_d = [&](int64_t l) -> float {
+      if (out.dtype() == kFloat32) {
+        const HeadMatrix<float> oh = head<float>(out, n, h);
+        return static_cast<float>(rows::dot(gh.data + l * gh.ld, oh.data + l * oh.ld, pr.Ev));
+      }
+      const HeadMatrix<const uint16_t> oh = low_head<uint16_t>(out, n, h);
+      return static_cast<float>(dot_bf16(gh.data + l * gh.ld, oh.data + l * oh.ld, pr.Ev));
+    };
+    auto gqh = head<float>(grad_q, n, h), gkh = head<float>(grad_k, n, h), gvh = head<float>(grad_v, n, h);
+    // P (L, S) = exp(scale · q kᵀ + mask - lse)
+    gemm_low(false, true, pr.L, pr.S, pr.E, qh.data, qh.ld, kh.data, kh.ld, probs.data(), pr.S);
+    for (int64_t l = 0; l < pr.L; ++l) {
+      float* row = probs.data() + l * pr.S;
+      scale_row(row, scale, pr.S);
+      exp_shifted_row(row, mask_row<float>(mask, n, h, l), lse_all[b * pr.L + l], pr.S);
+    }
+    // g (L, Ev) rounded, its rows packed
+    for (int64_t l = 0; l < pr.L; ++l) round_low(gh.data + l * gh.ld, g_low.data() + l * pr.Ev, pr.Ev);
+    // dP' (L, S) = g (L, Ev) @ v (S, Ev)ᵀ
+    gemm_low(false, true, pr.L, pr.S, pr.Ev, g_low.data(), pr.Ev, vh.data, vh.ld, dprobs.data(), pr.S);
+    if (pr.p > 0) problem_words(pr, b, words);
+    for (int64_t l = 0; l < pr.L; ++l) {
+      const float d = row_d(l);
+      softmax_dropout_backward_row(probs.data() + l * pr.S, dprobs.data() + l * pr.S,
+                                   pr.p > 0 ? words.data() + l * pr.S : nullptr, pr.threshold,
+                                   pr.p > 0 ? keep_scale : 1.0f, d, pr.S);
+    }
+    // grad_v (S, Ev) = P'ᵀ (S, L) @ g (L, Ev)
+    round_low(probs.data(), low.data(), pr.L * pr.S);
+    gemm_to(true, false, pr.S, pr.Ev, pr.L, low.data(), pr.S, g_low.data(), pr.Ev, gvh, grad_buf);
+    // scale · dS rounded once for both: grad_q (L, E) = (scale dS) k, grad_k (S, E) = (scale dS)ᵀ q
+    scale_row(dprobs.data(), scale, pr.L * pr.S);
+    round_low(dprobs.data(), low.data(), pr.L * pr.S);
+    gemm_to(false, false, pr.L, pr.E, pr.S, low.data(), pr.S, kh.data, kh.ld, gqh, grad_buf);
+    gemm_to(true, false, pr.S, pr.E, pr.L, low.data(), pr.S, qh.data, qh.ld, gkh, grad_buf);
+  });
+}
+
+void check_mixed(const Tensor& out) {
+  KILN_CHECK(out.dtype() == kFloat32, "scaled_dot_product_attention",
+             "bfloat16 query, key and value take float32 outputs (autocast), got ", dtype_name(out.dtype()));
+}
+
 }  // namespace
 
 void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale,
                            double dropout_p, uint64_t seed, uint64_t block, const Tensor& out, const Tensor& lse) {
   const Problem pr = problem_of(q, k, v, scale, dropout_p, seed, block);
   if (q.dtype() == kFloat64) return attention_typed<double>(q, k, v, mask, pr, out, lse);
+  if (q.dtype() == kBFloat16) {
+    check_mixed(out);
+    if (onednn::has_native_bf16()) return attention_mixed<uint16_t>(q, k, v, mask, pr, out, lse);
+    return attention_mixed<float>(float32_copy(*this, q), float32_copy(*this, k), float32_copy(*this, v), mask, pr,
+                                  out, lse);
+  }
   attention_typed<float>(q, k, v, mask, pr, out, lse);
 }
 
@@ -255,6 +458,14 @@ void CpuBackend::attention_backward(const Tensor& g, const Tensor& q, const Tens
   const Problem pr = problem_of(q, k, v, scale, dropout_p, seed, block);
   if (q.dtype() == kFloat64) {
     return attention_backward_typed<double>(g, q, k, v, mask, out, lse, pr, grad_q, grad_k, grad_v);
+  }
+  if (q.dtype() == kBFloat16) {
+    check_mixed(grad_q);
+    if (onednn::has_native_bf16()) {
+      return attention_backward_mixed<uint16_t>(g, q, k, v, mask, out, lse, pr, grad_q, grad_k, grad_v);
+    }
+    return attention_backward_mixed<float>(g, float32_copy(*this, q), float32_copy(*this, k),
+                                           float32_copy(*this, v), mask, out, lse, pr, grad_q, grad_k, grad_v);
   }
   attention_backward_typed<float>(g, q, k, v, mask, out, lse, pr, grad_q, grad_k, grad_v);
 }

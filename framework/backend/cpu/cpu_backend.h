@@ -1,7 +1,13 @@
 #pragma once
+#include <string>
+
 #include "../backend.h"
 
 namespace kiln::cpu {
+
+// How this CPU runs autocast's bfloat16 products (matmul and attention), for
+// kiln::config(): "oneDNN native", or "fp32 compute on bf16-rounded inputs (why)".
+std::string autocast_bf16_path();
 
 class CpuBackend final : public Backend {
  public:
@@ -16,6 +22,9 @@ class CpuBackend final : public Backend {
               const Tensor* indices) override;
   using Backend::matmul;
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) override;
+  bool matmul_takes_mixed_bfloat16() const override { return true; }
+  void matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) override;
+  bool attention_takes_mixed_bfloat16() const override { return true; }
   void softmax(const Tensor& x, int64_t dim, bool log, const Tensor& out) override;
   void softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log,
                         const Tensor& grad_x) override;

@@ -1,12 +1,15 @@
 // Batched matmul through single-threaded OpenBLAS, partitioned by TBB:
 // a (…, M, K) @ b (…, K, N) -> out (…, M, N). Transposed operands go to BLAS as
 // transpose flags; only a layout BLAS cannot express (stride-0 rows, arbitrary
-// strides) is copied.
+// strides) is copied. Autocast's mixed product (bfloat16 a and b, float32 out) goes to
+// oneDNN's bf16 GEMM where the CPU has bf16 units, else to OpenBLAS on widened copies.
 #include <algorithm>
 
+#include "backend/bfloat16_staged.h"
 #include "backend/cpu/blas.h"
 #include "backend/matrix_layout.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/onednn_gemm.h"
 #include "backend/cpu/parallel.h"
 
 namespace kiln::cpu {
@@ -91,7 +94,59 @@ void matmul_typed(const Tensor& a_in, const Tensor& b_in, const Tensor& out, boo
   });
 }
 
+// t when oneDNN can take it as is (a BLAS layout, batches at one stride), else a
+// contiguous bfloat16 copy.
+Tensor onednn_ready(CpuBackend& be, const Tensor& t, MatLayout& layout, int64_t& batch_stride) {
+  if (blas_layout(t, layout) && uniform_batch_stride(t, batch_stride)) return t;
+  Tensor c = Tensor::empty(t.shape(), TensorOptions(kBFloat16));
+  be.copy(t, c);
+  blas_layout(c, layout);
+  uniform_batch_stride(c, batch_stride);
+  return c;
+}
+
+const uint16_t* bits(const Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data<bfloat16>()); }
+
+// out (…, M, N) float32 (+)= a (…, M, K) @ b (…, K, N), a and b bfloat16; K > 0. oneDNN
+// cuts the work into blocks fixed by the shape, as matmul_typed does for OpenBLAS.
+void matmul_bf16_onednn(CpuBackend& be, const Tensor& a_in, const Tensor& b_in, const Tensor& out,
+                        bool accumulate) {
+  MatLayout la, lb;
+  int64_t sa = 0, sb = 0;
+  const Tensor a = onednn_ready(be, a_in, la, sa), b = onednn_ready(be, b_in, lb, sb);
+  const int64_t nd = out.dim();
+  const int64_t M = out.size(nd - 2), N = out.size(nd - 1), K = a.size(nd - 1);
+  const int64_t batches = out.numel() / std::max<int64_t>(M * N, 1);
+  if (M == 0 || N == 0 || batches == 0) return;
+  float* c = out.data<float>();
+  if (batches == 1) {
+    onednn::gemm_bf16(la.trans, lb.trans, M, N, K, bits(a), la.ld, bits(b), lb.ld, c, N, accumulate);
+  } else {
+    onednn::gemm_bf16_batched(batches, la.trans, lb.trans, M, N, K, bits(a), la.ld, sa, bits(b), lb.ld, sb, c, N,
+                              M * N, accumulate);
+  }
+}
+
 }  // namespace
+
+// The mixed product with its bias on oneDNN adds the bias in the GEMM; anything else as the
+// base class (the bias copied into out, the product accumulated onto it).
+void CpuBackend::matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
+  if (a.dtype() != kBFloat16 || bias.dtype() != kFloat32 || !onednn::has_native_bf16() || a.size(1) == 0)
+    return Backend::matmul_bias(a, b, bias, out);
+  MatLayout la, lb;
+  int64_t sa = 0, sb = 0;
+  const Tensor ar = onednn_ready(*this, a, la, sa), br = onednn_ready(*this, b, lb, sb);
+  const Tensor bc = bias.is_contiguous() ? bias : float32_copy(*this, bias);
+  onednn::gemm_bf16_bias(la.trans, lb.trans, out.size(0), out.size(1), a.size(1), bits(ar), la.ld, bits(br), lb.ld,
+                         bc.data<float>(), out.data<float>(), out.size(1));
+}
+
+std::string autocast_bf16_path() {
+  if (onednn::has_native_bf16()) return "oneDNN native";
+  return std::string("fp32 compute on bf16-rounded inputs (") +
+         (onednn::available() ? "this CPU has no native bf16 GEMM" : "no oneDNN") + ")";
+}
 
 void CpuBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
   if (a.size(a.dim() - 1) == 0) {  // K = 0: an empty sum
@@ -99,6 +154,16 @@ void CpuBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out, boo
     return;
   }
   if (out.dtype() == kFloat64) return matmul_typed<double>(a, b, out, accumulate);
+  if (a.dtype() == kBFloat16) {
+    KILN_CHECK(b.dtype() == kBFloat16 && out.dtype() == kFloat32, "matmul",
+               "a bfloat16 product takes two bfloat16 operands into a float32 output, got ", dtype_name(b.dtype()),
+               " and ", dtype_name(out.dtype()));
+    if (onednn::has_native_bf16()) return matmul_bf16_onednn(*this, a, b, out, accumulate);
+    // No bf16 units (or no oneDNN): oneDNN would emulate bf16 at a fraction of fp32's
+    // speed, so OpenBLAS multiplies the same values widened to float32 (exact), summed
+    // in its own order.
+    return matmul_typed<float>(float32_copy(*this, a), float32_copy(*this, b), out, accumulate);
+  }
   matmul_typed<float>(a, b, out, accumulate);
 }
 

@@ -85,10 +85,11 @@ std::string isa_name(dnnl::cpu_isa isa) {
 // ---- the primitive cache ------------------------------------------------------------
 
 // Everything a primitive depends on: the operand types, the (batch, M, N, K) shape, the
-// layouts (transposes, leading dimensions, batch strides) and whether it accumulates.
+// layouts (transposes, leading dimensions, batch strides), whether it accumulates and
+// whether it adds a bias.
 struct Key {
-  int64_t v[14];
-  bool operator==(const Key& o) const { return std::equal(v, v + 14, o.v); }
+  int64_t v[15];
+  bool operator==(const Key& o) const { return std::equal(v, v + 15, o.v); }
 };
 
 struct KeyHash {
@@ -101,7 +102,7 @@ struct KeyHash {
 
 struct Entry {
   dnnl::matmul prim;
-  dnnl::memory::desc a, b, c, scratch;
+  dnnl::memory::desc a, b, c, bias, scratch;
   size_t scratch_bytes = 0;
   bool reference = false;  // oneDNN's reference code ("ref:any"), orders of magnitude slower
 };
@@ -163,7 +164,7 @@ PrimitiveCache& cache() {
 // call, as much as a 64^3 product itself).
 struct Bound {
   std::shared_ptr<const Entry> entry;
-  dnnl::memory a, b, c, scratch;
+  dnnl::memory a, b, c, bias, scratch;
   std::unordered_map<int, dnnl::memory> args;
 };
 
@@ -208,11 +209,12 @@ struct Problem {
   dt type;
   bool ta, tb, acc;
   int64_t batch, M, N, K, lda, ldb, ldc, sa, sb, sc;
+  bool bias;  // C = A·B + bias (N), not accumulating (batch 1)
 };
 
 Key key_of(const Problem& p) {
   return {{static_cast<int64_t>(p.type), p.ta, p.tb, p.acc, p.batch, p.M, p.N, p.K, p.lda, p.ldb,
-           p.ldc, p.sa, p.sb, p.sc}};
+           p.ldc, p.sa, p.sb, p.sc, p.bias}};
 }
 
 // A (rows, cols) operand, transposed in memory or not, with its batch dim (size 1 and
@@ -242,10 +244,14 @@ std::shared_ptr<const Entry> make_entry(const Problem& p) {
     attr.set_post_ops(ops);
   }
   const dnnl::engine& eng = runtime().engine;
+  if (p.bias) e->bias = dnnl::memory::desc({1, p.N}, dt::f32, dims{p.N, 1});
 #if DNNL_VERSION_MAJOR >= 3
-  dnnl::matmul::primitive_desc pd(eng, e->a, e->b, e->c, attr);
+  dnnl::matmul::primitive_desc pd = p.bias ? dnnl::matmul::primitive_desc(eng, e->a, e->b, e->bias, e->c, attr)
+                                           : dnnl::matmul::primitive_desc(eng, e->a, e->b, e->c, attr);
 #else
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(e->a, e->b, e->c), attr, eng);
+  dnnl::matmul::primitive_desc pd(p.bias ? dnnl::matmul::desc(e->a, e->b, e->bias, e->c)
+                                         : dnnl::matmul::desc(e->a, e->b, e->c),
+                                  attr, eng);
 #endif
   e->scratch = pd.scratchpad_desc();
   e->scratch_bytes = e->scratch.get_size();
@@ -277,7 +283,7 @@ class OneOmpThread {
 // Runs one problem on the calling thread (oneDNN at one thread). Returns false, having
 // done nothing, when oneDNN has only its reference code for a batched problem (as for a
 // batch whose A and B are both shared): the caller then runs its products one by one.
-bool run_one(const Problem& p, const void* A, const void* B, float* C) {
+bool run_one(const Problem& p, const void* A, const void* B, float* C, const float* bias = nullptr) {
   OneOmpThread one_thread;  // before a primitive is made: oneDNN fixes its thread count then
   ThreadState& ts = thread_state();
   const Key k = key_of(p);
@@ -293,6 +299,10 @@ bool run_one(const Problem& p, const void* A, const void* B, float* C) {
     b.c = dnnl::memory(e->c, eng, C);
     b.scratch = dnnl::memory(e->scratch, eng, ts.scratchpad(e->scratch_bytes));
     b.args = {{DNNL_ARG_SRC, b.a}, {DNNL_ARG_WEIGHTS, b.b}, {DNNL_ARG_DST, b.c}, {DNNL_ARG_SCRATCHPAD, b.scratch}};
+    if (p.bias) {
+      b.bias = dnnl::memory(e->bias, eng, const_cast<float*>(bias));
+      b.args.emplace(DNNL_ARG_BIAS, b.bias);
+    }
     b.entry = std::move(e);
     it = ts.recent.emplace(k, std::move(b)).first;
   }
@@ -301,6 +311,7 @@ bool run_one(const Problem& p, const void* A, const void* B, float* C) {
   b.a.set_data_handle(const_cast<void*>(A));
   b.b.set_data_handle(const_cast<void*>(B));
   b.c.set_data_handle(C);
+  if (p.bias) b.bias.set_data_handle(const_cast<float*>(bias));
   b.scratch.set_data_handle(ts.scratchpad(b.entry->scratch_bytes));
   b.entry->prim.execute(ts.stream, b.args);
   ts.stream.wait();
@@ -333,10 +344,13 @@ void check_args(const char* op, bool ta, bool tb, int64_t M, int64_t N, int64_t 
   KILN_CHECK(runtime().ok, op, "oneDNN's CPU engine could not be created: ", runtime().error);
 }
 
-// K = 0: an empty sum.
-void empty_product(int64_t M, int64_t N, float* C, int64_t ldc, bool acc) {
+// K = 0: an empty sum (plus the bias, when there is one).
+void empty_product(int64_t M, int64_t N, float* C, int64_t ldc, bool acc, const float* bias = nullptr) {
   if (acc) return;
-  for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
+  for (int64_t i = 0; i < M; ++i) {
+    if (bias) std::copy(bias, bias + N, C + i * ldc);
+    else std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
+  }
 }
 
 template <class F>
@@ -352,14 +366,14 @@ void rethrow_as_kiln(const char* op, int64_t M, int64_t N, int64_t K, F&& f) {
 template <class T>
 void gemm_parallel(const char* op, dt type, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                    const T* A, int64_t lda, const T* B, int64_t ldb, float* C, int64_t ldc,
-                   bool acc) {
+                   bool acc, const float* bias = nullptr) {
   check_args(op, ta, tb, M, N, K, lda, ldb, ldc);
   if (M == 0 || N == 0) return;
-  if (K == 0) return empty_product(M, N, C, ldc, acc);
+  if (K == 0) return empty_product(M, N, C, ldc, acc, bias);
   const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   auto block = [&](int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-    Problem p{type, ta, tb, acc, 1, m1 - m0, n1 - n0, K, lda, ldb, ldc, 0, 0, 0};
-    run_one(p, A + (ta ? m0 : m0 * lda), B + (tb ? n0 * ldb : n0), C + m0 * ldc + n0);
+    Problem p{type, ta, tb, acc, 1, m1 - m0, n1 - n0, K, lda, ldb, ldc, 0, 0, 0, bias != nullptr};
+    run_one(p, A + (ta ? m0 : m0 * lda), B + (tb ? n0 * ldb : n0), C + m0 * ldc + n0, bias ? bias + n0 : nullptr);
   };
   rethrow_as_kiln(op, M, N, K, [&] {
     if (flops < 2 * kMinFlopsPerTask) return block(0, M, 0, N);
@@ -406,9 +420,9 @@ void gemm_batched(const char* op, dt type, int64_t batch, bool ta, bool tb, int6
       // broadcast into C's only from one side), so the products go one by one.
       const bool one = e - s == 1 || (stride_a == 0 && stride_b == 0);
       Problem p{type, ta, tb, accumulate, one ? 1 : e - s, M, N, K, lda, ldb, ldc,
-                one ? 0 : stride_a, one ? 0 : stride_b, one ? 0 : stride_c};
+                one ? 0 : stride_a, one ? 0 : stride_b, one ? 0 : stride_c, false};
       if (!one && run_one(p, A + s * stride_a, B + s * stride_b, C + s * stride_c)) return;
-      p = Problem{type, ta, tb, accumulate, 1, M, N, K, lda, ldb, ldc, 0, 0, 0};
+      p = Problem{type, ta, tb, accumulate, 1, M, N, K, lda, ldb, ldc, 0, 0, 0, false};
       for (int64_t i = s; i < e; ++i) run_one(p, A + i * stride_a, B + i * stride_b, C + i * stride_c);
     });
   });
@@ -436,6 +450,12 @@ std::string describe() {
 void gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
                const uint16_t* B, int64_t ldb, float* C, int64_t ldc, bool accumulate) {
   gemm_parallel("gemm_bf16", dt::bf16, ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+}
+
+void gemm_bf16_bias(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
+                    const uint16_t* B, int64_t ldb, const float* bias, float* C, int64_t ldc) {
+  KILN_CHECK(bias != nullptr, "gemm_bf16_bias", "the bias is a null pointer");
+  gemm_parallel("gemm_bf16_bias", dt::bf16, ta, tb, M, N, K, A, lda, B, ldb, C, ldc, false, bias);
 }
 
 void gemm_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,

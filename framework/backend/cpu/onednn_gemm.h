@@ -40,6 +40,12 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, cons
                int64_t lda, const uint16_t* B, int64_t ldb, float* C, int64_t ldc,
                bool accumulate);
 
+// C = op(A) · op(B) + bias, bias (N) float32 added to every row in the GEMM itself (a
+// linear layer's: no pass that copies the bias into C first, none that reads it back).
+void gemm_bf16_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const uint16_t* A,
+                    int64_t lda, const uint16_t* B, int64_t ldb, const float* bias, float* C,
+                    int64_t ldc);
+
 // The same with float32 operands (oneDNN's fp32 matmul). Kiln's fp32 matmul stays on
 // OpenBLAS: oneDNN's was not faster across the seed step's shapes (0.66-1.37x at 2
 // threads, 0.75-1.38x at one; bench_gemm_bf16), and float64 is OpenBLAS's alone.

@@ -24,6 +24,11 @@ void gemm_bf16(bool, bool, int64_t, int64_t, int64_t, const uint16_t*, int64_t, 
   not_built("gemm_bf16");
 }
 
+void gemm_bf16_bias(bool, bool, int64_t, int64_t, int64_t, const uint16_t*, int64_t, const uint16_t*, int64_t,
+                    const float*, float*, int64_t) {
+  not_built("gemm_bf16_bias");
+}
+
 void gemm_f32(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t,
               float*, int64_t, bool) {
   not_built("gemm_f32");

@@ -29,6 +29,9 @@ class CudaBackend final : public Backend {
               const Tensor* indices) override;
   using Backend::matmul;
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) override;
+  // Autocast's mixed product through cublasGemmStridedBatchedEx; attention's mixed form is
+  // staged by backend_for's wrapper (float32 on the rounded q, k, v).
+  bool matmul_takes_mixed_bfloat16() const override { return true; }
   void softmax(const Tensor& x, int64_t dim, bool log, const Tensor& out) override;
   void softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log,
                         const Tensor& grad_x) override;

@@ -7,7 +7,9 @@
 // cublas<t>gemmStridedBatched covers all batches when every operand's batch offsets
 // are i·stride (a stride of 0 broadcasts); an operand whose matrices cuBLAS cannot
 // address (arbitrary strides, stride-0 rows) or whose batch dims do not collapse to
-// one stride is first copied to a contiguous buffer.
+// one stride is first copied to a contiguous buffer. Autocast's mixed product (bfloat16
+// a and b, float32 out) is cublasGemmStridedBatchedEx with CUDA_R_16BF operands, a
+// CUDA_R_32F result and CUBLAS_COMPUTE_32F: float32 accumulation, as the CPU's.
 #include <algorithm>
 #include <climits>
 
@@ -17,26 +19,6 @@
 
 namespace kiln::cuda {
 namespace {
-
-// The single stride s with batch i at element offset i·s, if t's batch dims (all but
-// the last two, flattened row-major) have one: each dim of size > 1 must step by s
-// times the number of batches the dims inside it span.
-bool uniform_batch_stride(const Tensor& t, int64_t& stride) {
-  stride = 0;
-  int64_t span = 0;  // batches spanned by the dims inside d; 0 before the first of size > 1
-  for (int64_t d = t.dim() - 3; d >= 0; --d) {
-    const int64_t size = t.size(d);
-    if (size == 1) continue;
-    if (span == 0) {
-      stride = t.stride(d);
-      span = size;
-      continue;
-    }
-    if (t.stride(d) != stride * span) return false;
-    span *= size;
-  }
-  return true;
-}
 
 // t when cuBLAS can take it as is, else a contiguous copy on the same device.
 Tensor gemm_ready(CudaBackend& be, const Tensor& t, MatLayout& layout, int64_t& batch_stride) {
@@ -95,6 +77,20 @@ void CudaBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& o
   constexpr int64_t kMaxBatch = 65535;
   for (int64_t b0 = 0; b0 < batches; b0 += kMaxBatch) {
     const int count = static_cast<int>(std::min(kMaxBatch, batches - b0));
+    if (a.dtype() == kBFloat16) {
+      KILN_CHECK(b.dtype() == kBFloat16 && out.dtype() == kFloat32, "matmul",
+                 "a bfloat16 product takes two bfloat16 operands into a float32 output, got ",
+                 dtype_name(b.dtype()), " and ", dtype_name(out.dtype()));
+      const float one = 1, beta = accumulate ? 1 : 0;
+      const auto* pb = reinterpret_cast<const uint16_t*>(b.data<bfloat16>()) + b0 * sb;
+      const auto* pa = reinterpret_cast<const uint16_t*>(a.data<bfloat16>()) + b0 * sa;
+      KILN_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, op_first, op_second, m, n, k, &one, pb, CUDA_R_16BF, lda,
+                                                   stride_first, pa, CUDA_R_16BF, ldb, stride_second, &beta,
+                                                   out.data<float>() + b0 * stride_c, CUDA_R_32F, ldc, stride_c,
+                                                   count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                        "matmul");
+      continue;
+    }
     visit_floating("matmul", out.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       const T one = 1, beta = accumulate ? 1 : 0;

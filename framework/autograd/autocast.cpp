@@ -1,0 +1,211 @@
+// Autocast's per-thread state and cast cache (autocast.h, autocast_cast.h).
+#include "autograd/autocast.h"
+
+#include <algorithm>
+#include <memory>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "autograd/autocast_cast.h"
+#include "backend/backend.h"
+#include "ops/ops.h"
+
+namespace kiln {
+namespace {
+
+// The cache holds bfloat16 copies of stretches of float32 storage (a weight's, or an
+// activation's that an op shared: autocast_share), not of tensors: every view of that
+// storage (a weight's transpose, the q, k, v slices of one projection, attention's
+// output seen as (N, L, E)) reads its elements from the one copy, with its own strides.
+struct Shadow {
+  std::weak_ptr<Storage> storage;
+  uint64_t version = 0;    // the storage's, when copied: a write since makes it stale
+  int64_t start = 0, end = 0;  // the elements [start, end) of the storage it holds
+  Tensor low;              // (end - start) bfloat16
+};
+
+struct AutocastState {
+  bool enabled = false;
+  DType dtype = kBFloat16;
+  int64_t depth = 0;  // guards alive, enabled or not: the cache lives while one does
+  std::unordered_map<const Storage*, Shadow> cache;
+  int64_t conversions = 0, hits = 0;
+};
+
+// Per thread, as grad mode: one thread's autocast never changes another's products.
+AutocastState& state() {
+  thread_local AutocastState s;
+  return s;
+}
+
+// A tensor over t's storage with the given geometry and t's dtype (no history).
+Tensor view_of(const Tensor& t, const Shape& shape, const Strides& strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = t.impl()->storage;
+  impl->shape = shape;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->dtype = t.dtype();
+  return Tensor(std::move(impl));
+}
+
+// The elements [lo, hi) of its storage that t spans; false for a negative stride.
+bool span_of(const Tensor& t, int64_t& lo, int64_t& hi) {
+  lo = hi = t.offset();
+  if (t.numel() == 0) return true;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.stride(d) < 0) return false;
+    hi += (t.size(d) - 1) * t.stride(d);
+  }
+  ++hi;
+  return true;
+}
+
+// Whether t's elements fill one block of memory without gaps (contiguous, or a
+// permutation of that: a transpose, attention's heads inside the rows), no stride 0.
+bool dense(const Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of the dims of size > 1
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.size(d) > 1) dims.emplace_back(t.stride(d), t.size(d));
+  std::sort(dims.begin(), dims.end());
+  int64_t expected = 1;
+  for (const auto& [stride, size] : dims) {
+    if (stride != expected) return false;
+    expected *= size;
+  }
+  return true;
+}
+
+// t (float32) rounded to bfloat16, detached. A dense t keeps its layout (a transposed
+// weight stays a transpose, attention's heads stay inside their rows), converted in one
+// straight pass; a dim broadcast with stride 0 is converted once and stays stride 0;
+// anything else becomes contiguous.
+Tensor to_bfloat16(const Tensor& t, const char* op) {
+  Tensor src = t.detach();
+  bool expanded = false;
+  for (int64_t d = 0; d < src.dim(); ++d) {
+    if (src.stride(d) == 0 && src.size(d) > 1) {
+      src = src.narrow(d, 0, 1);
+      expanded = true;
+    }
+  }
+  Backend& be = backend_for(t.device());
+  Tensor low;
+  if (dense(src) && !src.is_contiguous()) {
+    const int64_t n = src.numel();
+    Tensor flat = detail::empty_for(op, {n}, TensorOptions(kBFloat16).device(t.device()));
+    be.copy(view_of(src, {n}, {1}, src.offset()), flat);
+    low = view_of(flat, src.shape(), src.strides(), 0);
+  } else {
+    low = detail::empty_for(op, src.shape(), TensorOptions(kBFloat16).device(t.device()));
+    if (low.numel() > 0) be.copy(src, low);
+  }
+  return expanded ? low.expand(t.shape()) : low;
+}
+
+// t (a view of sh's storage inside its stretch) as bfloat16, read from the shadow.
+Tensor shadowed(const Shadow& sh, const Tensor& t) {
+  return view_of(sh.low, t.shape(), t.strides(), t.offset() - sh.start);
+}
+
+// t from its storage's shadow, if the cache has one that is current and covers it.
+Tensor from_cache(AutocastState& s, const Tensor& t) {
+  auto it = s.cache.find(t.impl()->storage.get());
+  if (it == s.cache.end()) return Tensor();
+  const Shadow& sh = it->second;
+  int64_t lo = 0, hi = 0;
+  // A freed storage's address may be another's now; a write since makes the copy stale.
+  if (sh.storage.lock() != t.impl()->storage || sh.version != t.version() || !span_of(t, lo, hi) ||
+      lo < sh.start || hi > sh.end)
+    return Tensor();
+  ++s.hits;
+  return shadowed(sh, t);
+}
+
+// Copies dense `whole` (float32) into the cache as its storage's shadow and returns t (a
+// view of whole's storage within whole) from there; undefined when `whole` is not dense.
+Tensor shadow(AutocastState& s, const Tensor& whole, const Tensor& t, const char* op) {
+  int64_t lo = 0, hi = 0;
+  if (!dense(whole) || !span_of(whole, lo, hi) || whole.numel() == 0) return Tensor();
+  Tensor flat = detail::empty_for(op, {hi - lo}, TensorOptions(kBFloat16).device(whole.device()));
+  backend_for(whole.device()).copy(view_of(whole, {hi - lo}, {1}, lo), flat);
+  const Shadow& sh = s.cache[whole.impl()->storage.get()] =
+      Shadow{whole.impl()->storage, whole.version(), lo, hi, flat};
+  ++s.conversions;
+  return shadowed(sh, t);
+}
+
+// The weight t is, or is a view of: a leaf that requires grad (torch caches these).
+Tensor weight_of(const Tensor& t) {
+  if (t.requires_grad() && t.is_leaf()) return t;
+  const std::shared_ptr<TensorImpl>& base = t.impl()->view_base;
+  if (base && base->requires_grad && !base->grad_fn && base->dtype == kFloat32) return Tensor(base);
+  return Tensor();
+}
+
+}  // namespace
+
+AutocastGuard::AutocastGuard(DType dtype, bool enabled) : prev_enabled_(state().enabled), prev_dtype_(state().dtype) {
+  KILN_CHECK(dtype == kBFloat16, "autocast", "only bfloat16 is supported as the autocast dtype, got ",
+             dtype_name(dtype));
+  AutocastState& s = state();
+  s.enabled = enabled;
+  s.dtype = dtype;
+  ++s.depth;
+}
+
+AutocastGuard::~AutocastGuard() {
+  AutocastState& s = state();
+  s.enabled = prev_enabled_;
+  s.dtype = prev_dtype_;
+  if (--s.depth == 0) s.cache.clear();
+}
+
+bool is_autocast_enabled() { return state().enabled; }
+
+DType get_autocast_dtype() { return state().dtype; }
+
+AutocastCacheStats autocast_cache_stats() {
+  const AutocastState& s = state();
+  return {static_cast<int64_t>(s.cache.size()), s.conversions, s.hits};
+}
+
+namespace detail {
+
+bool autocast_applies(std::initializer_list<const Tensor*> operands) {
+  if (!state().enabled) return false;
+  for (const Tensor* t : operands) {
+    if (t && t->defined() && t->dtype() != kFloat32 && t->dtype() != kBFloat16) return false;
+  }
+  return true;
+}
+
+Tensor autocast_operand(const Tensor& t, const char* op) {
+  if (t.dtype() == kBFloat16) return t.detach();
+  AutocastState& s = state();
+  if (s.depth == 0) return to_bfloat16(t, op);  // no guard, no cache (backward outside it)
+  if (Tensor low = from_cache(s, t); low.defined()) return low;
+  // A weight is copied whole, once per version, for all its uses and views.
+  if (const Tensor w = weight_of(t); w.defined()) {
+    if (Tensor low = shadow(s, w, t, op); low.defined()) return low;
+  }
+  return to_bfloat16(t, op);  // an activation: rounded at each use
+}
+
+Tensor autocast_share(const Tensor& t, const char* op) {
+  AutocastState& s = state();
+  if (t.dtype() != kFloat32 || s.depth == 0) return autocast_operand(t, op);
+  if (Tensor low = from_cache(s, t); low.defined()) return low;
+  if (Tensor low = shadow(s, t, t, op); low.defined()) return low;
+  // A slice of a dense tensor not much larger (attention's q, k and v, chunks of one
+  // projection): the whole converted in one straight pass, the other slices then read it.
+  const std::shared_ptr<TensorImpl>& base = t.impl()->view_base;
+  if (base && base->dtype == kFloat32 && shape_numel(base->shape) <= 4 * t.numel()) {
+    if (Tensor low = shadow(s, Tensor(base), t, op); low.defined()) return low;
+  }
+  return to_bfloat16(t, op);
+}
+
+}  // namespace detail
+}  // namespace kiln
