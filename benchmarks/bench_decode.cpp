@@ -3,9 +3,13 @@
 // do the same number of steps.
 //
 //   bench_decode [--config small|seed|tiny] [--tokens N] [--batch B] [--threads T]
-//                [--device cpu|cuda:N]
+//                [--device cpu|cuda:N] [--uncached 0|1] [--runs R]
+//
+// --uncached 0 skips the uncached decoding (O(N^2) in the tokens: slow for long outputs)
+// and prints 0 for it. --runs R decodes R times each way and reports the median.
 //
 // On a GPU every step reads its argmax back to the host, as greedy decoding does.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -38,7 +42,16 @@ double decode(tr::Seq2SeqTransformer& model, const Tensor& src, int64_t tokens, 
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-int run(const std::string& config, int64_t tokens, int64_t batch, kiln::Device device) {
+// The median of `runs` timings of f.
+template <class F>
+double median_of(int runs, F f) {
+  std::vector<double> t;
+  for (int r = 0; r < runs; ++r) t.push_back(f());
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+int run(const std::string& config, int64_t tokens, int64_t batch, kiln::Device device, bool uncached, int runs) {
   const bench::TrainConfig& c = bench::train_config(config);
   kiln::manual_seed(0);
   tr::Seq2SeqOptions o;
@@ -59,8 +72,8 @@ int run(const std::string& config, int64_t tokens, int64_t batch, kiln::Device d
   }
   Tensor src = kiln::from_vector<int64_t>(ids, {batch, c.seq}).to(device);
   decode(model, src, 4, true);  // warm-up
-  double with_cache = decode(model, src, tokens, true);
-  double without = decode(model, src, tokens, false);
+  double with_cache = median_of(runs, [&] { return decode(model, src, tokens, true); });
+  double without = uncached ? median_of(runs, [&] { return decode(model, src, tokens, false); }) : 0.0;
   double toks = static_cast<double>(tokens * batch);
   // The CPU's line is as it always was; another device adds its name at the end.
   const std::string device_field = device.is_cpu() ? "" : ", \"device\": \"" + device.str() + "\"";
@@ -68,7 +81,7 @@ int run(const std::string& config, int64_t tokens, int64_t batch, kiln::Device d
       "{\"config\": \"%s\", \"threads\": %d, \"batch\": %lld, \"tokens\": %lld, \"cached_tokens_per_s\": %.1f, "
       "\"uncached_tokens_per_s\": %.1f, \"speedup\": %.2f%s}\n",
       c.name.c_str(), kiln::get_num_threads(), static_cast<long long>(batch), static_cast<long long>(tokens),
-      toks / with_cache, toks / without, without / with_cache, device_field.c_str());
+      toks / with_cache, uncached ? toks / without : 0.0, without / with_cache, device_field.c_str());
   return 0;
 }
 
@@ -77,6 +90,8 @@ int run(const std::string& config, int64_t tokens, int64_t batch, kiln::Device d
 int main(int argc, char** argv) {
   std::string config = "small", device = "cpu";
   int64_t tokens = 100, batch = 1;
+  bool uncached = true;
+  int runs = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string f = argv[i], v = argv[i + 1];
     if (f == "--config") config = v;
@@ -84,9 +99,11 @@ int main(int argc, char** argv) {
     else if (f == "--batch") batch = std::stoll(v);
     else if (f == "--threads") kiln::set_num_threads(std::stoi(v));
     else if (f == "--device") device = v;
+    else if (f == "--uncached") uncached = v != "0";
+    else if (f == "--runs") runs = std::max(1, std::stoi(v));
   }
   try {
-    return run(config, tokens, batch, kiln::Device(device));
+    return run(config, tokens, batch, kiln::Device(device), uncached, runs);
   } catch (const kiln::Error& e) {
     std::fprintf(stderr, "bench_decode: %s\n", e.what());
     return 1;

@@ -1,6 +1,6 @@
 // Memory-bound kernels in GB/s next to a plain memory copy measured in the same run:
-// softmax, layer_norm, cross_entropy (forward and backward) and elementwise add and
-// gelu, float32, at attention- and activation-like shapes.
+// softmax, layer_norm, add_layer_norm, cross_entropy (forward and backward) and
+// elementwise add and gelu, float32, at attention- and activation-like shapes.
 //
 //   bench_kernels [--threads N] [--min-time S] [--device cpu|cuda:N]
 //
@@ -135,6 +135,27 @@ int run(double min_time, kiln::Device device) {
   cases.push_back({"layer_norm fwd+bwd", 5 * f4 * act.numel(), [&] {
                      kiln::layer_norm(ln_in, {width}, w, b).backward(act2);
                      ln_in.zero_grad();
+                   }});
+  // A post-norm residual block's end, unfused and fused (add_layer_norm): forward alone
+  // (read x and r, write y), then forward and backward with every input and the weight
+  // and bias needing gradients (forward also writes the sum; backward reads g and the
+  // sum, writes one gradient for x and r).
+  cases.push_back({"add then layer_norm (6400x512)", 3 * f4 * act.numel(),
+                   [&] { kiln::layer_norm(kiln::add(act, act2), {width}, w, b); }});
+  cases.push_back({"add_layer_norm (6400x512)", 3 * f4 * act.numel(),
+                   [&] { kiln::add_layer_norm(act, act2, {width}, w, b); }});
+  Tensor res_in = act2.detach().requires_grad_(), w_in = w.detach().requires_grad_(),
+         b_in = b.detach().requires_grad_();
+  auto zero_grads = [&] {
+    for (Tensor* t : {&ln_in, &res_in, &w_in, &b_in}) t->zero_grad();
+  };
+  cases.push_back({"add then layer_norm fwd+bwd, all grads", 7 * f4 * act.numel(), [&] {
+                     kiln::layer_norm(kiln::add(ln_in, res_in), {width}, w_in, b_in).backward(act2);
+                     zero_grads();
+                   }});
+  cases.push_back({"add_layer_norm fwd+bwd, all grads", 7 * f4 * act.numel(), [&] {
+                     kiln::add_layer_norm(ln_in, res_in, {width}, w_in, b_in).backward(act2);
+                     zero_grads();
                    }});
   cases.push_back({"cross_entropy fwd+bwd", 3 * f4 * logits.numel(), [&] {
                      kiln::cross_entropy(ce_in, targets).backward();

@@ -7,6 +7,7 @@
 #include "autograd/node.h"
 #include "backend/cpu/parallel.h"
 #include "core/allocator.h"
+#include "core/bfloat16.h"
 #include "core/config.h"
 #include "core/cuda.h"
 #include "core/device.h"

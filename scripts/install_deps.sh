@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs what Kiln needs to build and test on Debian 12, if it is missing. CUDA is
 # optional and never installed here: a machine that has nvcc and cuBLAS gets the CUDA
-# backend built (meson's -Dcuda=auto), one without builds and runs CPU-only.
+# backend built (meson's -Dcuda=auto), one without builds and runs CPU-only. oneDNN
+# (libdnnl-dev) is optional in the build (-Donednn=auto) and installed here: it gives
+# bfloat16 autocast its fast GEMMs where the CPU has AMX or AVX512_BF16.
 set -euo pipefail
 
 #   install_deps.sh            what building Kiln needs
 #   install_deps.sh --tests    and what its test suite needs as well: cmake (the install
 #                              test builds a CMake consumer) and clang (a clang++ build)
-packages=(g++ meson ninja-build pkg-config libopenblas-dev libtbb-dev doctest-dev)
+packages=(g++ meson ninja-build pkg-config libopenblas-dev libtbb-dev doctest-dev libdnnl-dev)
 case "${1:-}" in
   "") ;;
   --tests) packages+=(cmake clang) ;;

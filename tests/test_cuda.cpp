@@ -269,7 +269,7 @@ TEST_SUITE("everywhere") {
 TEST_SUITE("gpu") {
   // ---------------------------------------------------------------- copies and fills
   TEST_CASE("copies between the CPU and the GPU, every dtype pair, any strides") {
-    const std::vector<DType> dtypes = {kFloat32, kFloat64, kInt64, kBool};
+    const std::vector<DType> dtypes = {kFloat32, kFloat64, kInt64, kBool, kBFloat16};
     Tensor src = from_vector<double>({-2.5, -1, 0, 0.5, 1, 2.75, 3, -0.25, 7, 0, -7.5, 1e10}, {3, 4});
     for (DType from : dtypes) {
       for (DType to : dtypes) {
@@ -308,7 +308,7 @@ TEST_SUITE("gpu") {
   }
 
   TEST_CASE("fill, arange, eye on the GPU, every dtype") {
-    for (DType t : {kFloat32, kFloat64, kInt64, kBool}) {
+    for (DType t : {kFloat32, kFloat64, kInt64, kBool, kBFloat16}) {
       CAPTURE(std::string(dtype_name(t)));
       TensorOptions o(t);
       check_same("zeros", zeros({2, 3}, o.device(gpu())), zeros({2, 3}, o));
@@ -320,12 +320,46 @@ TEST_SUITE("gpu") {
       b.slice(1, 1, 5, 2).fill_(2.0);
       check_same("fill_ of a strided view", a, b);
     }
-    for (DType t : {kFloat32, kFloat64, kInt64}) {
+    for (DType t : {kFloat32, kFloat64, kInt64, kBFloat16}) {
       check_same("arange", arange(-3, 7.5, 0.7, TensorOptions(t).device(gpu())), arange(-3, 7.5, 0.7, t), 1e-300);
       check_same("arange int", arange(10, TensorOptions(t).device(gpu())), arange(10, t));
     }
     check_same("arange float32 fine steps", arange(0, 1, 0.1, TensorOptions(kFloat32).device(gpu())),
                arange(0, 1, 0.1, kFloat32), 1e-300);
+  }
+
+  TEST_CASE("bfloat16 ops on the GPU: float32 math rounded once, as on the CPU") {
+    // Both devices stage bfloat16 through float32 (backend/bfloat16_staged.h) and round
+    // with the same rule: exact where the float32 kernels agree bit for bit, within one
+    // bfloat16 step where float32 results differ in their last bits (transcendentals,
+    // sums in another order).
+    const double exact = 1e-300, step = 0x1p-7;
+    manual_seed(15);
+    Tensor a = randn({8, 33}).to(kBFloat16), b = randn({8, 33}).to(kBFloat16), w = randn({33, 5}).to(kBFloat16);
+    Tensor ga = a.to(gpu()), gb = b.to(gpu()), gw = w.to(gpu());
+    check_same("add", add(ga, gb), add(a, b), exact);
+    check_same("mul", mul(ga, gb), mul(a, b), exact);
+    check_same("div", div(ga, gb), div(a, b), exact);
+    check_same("add alpha", add(ga, gb, 0.3), add(a, b, 0.3), exact);
+    check_same("mul scalar", mul(ga, 0.1), mul(a, 0.1), exact);
+    check_same("where", where(gt(ga, gb), ga, gb), where(gt(a, b), a, b), exact);
+    check_same("lt", lt(ga, gb), lt(a, b));
+    check_same("relu", relu(ga), relu(a), exact);
+    check_same("exp", exp(ga), exp(a), step);
+    check_same("gelu", gelu(ga), gelu(a), step);
+    check_same("sum", sum(ga, {1}), sum(a, {1}), step);
+    check_same("mean", mean(ga), mean(a), step);
+    check_same("amax", amax(ga, {0}), amax(a, {0}), exact);
+    check_same("softmax", softmax(ga, -1), softmax(a, -1), step);
+    check_same("layer_norm", layer_norm(ga, {33}), layer_norm(a, {33}), step);
+    check_same("matmul", matmul(ga, gw), matmul(a, w), step);
+    check_same("cat", cat({ga, gb}, 1), cat({a, b}, 1), exact);
+    check_same("gather", gather(ga, 1, tensor({{3}, {0}}).to(gpu())), gather(a, 1, tensor({{3}, {0}})), exact);
+    Tensor ta = ga.detach().requires_grad_(), ca = a.detach().requires_grad_();
+    sum(mul(gelu(ta), gb)).backward();
+    sum(mul(gelu(ca), b)).backward();
+    check_same("backward", ta.grad(), ca.grad(), step);
+    CHECK(ta.grad().dtype() == kBFloat16);
   }
 
   TEST_CASE("random fills give the CPU's numbers for the same seed") {
@@ -615,6 +649,14 @@ TEST_SUITE("gpu") {
          {R({5, 700}), R({700})}},
         {"layer_norm bias only, permuted", [](V x, Device) { return layer_norm(x[0], {3, 2}, Tensor(), x[1]); },
          {Pm({2, 3, 2}), S({3, 2})}},
+        {"add_layer_norm", [](V x, Device) { return add_layer_norm(x[0], x[1], {16}, x[2], x[3]); },
+         {R({2, 3, 16}), R({2, 3, 16}), R({16}), R({16})}},
+        {"add_layer_norm wide, strided residual", [](V x, Device) { return add_layer_norm(x[0], x[1], {700}, x[2]); },
+         {R({5, 700}), S({5, 700}), R({700})}},
+        {"add_layer_norm_with_sum", [](V x, Device) {
+           SumAndNorm r = add_layer_norm_with_sum(x[0], x[1], {3, 4}, Tensor(), x[2]);
+           return cat({r.sum.reshape({-1}) * 0.5, r.norm.reshape({-1})}, 0);
+         }, {R({2, 3, 4}), R({2, 3, 4}), R({3, 4})}},
         {"embedding", [](V x, Device d) { return embedding(x[0], ids({0, 2, 4, 2, 1, 0}, {2, 3}, d)); },
          {R({5, 3})}},
         {"embedding padding_idx", [](V x, Device d) { return embedding(x[0], ids({0, 2, 4, 2, 1, 2}, {2, 3}, d), 2); },

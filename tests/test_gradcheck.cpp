@@ -841,6 +841,25 @@ TEST_CASE("gradcheck: layer_norm") {
   });
 }
 
+TEST_CASE("gradcheck: add_layer_norm and add_layer_norm_with_sum") {
+  run_table({
+      {"add_layer_norm, no affine", [](V x) { return add_layer_norm(x[0], x[1], {4}); }, {R({3, 4}), R({3, 4})}},
+      {"add_layer_norm, weight and bias", [](V x) { return add_layer_norm(x[0], x[1], {4}, x[2], x[3]); },
+       {R({2, 3, 4}), R({2, 3, 4}), R({4}), R({4})}},
+      {"add_layer_norm two dims, weight only", [](V x) { return add_layer_norm(x[0], x[1], {2, 3}, x[2]); },
+       {R({2, 2, 3}), R({2, 2, 3}), R({2, 3})}},
+      {"add_layer_norm transposed x, stepped residual, big eps",
+       [](V x) { return add_layer_norm(x[0], x[1], {4}, x[2], x[3], 0.5); },
+       {T({3, 4}), S({3, 4}), R({4}), R({4})}},
+      {"add_layer_norm the same tensor twice", [](V x) { return add_layer_norm(x[0], x[0], {5}, x[1]); },
+       {R({2, 5}), R({5})}},
+      {"add_layer_norm_with_sum: sum and norm", [](V x) {
+         SumAndNorm o = add_layer_norm_with_sum(x[0], x[1], {4}, x[2], x[3]);
+         return cat({o.sum.reshape({-1}), mul(o.norm, o.sum).reshape({-1})}, 0);
+       }, {R({3, 4}), Pm({3, 4}), R({4}), R({4})}},
+  });
+}
+
 TEST_CASE("gradcheck: scaled_dot_product_attention") {
   // Masks allow at least one key per query here (fully masked queries: the next test case).
   const Tensor allowed = from_vector<bool>({1, 1, 0, 1, 0, 1, 0, 1, 1, 1, 0, 0, 1, 0, 1}, {3, 5});

@@ -35,7 +35,11 @@ std::map<std::string, Tensor> load_fixtures(const std::string& file) {
       v = std::strtod(tok.c_str(), nullptr);  // accepts nan, inf, -inf
     }
     KILN_CHECK(!ls.fail(), "load_fixtures", "malformed line for '", name, "' in ", path);
-    DType t = dtype == "float32" ? kFloat32 : dtype == "float64" ? kFloat64 : dtype == "int64" ? kInt64 : kBool;
+    DType t = dtype == "float32"  ? kFloat32
+              : dtype == "float64"  ? kFloat64
+              : dtype == "int64"    ? kInt64
+              : dtype == "bfloat16" ? kBFloat16  // written as float32 values, which hold them exactly
+                                    : kBool;
     out[name] = from_vector<double>(vals, shape, TensorOptions(t));
   }
   return out;

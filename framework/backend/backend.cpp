@@ -1,5 +1,8 @@
 #include "backend/backend.h"
 
+#include <memory>
+
+#include "backend/bfloat16_staged.h"
 #include "backend/cpu/cpu_backend.h"
 
 #ifdef KILN_WITH_CUDA
@@ -9,6 +12,7 @@
 namespace kiln {
 namespace {
 Backend* g_cuda_backend = nullptr;
+std::unique_ptr<BFloat16Staged> g_cuda_staged;  // g_cuda_backend's wrapper
 }
 
 bool is_comparison(BinaryOp op) {
@@ -16,20 +20,33 @@ bool is_comparison(BinaryOp op) {
          op == BinaryOp::Gt || op == BinaryOp::Ge;
 }
 
+// Every backend is handed out wrapped in BFloat16Staged (bfloat16_staged.h), which runs
+// kernels on float32 copies of bfloat16 tensors and passes everything else through.
 Backend& backend_for(Device device) {
-  if (device.is_cpu()) return cpu::cpu_backend();
+  // The wrappers are never destroyed (as the CUDA backend): a static object's destructor
+  // that runs an op at exit still finds them.
+  if (device.is_cpu()) {
+    static BFloat16Staged* cpu = new BFloat16Staged(cpu::cpu_backend());
+    return *cpu;
+  }
 #ifdef KILN_WITH_CUDA
-  // The built-in CUDA backend (checks that the device is usable), unless a plug-in
-  // registered another one.
-  if (g_cuda_backend == nullptr) return cuda::backend_for_device(device);
+  // The built-in CUDA backend (checks that the device is usable; one object for every
+  // device), unless a plug-in registered another one.
+  if (g_cuda_backend == nullptr) {
+    Backend& inner = cuda::backend_for_device(device);
+    static BFloat16Staged* cuda = new BFloat16Staged(inner);
+    return *cuda;
+  }
 #endif
   KILN_CHECK(g_cuda_backend != nullptr, "device",
              "CUDA is not available in this build of Kiln (asked for ", device.str(), ")");
-  return *g_cuda_backend;
+  return *g_cuda_staged;
 }
 
 void register_backend(DeviceType type, Backend* backend) {
-  if (type == DeviceType::CUDA) g_cuda_backend = backend;
+  if (type != DeviceType::CUDA) return;
+  g_cuda_backend = backend;
+  g_cuda_staged = backend ? std::make_unique<BFloat16Staged>(*backend) : nullptr;
 }
 
 Backend& backend_of(const char* op, std::initializer_list<const Tensor*> tensors) {

@@ -91,6 +91,9 @@ class Backend {
   // with the bias, which saves a pass that zeroes it and a pass that adds the bias.
   virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) = 0;
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out) { matmul(a, b, out, false); }
+  // Whether matmul takes bfloat16 operands (and output) itself. backend_for's wrapper
+  // (bfloat16_staged.h) otherwise runs it on float32 copies, as every other kernel.
+  virtual bool matmul_takes_bfloat16() const { return false; }
 
   // Softmax / log-softmax over `dim`; out contiguous, x's shape.
   virtual void softmax(const Tensor& x, int64_t dim, bool log, const Tensor& out) = 0;
@@ -106,6 +109,14 @@ class Backend {
   virtual void layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight,
                                    const Tensor& mean, const Tensor& rstd, const Tensor& grad_x,
                                    const Tensor& grad_weight, const Tensor& grad_bias) = 0;
+  // layer_norm of s = x + residual, the sum rounded to x's dtype first: the bits of a
+  // binary Add then layer_norm, in one pass (a post-norm Transformer layer's residual
+  // add and its norm). x, residual (rows, n) contiguous; weight, bias, y, mean and rstd
+  // as layer_norm's. sum (rows, n) receives s when defined (the backward needs it);
+  // undefined, s is not kept.
+  virtual void add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                              double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
+                              const Tensor& rstd) = 0;
 
   // out (*idx, D) = weight[idx]; throws "[embedding] index … out of range" on bad ids.
   virtual void embedding(const Tensor& weight, const Tensor& indices, const Tensor& out) = 0;
@@ -220,7 +231,9 @@ class Backend {
                            uint64_t block, const Tensor& out);
 };
 
-// The backend of a device; throws "[device] …" if none is registered for it.
+// The backend of a device; throws "[device] …" if none is registered for it. Wrapped so
+// that its kernels other than copy and fill never see a bfloat16 tensor (they run on
+// float32 copies: bfloat16_staged.h).
 Backend& backend_for(Device device);
 void register_backend(DeviceType type, Backend* backend);
 

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "backend/cpu/blas.h"
+#include "backend/cpu/onednn_gemm.h"
 #include "backend/cpu/parallel.h"
 
 #ifdef KILN_WITH_CUDA
@@ -27,6 +28,7 @@ std::string config() {
      << "  - BLAS threads: " << blas.threads << " (matmuls are partitioned by the thread pool)\n"
      << "  - Thread pool: oneTBB " << TBB_VERSION_MAJOR << "." << TBB_VERSION_MINOR << ", "
      << get_num_threads() << " threads\n"
+     << "  - GEMMs: " << cpu::onednn::describe() << "\n"
 #ifdef KILN_WITH_CUDA
      << "  - CUDA: " << cuda::describe() << "\n";
 #else

@@ -4,7 +4,8 @@
 namespace kiln {
 
 // What this build of Kiln runs on, like torch.__config__.show(): version, compiler,
-// CPU vector extensions, the BLAS with its kernel core and threads, and the thread pool.
+// CPU vector extensions, the BLAS with its kernel core and threads, the thread pool and
+// oneDNN (built in or not, and whether bf16 GEMMs run natively).
 std::string config();
 
 }  // namespace kiln

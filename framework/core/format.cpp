@@ -164,7 +164,9 @@ std::string Tensor::str() const {
     std::vector<double> vals;
     collect(t, summarize, vals);
     render(os, t, choose_style(vals, t.dtype()), summarize, indent);
-    if (dtype() == kFloat64) suffixes.push_back("dtype=kiln.float64");
+    // As torch: float32, int64 and bool values show their dtype; the others name it.
+    if (dtype() == kFloat64 || dtype() == kBFloat16)
+      suffixes.push_back(std::string("dtype=kiln.") + dtype_name(dtype()));
   }
   if (grad_fn()) suffixes.push_back("grad_fn=<" + backward_name(grad_fn()->name()) + ">");
   else if (requires_grad()) suffixes.push_back("requires_grad=True");

@@ -95,8 +95,15 @@ int64_t element_offset(const Tensor& t, const std::vector<int64_t>& index, const
   return off;
 }
 
+// visit_dtype, plus bfloat16: element access reads and writes the stored type itself.
+template <class F>
+decltype(auto) visit_element_type(DType t, F&& f) {
+  if (t == kBFloat16) return f(TypeTag<bfloat16>{});
+  return visit_dtype(t, std::forward<F>(f));
+}
+
 double read_element(const Tensor& cpu_t, int64_t off) {
-  return visit_dtype(cpu_t.dtype(), [&](auto tag) {
+  return visit_element_type(cpu_t.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     return static_cast<double>(static_cast<const T*>(cpu_t.data_ptr())[off]);
   });
@@ -142,9 +149,9 @@ void Tensor::set(const std::vector<int64_t>& index, double v) {
     bump_version();
     return;
   }
-  visit_dtype(dtype(), [&](auto tag) {
+  visit_element_type(dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    static_cast<T*>(data_ptr())[off] = static_cast<T>(v);
+    static_cast<T*>(data_ptr())[off] = static_cast<T>(v);  // bfloat16: through float, as torch
   });
   bump_version();
 }
@@ -159,6 +166,7 @@ template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<double> Tensor::to_vector<double>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 template std::vector<bool> Tensor::to_vector<bool>() const;
+template std::vector<bfloat16> Tensor::to_vector<bfloat16>() const;
 
 // ---------------------------------------------------------------- autograd
 bool Tensor::requires_grad() const { return checked().requires_grad || grad_fn() != nullptr; }

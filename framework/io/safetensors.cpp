@@ -30,7 +30,7 @@ struct FileDType {
 const FileDType kDTypes[] = {
     {"F32", 4, kFloat32}, {"F64", 8, kFloat64}, {"I64", 8, kInt64}, {"BOOL", 1, kBool},
     {"I32", 4, kInt64},   {"I16", 2, kInt64},   {"I8", 1, kInt64},   {"U8", 1, kInt64},
-    {"F16", 2, kFloat32}, {"BF16", 2, kFloat32},
+    {"F16", 2, kFloat32}, {"BF16", 2, kBFloat16},
 };
 
 const char* file_dtype_name(DType t) {
@@ -39,6 +39,7 @@ const char* file_dtype_name(DType t) {
     case DType::Float64: return "F64";
     case DType::Int64: return "I64";
     case DType::Bool: return "BOOL";
+    case DType::BFloat16: return "BF16";
   }
   return "?";
 }
@@ -67,7 +68,7 @@ float half_to_float(uint16_t h) {
 // Decodes n raw elements of file dtype `fd` into the tensor t (contiguous, t's dtype).
 void decode(const FileDType& fd, const char* src, int64_t n, const Tensor& t) {
   std::string name = fd.name;
-  if (name == "F32" || name == "F64" || name == "I64" || name == "BOOL") {
+  if (name == "F32" || name == "F64" || name == "I64" || name == "BOOL" || name == "BF16") {
     std::memcpy(t.data_ptr(), src, static_cast<size_t>(n) * fd.bytes);
     if (name == "BOOL") {
       bool* b = t.data<bool>();  // normalise any non-zero byte to true
@@ -91,16 +92,8 @@ void decode(const FileDType& fd, const char* src, int64_t n, const Tensor& t) {
     }
     return;
   }
-  float* o = t.data<float>();
-  for (int64_t i = 0; i < n; ++i) {
-    uint16_t h = load(uint16_t{}, i);
-    if (name == "F16") {
-      o[i] = half_to_float(h);
-    } else {  // BF16: the top half of a float32
-      uint32_t bits = static_cast<uint32_t>(h) << 16;
-      std::memcpy(&o[i], &bits, 4);
-    }
-  }
+  float* o = t.data<float>();  // F16
+  for (int64_t i = 0; i < n; ++i) o[i] = half_to_float(load(uint16_t{}, i));
 }
 
 struct Entry {
@@ -127,7 +120,8 @@ std::string serialize_safetensors(const TensorMap& tensors, const Metadata& meta
     header << '}';
     first = false;
   }
-  // The reference implementation's order: by dtype (I64, F64, F32, …, BOOL) then by name,
+  // The reference implementation's order: by dtype (I64, F64, F32, …, BF16, …, BOOL: its
+  // Dtype enum, descending) then by name,
   // so that every tensor's data is aligned to its element size (zero-copy readers that
   // map the file need that) and Kiln writes the same bytes as Python's safetensors.
   std::vector<std::pair<std::string, Tensor>> ordered;
@@ -141,9 +135,10 @@ std::string serialize_safetensors(const TensorMap& tensors, const Metadata& meta
       case DType::Int64: return 0;
       case DType::Float64: return 1;
       case DType::Float32: return 2;
-      case DType::Bool: return 3;
+      case DType::BFloat16: return 3;
+      case DType::Bool: return 4;
     }
-    return 4;
+    return 5;
   };
   std::stable_sort(ordered.begin(), ordered.end(),
                    [&](const auto& a, const auto& b) { return rank(a.second.dtype()) < rank(b.second.dtype()); });

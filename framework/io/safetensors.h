@@ -27,7 +27,7 @@ struct SafetensorsContents {
 };
 
 // Checks everything before returning: header size and data offsets inside the file,
-// known dtypes (F32, F64, I64, BOOL; also I32, I16, I8, U8, F16, BF16, converted to
+// known dtypes (F32, F64, I64, BOOL, BF16; also I32, I16, I8, U8, F16, converted to
 // int64 / float32), shapes matching byte counts, data that neither overlaps, leaves
 // holes nor runs past the end. Throws "[safetensors] <path>: …" on anything wrong.
 SafetensorsContents load_safetensors(const std::string& path);

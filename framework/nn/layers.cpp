@@ -65,6 +65,12 @@ LayerNorm::LayerNorm(Shape shape, double eps_, bool affine)
 }
 
 Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, normalized_shape, weight, bias, eps); }
+Tensor LayerNorm::forward_add(const Tensor& x, const Tensor& residual) {
+  return add_layer_norm(x, residual, normalized_shape, weight, bias, eps);
+}
+SumAndNorm LayerNorm::forward_add_with_sum(const Tensor& x, const Tensor& residual) {
+  return add_layer_norm_with_sum(x, residual, normalized_shape, weight, bias, eps);
+}
 
 std::string LayerNorm::extra_repr() const {
   return shape_str(normalized_shape) + ", eps=" + repr_float(eps) +

@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../ops/ops.h"
 #include "module.h"
 
 namespace kiln::nn {
@@ -38,6 +39,11 @@ class LayerNorm : public UnaryModule {
   LayerNorm(int64_t normalized_size, double eps = 1e-5, bool elementwise_affine = true)
       : LayerNorm(Shape{normalized_size}, eps, elementwise_affine) {}
   Tensor forward(const Tensor& x) override;
+  // forward(x + residual) in one pass (add_layer_norm): a post-norm residual block's end.
+  Tensor forward_add(const Tensor& x, const Tensor& residual);
+  // {x + residual, forward(x + residual)} in one pass (add_layer_norm_with_sum): a pre-norm
+  // block's residual stream and the next sub-layer's normalised input.
+  SumAndNorm forward_add_with_sum(const Tensor& x, const Tensor& residual);
   std::string extra_repr() const override;
   std::shared_ptr<Module> make_fresh() const override;  // clone(): same configuration
 

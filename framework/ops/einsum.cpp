@@ -292,8 +292,9 @@ void check_operands(const std::vector<Tensor>& operands) {
   for (size_t i = 0; i < operands.size(); ++i) {
     const Tensor& t = operands[i];
     KILN_CHECK(t.defined(), kOp, "operand ", i, " is an undefined tensor");
-    KILN_CHECK(is_floating(t.dtype()), kOp, "expected floating-point operands (float32 or float64), got ",
-               dtype_name(t.dtype()), " for operand ", i);
+    KILN_CHECK(is_floating(t.dtype()), kOp,
+               "expected floating-point operands (float32, float64 or bfloat16), got ", dtype_name(t.dtype()),
+               " for operand ", i);
     KILN_CHECK(t.dtype() == operands[0].dtype(), kOp, "expected operands of one dtype, got ",
                dtype_name(operands[0].dtype()), " for operand 0 and ", dtype_name(t.dtype()), " for operand ", i);
   }

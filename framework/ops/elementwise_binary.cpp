@@ -11,7 +11,8 @@ namespace {
 using detail::grad_for;
 using detail::needs_grad;
 
-// Broadcasts a and b, casts both to `compute`, runs `kind` into a new tensor of `out_dtype`.
+// Broadcasts a and b, casts both to `compute`, runs `kind` into a new tensor of `out_dtype`
+// (bfloat16 out of a float32 computation: rounded once on store, by backend_for's wrapper).
 Tensor run_binary(const char* op, BinaryOp kind, const Tensor& a, const Tensor& b, DType compute,
                   DType out_dtype) {
   Backend& be = backend_of(op, {&a, &b});
@@ -50,7 +51,7 @@ Tensor scalar_unary(const char* op, UnaryOp kind, const Tensor& x, double v) {
   if (t == kBool || (!is_floating(t) && (v != std::floor(v) || !fits_int64(v)))) t = kFloat32;
   Tensor xc = x.to(t);
   Tensor out = detail::new_tensor(x.shape(), t, x, op);
-  backend_of(op, {&x}).unary(kind, xc, out, v, 0);
+  backend_of(op, {&x}).unary(kind, xc, out, detail::kernel_scalar(kind, t, v), 0);
   return out;
 }
 
@@ -60,12 +61,21 @@ namespace {
 // a + alpha·b, for add and for sub (alpha negated), which report and record as `op`.
 Tensor add_as(const char* op, const Tensor& a, const Tensor& b, double alpha) {
   DType t = arithmetic_type(op, a, b);
-  Tensor bb = b;
-  if (alpha != 1.0) {
-    NoGradGuard no_grad;  // the scaled copy is only an operand; add's own node covers b
-    bb = mul(b, alpha);
+  Tensor y;
+  if (t == kBFloat16 && alpha != 1.0 && alpha != -1.0) {
+    // As torch's bfloat16 add: a + alpha·b in float32 with alpha rounded to bfloat16
+    // (so alpha·b is exact), rounded once; not alpha·b rounded first.
+    NoGradGuard no_grad;  // the operands only; add's own node covers a and b
+    Tensor bb = mul(b.to(t).to(kFloat32), static_cast<double>(static_cast<float>(bfloat16(alpha))));
+    y = run_binary(op, BinaryOp::Add, a.to(t), bb, kFloat32, t);
+  } else {
+    Tensor bb = b;
+    if (alpha != 1.0) {
+      NoGradGuard no_grad;  // the scaled copy is only an operand; add's own node covers b
+      bb = mul(b, alpha);
+    }
+    y = run_binary(op, BinaryOp::Add, a, bb.detach(), t, t);
   }
-  Tensor y = run_binary(op, BinaryOp::Add, a, bb.detach(), t, t);
   if (!any_requires_grad({&a, &b})) return y;
   Shape sa = a.shape(), sb = b.shape();
   bool ga = needs_grad(a), gb = needs_grad(b);
@@ -150,6 +160,12 @@ Tensor mul(const Tensor& a, double b) {
 }
 Tensor div(const Tensor& a, double b) {
   detail::check_defined("div", a);
+  if (a.dtype() == kBFloat16) {
+    // As torch's bfloat16 div: a / b in float32 (not a · (1/b)), rounded once.
+    const Tensor divisor = full({}, b, TensorOptions(kFloat32).device(a.device()));
+    Tensor y = run_binary("div", BinaryOp::Div, a, divisor, kFloat32, kBFloat16);
+    return record("div", y, {a}, [b](const Tensor& g) -> TensorList { return {div(g, b)}; });
+  }
   Tensor af = is_floating(a.dtype()) ? a : a.to(kFloat32);
   return mul(af, 1.0 / b);
 }

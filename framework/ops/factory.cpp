@@ -93,6 +93,7 @@ template Tensor from_vector<float>(const std::vector<float>&, const Shape&, Tens
 template Tensor from_vector<double>(const std::vector<double>&, const Shape&, TensorOptions);
 template Tensor from_vector<int64_t>(const std::vector<int64_t>&, const Shape&, TensorOptions);
 template Tensor from_vector<bool>(const std::vector<bool>&, const Shape&, TensorOptions);
+template Tensor from_vector<bfloat16>(const std::vector<bfloat16>&, const Shape&, TensorOptions);
 
 namespace {
 

@@ -97,9 +97,12 @@ Tensor operand_for(const char* op, const Tensor& self, const Tensor& other) {
              dtype_name(other.dtype()), " can't be cast to the desired output type ", dtype_name(self.dtype()));
   // Only the write reads the result (backward keeps `other`), so an operand that fits
   // already is used as it is: no new handle, the common case of an optimizer step.
-  if (same_shape && other.dtype() == self.dtype()) return other;
+  // Into bfloat16, a wider float operand computes in float32 (rounded once on store,
+  // by backend_for's wrapper), as torch computes in the promoted type.
+  const DType want = self.dtype() == kBFloat16 && is_floating(other.dtype()) ? kFloat32 : self.dtype();
+  if (same_shape && (other.dtype() == self.dtype() || other.dtype() == want)) return other;
   Tensor o = other.detach();  // converted without recording
-  if (o.dtype() != self.dtype()) o = o.to(self.dtype());
+  if (o.dtype() != self.dtype() && o.dtype() != want) o = o.to(want);
   return same_shape ? o : o.expand(self.shape());
 }
 
@@ -126,7 +129,13 @@ Tensor& binary_inplace(const char* op, BinaryOp kind, Tensor& self, const Tensor
   Tensor o = operand_for(op, self, other);
   if (scale != 1.0) {
     NoGradGuard no_grad;
-    o = kiln::mul(o, scale);
+    if (o.dtype() == kBFloat16) {
+      // Into bfloat16 (add_, sub_ with alpha), as add: self + alpha·other in float32 with
+      // alpha rounded to bfloat16, rounded once.
+      o = kiln::mul(o.to(kFloat32), static_cast<double>(static_cast<float>(bfloat16(scale))));
+    } else {
+      o = kiln::mul(o, scale);
+    }
   }
   return apply_inplace(
       op, self, {&other}, [&] { backend_of(op, {&self, &o}).binary(kind, self, o, self); },
@@ -149,7 +158,8 @@ Tensor& add_scaled(const char* op, Tensor& self, const Tensor& other, double alp
 Tensor& scalar_inplace(const char* op, UnaryOp kind, Tensor& self, double v, double slope) {
   check_not_bool(op, self);
   return apply_inplace(
-      op, self, {}, [&] { backend_of(op, {&self}).unary(kind, self, self, v, 0); },
+      op, self, {},
+      [&] { backend_of(op, {&self}).unary(kind, self, self, detail::kernel_scalar(kind, self.dtype(), v), 0); },
       [&]() -> BackwardFn {
         return [slope](const Tensor& g) -> TensorList { return {slope == 1.0 ? g : mul(g, slope)}; };
       });
@@ -171,6 +181,8 @@ Tensor& Tensor::sub_(double v) { return scalar_inplace("sub_", UnaryOp::AddScala
 Tensor& Tensor::mul_(double v) { return scalar_inplace("mul_", UnaryOp::MulScalar, *this, v, v); }
 Tensor& Tensor::div_(double v) {
   check_true_division(*this);
+  // bfloat16: a true division in float32, as div (not a multiplication by 1/v).
+  if (dtype() == kBFloat16) return div_(full({}, v, TensorOptions(kFloat32).device(device())));
   return scalar_inplace("div_", UnaryOp::MulScalar, *this, 1.0 / v, 1.0 / v);
 }
 

@@ -1,5 +1,5 @@
 // Fused, numerically stable nn kernels with analytic backward: softmax, log_softmax,
-// layer_norm, dropout, embedding, cross_entropy.
+// layer_norm (and add_layer_norm), dropout, embedding, cross_entropy.
 #include <cmath>
 
 #include "ops/op_helpers.h"
@@ -29,9 +29,11 @@ Tensor softmax_impl(const char* op, const Tensor& x, int64_t dim, bool log) {
 Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl("softmax", x, dim, false); }
 Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl("log_softmax", x, dim, true); }
 
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
-                  double eps) {
-  const char* op = "layer_norm";
+namespace {
+
+// What layer_norm and add_layer_norm check of the input and the parameters.
+void check_layer_norm(const char* op, const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                      const Tensor& bias, double eps) {
   detail::check_floating(op, x);
   const int64_t k = static_cast<int64_t>(normalized_shape.size());
   KILN_CHECK(k >= 1 && k <= x.dim(), op, "normalized_shape ", shape_str(normalized_shape),
@@ -47,32 +49,128 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                dtype_name(p->dtype()), ", input has ", dtype_name(x.dtype()));
   }
   KILN_CHECK(eps >= 0, op, "eps must be non-negative, got ", eps);
+}
+
+// The outputs of a layer norm kernel: y (the input's shape), mean and rstd (rows).
+struct LayerNormOut {
+  Tensor y, mean, rstd;
+};
+LayerNormOut layer_norm_outputs(const Tensor& x, const Shape& normalized_shape) {
   const int64_t n = shape_numel(normalized_shape);
   const int64_t rows = n ? x.numel() / n : 0;
+  return {detail::new_tensor(x.shape(), x.dtype(), x), detail::new_tensor({rows}, x.dtype(), x),
+          detail::new_tensor({rows}, x.dtype(), x)};
+}
+
+// The gradients of a layer norm of the saved input xs (contiguous, without history) from
+// g: {dx, dw, db}, each undefined when not wanted.
+TensorList layer_norm_grads(const char* op, const Tensor& g, const Tensor& xs, const Tensor& w, const Tensor& mean,
+                            const Tensor& rstd, const Shape& normalized_shape, bool gx, bool gw, bool gb) {
+  Tensor dx = gx ? detail::new_tensor(xs.shape(), xs.dtype(), xs) : Tensor();
+  Tensor dw = gw ? detail::new_tensor(normalized_shape, xs.dtype(), xs) : Tensor();
+  Tensor db = gb ? detail::new_tensor(normalized_shape, xs.dtype(), xs) : Tensor();
+  if (xs.numel() > 0) {
+    backend_of(op, {&xs, &g}).layer_norm_backward(g.contiguous(), xs, w, mean, rstd, dx, dw, db);
+  } else {
+    if (dw.defined()) dw.zero_();
+    if (db.defined()) db.zero_();
+  }
+  return {dx, dw, db};
+}
+
+// y = layer_norm(input) recorded over {input, weight, bias}, from the kernel's outputs and
+// xs, input's values (contiguous, without history), which backward keeps.
+Tensor record_layer_norm(const char* op, const LayerNormOut& o, const Tensor& input, const Tensor& xs,
+                         const Tensor& wc, const Tensor& weight, const Tensor& bias, const Shape& normalized_shape) {
+  if (!any_requires_grad({&input, &weight, &bias})) return o.y;
+  bool gx = detail::needs_grad(input), gw = detail::needs_grad(weight), gb = detail::needs_grad(bias);
+  SavedTensor sx(xs, op), sw(wc, op), sm(o.mean, op), sr(o.rstd, op);
+  return record(op, o.y, {input, weight, bias}, [=](const Tensor& g) -> TensorList {
+    return layer_norm_grads(op, g, sx.get(), sw.get(), sm.get(), sr.get(), normalized_shape, gx, gw, gb);
+  });
+}
+
+// add_layer_norm's checks of the residual against x.
+void check_residual(const char* op, const Tensor& x, const Tensor& residual) {
+  detail::check_defined(op, residual, "residual");
+  KILN_CHECK(residual.shape() == x.shape(), op, "residual of shape ", shape_str(residual.shape()),
+             " does not match the input's shape ", shape_str(x.shape()));
+  KILN_CHECK(residual.dtype() == x.dtype(), op, "residual has dtype ", dtype_name(residual.dtype()),
+             ", input has ", dtype_name(x.dtype()));
+}
+
+// Runs add_layer_norm's kernel: o from x + residual, and that sum into `sum` when defined.
+// Contiguous inputs take the fused kernel; others (a sequence-first layer's transposed
+// views) a strided Add into a buffer, then layer_norm: the same bits, no extra copy.
+void run_add_layer_norm(Backend& be, const Tensor& x, const Tensor& residual, const Tensor& wc, const Tensor& bc,
+                        double eps, const Tensor& sum, const LayerNormOut& o) {
+  if (x.numel() == 0) return;
+  if (x.is_contiguous() && residual.is_contiguous()) {
+    be.add_layer_norm(x.detach(), residual.detach(), wc, bc, eps, sum, o.y, o.mean, o.rstd);
+    return;
+  }
+  Tensor s = sum.defined() ? sum : detail::new_tensor(x.shape(), x.dtype(), x);
+  be.binary(BinaryOp::Add, x.detach(), residual.detach(), s);
+  be.layer_norm(s, wc, bc, eps, o.y, o.mean, o.rstd);
+}
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  const char* op = "layer_norm";
+  check_layer_norm(op, x, normalized_shape, weight, bias, eps);
   Backend& be = backend_of(op, {&x, &weight, &bias});
   Tensor xc = x.contiguous().detach();
   Tensor wc = weight.defined() ? weight.contiguous().detach() : Tensor();
   Tensor bc = bias.defined() ? bias.contiguous().detach() : Tensor();
-  Tensor y = detail::new_tensor(x.shape(), x.dtype(), x);
-  Tensor mean = detail::new_tensor({rows}, x.dtype(), x);
-  Tensor rstd = detail::new_tensor({rows}, x.dtype(), x);
-  if (x.numel() > 0) be.layer_norm(xc, wc, bc, eps, y, mean, rstd);
-  if (!any_requires_grad({&x, &weight, &bias})) return y;
-  bool gx = detail::needs_grad(x), gw = detail::needs_grad(weight), gb = detail::needs_grad(bias);
-  SavedTensor sx(xc, op), sw(wc, op), sm(mean, op), sr(rstd, op);
-  return record(op, y, {x, weight, bias}, [=](const Tensor& g) -> TensorList {
-    const Tensor& xv = sx.get();
-    Tensor dx = gx ? detail::new_tensor(xv.shape(), xv.dtype(), xv) : Tensor();
-    Tensor dw = gw ? detail::new_tensor(normalized_shape, xv.dtype(), xv) : Tensor();
-    Tensor db = gb ? detail::new_tensor(normalized_shape, xv.dtype(), xv) : Tensor();
-    if (xv.numel() > 0) {
-      backend_of("layer_norm", {&xv, &g}).layer_norm_backward(g.contiguous(), xv, sw.get(), sm.get(), sr.get(), dx, dw, db);
-    } else {
-      if (dw.defined()) dw.zero_();
-      if (db.defined()) db.zero_();
-    }
-    return {dx, dw, db};
+  LayerNormOut o = layer_norm_outputs(x, normalized_shape);
+  if (x.numel() > 0) be.layer_norm(xc, wc, bc, eps, o.y, o.mean, o.rstd);
+  return record_layer_norm(op, o, x, xc, wc, weight, bias, normalized_shape);
+}
+
+Tensor add_layer_norm(const Tensor& x, const Tensor& residual, const Shape& normalized_shape, const Tensor& weight,
+                      const Tensor& bias, double eps) {
+  const char* op = "add_layer_norm";
+  check_layer_norm(op, x, normalized_shape, weight, bias, eps);
+  check_residual(op, x, residual);
+  Backend& be = backend_of(op, {&x, &residual, &weight, &bias});
+  Tensor wc = weight.defined() ? weight.contiguous().detach() : Tensor();
+  Tensor bc = bias.defined() ? bias.contiguous().detach() : Tensor();
+  const bool grad = any_requires_grad({&x, &residual, &weight, &bias});
+  // The sum is kept only for backward (it is layer_norm's saved input).
+  Tensor sum = grad ? detail::new_tensor(x.shape(), x.dtype(), x) : Tensor();
+  LayerNormOut o = layer_norm_outputs(x, normalized_shape);
+  run_add_layer_norm(be, x, residual, wc, bc, eps, sum, o);
+  if (!grad) return o.y;
+  bool gx = detail::needs_grad(x), gr = detail::needs_grad(residual);
+  bool gw = detail::needs_grad(weight), gb = detail::needs_grad(bias);
+  SavedTensor ss(sum, op), sw(wc, op), sm(o.mean, op), sr(o.rstd, op);
+  return record(op, o.y, {x, residual, weight, bias}, [=](const Tensor& g) -> TensorList {
+    TensorList d = layer_norm_grads(op, g, ss.get(), sw.get(), sm.get(), sr.get(), normalized_shape, gx || gr, gw, gb);
+    // d(x + residual)/dx = d(x + residual)/dresidual = 1: both get the one buffer.
+    return {gx ? d[0] : Tensor(), gr ? d[0] : Tensor(), d[1], d[2]};
   });
+}
+
+SumAndNorm add_layer_norm_with_sum(const Tensor& x, const Tensor& residual, const Shape& normalized_shape,
+                                   const Tensor& weight, const Tensor& bias, double eps) {
+  const char* op = "add_layer_norm";
+  check_layer_norm(op, x, normalized_shape, weight, bias, eps);
+  check_residual(op, x, residual);
+  Backend& be = backend_of(op, {&x, &residual, &weight, &bias});
+  Tensor wc = weight.defined() ? weight.contiguous().detach() : Tensor();
+  Tensor bc = bias.defined() ? bias.contiguous().detach() : Tensor();
+  Tensor sum = detail::new_tensor(x.shape(), x.dtype(), x);
+  LayerNormOut o = layer_norm_outputs(x, normalized_shape);
+  run_add_layer_norm(be, x, residual, wc, bc, eps, sum, o);
+  // The graph of add then layer_norm (the sum is an output of its own, used further on);
+  // only the forward pass is fused.
+  Tensor s = record(op, sum, {x, residual}, [gx = detail::needs_grad(x), gr = detail::needs_grad(residual)](
+                                                const Tensor& g) -> TensorList {
+    return {gx ? g : Tensor(), gr ? g : Tensor()};
+  });
+  return {s, record_layer_norm(op, o, s, sum, wc, weight, bias, normalized_shape)};
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {

@@ -99,6 +99,8 @@ Tensor norm_grad(const Tensor& x, const Tensor& g, const Tensor& y, double p, co
 // x (…) -> x reduced over dims (kept as size 1 with keepdim)
 Tensor std(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction, bool keepdim) {
   detail::check_floating("std", x);
+  // One kernel in torch, which computes bfloat16 in float32 and rounds once.
+  if (x.dtype() == kBFloat16) return kiln::std(x.to(kFloat32), dims, correction, keepdim).to(kBFloat16);
   return sqrt_zero_safe(var(x, reduce_dims("std", dims, x.dim()), correction, keepdim));
 }
 
@@ -107,6 +109,8 @@ Tensor norm(const Tensor& x, double p, const std::vector<int64_t>& dims_in, bool
   const char* op = "norm";
   detail::check_floating(op, x);
   KILN_CHECK(!std::isnan(p), op, "p must be a number, got nan");
+  // One kernel in torch, which computes bfloat16 in float32 and rounds once.
+  if (x.dtype() == kBFloat16) return norm(x.to(kFloat32), p, dims_in, keepdim).to(kBFloat16);
   const std::vector<int64_t> dims = reduce_dims(op, dims_in, x.dim());
   check_identity(x, p, dims);
   Tensor yk = norm_value(x.detach(), p, dims);  // keepdim shape

@@ -15,8 +15,8 @@ inline Tensor new_tensor(const Shape& shape, DType dtype, const Tensor& ref, con
 // Throws "[op] expected a floating-point tensor, got int64" for non-float inputs.
 inline void check_floating(const char* op, const Tensor& t, const char* what = "input") {
   KILN_CHECK(t.defined(), op, what, " is an undefined tensor");
-  KILN_CHECK(is_floating(t.dtype()), op, "expected a floating-point ", what, " (float32 or float64), got ",
-             dtype_name(t.dtype()));
+  KILN_CHECK(is_floating(t.dtype()), op, "expected a floating-point ", what,
+             " (float32, float64 or bfloat16), got ", dtype_name(t.dtype()));
 }
 
 inline void check_defined(const char* op, const Tensor& t, const char* what = "input") {
@@ -26,6 +26,15 @@ inline void check_defined(const char* op, const Tensor& t, const char* what = "i
 // Gradient g cast back to the dtype of the input it belongs to.
 inline Tensor grad_for(const Tensor& g, const Tensor& input) {
   return g.dtype() == input.dtype() ? g : g.to(input.dtype());
+}
+
+// The scalar of a scalar-operand kernel (UnaryOp) on a `t` tensor, as torch's bfloat16
+// kernels take it: add, sub and rsub round it to bfloat16 first; mul, div and the rest
+// use it in float32. Other dtypes: as given.
+inline double kernel_scalar(UnaryOp kind, DType t, double v) {
+  if (t == kBFloat16 && (kind == UnaryOp::AddScalar || kind == UnaryOp::RsubScalar))
+    return static_cast<double>(static_cast<float>(bfloat16(v)));
+  return v;
 }
 
 // Whether input i of a node needs a gradient.

@@ -288,6 +288,21 @@ Tensor safe_softmax(const Tensor& scores);
 // Normalises over the last normalized_shape.size() dims; weight/bias may be undefined.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
+// layer_norm(x + residual, …) in one pass: the residual add of a post-norm Transformer
+// layer and its norm. residual has x's shape and dtype. The same bits as
+// layer_norm(add(x, residual), …), gradients included (x and residual get one gradient
+// tensor); the sum is kept for backward only when something requires grad.
+Tensor add_layer_norm(const Tensor& x, const Tensor& residual, const Shape& normalized_shape,
+                      const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), double eps = 1e-5);
+// The same, returning the sum as well, for a pre-norm layer, which carries the sum on as
+// its residual stream: {add(x, residual), layer_norm(that sum, …)}, one pass, the graph of
+// the two ops.
+struct SumAndNorm {
+  Tensor sum, norm;
+};
+SumAndNorm add_layer_norm_with_sum(const Tensor& x, const Tensor& residual, const Shape& normalized_shape,
+                                   const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                                   double eps = 1e-5);
 // Zeroes each element with probability p and scales the rest by 1/(1-p) when training.
 Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr);
 // dropout(relu(x), p, training), fused: keeps only its output for backward (half the

@@ -81,11 +81,18 @@ Tensor mean(const Tensor& x, const std::vector<int64_t>& dims_in, bool keepdim) 
   std::vector<int64_t> dims = resolve_dims("mean", dims_in, x.dim());
   int64_t n = 1;
   for (int64_t d : dims) n *= x.size(d);
+  if (x.dtype() == kBFloat16) {
+    // As torch's CPU mean: the sum and the division in float32, rounded once.
+    Tensor s = sum(x.to(kFloat32), dims, keepdim);
+    return div(s, full({}, static_cast<double>(n), TensorOptions(kFloat32).device(x.device()))).to(kBFloat16);
+  }
   return mul(sum(x, dims, keepdim), 1.0 / static_cast<double>(n));
 }
 
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims_in, int64_t correction, bool keepdim) {
   detail::check_floating("var", x);
+  // One kernel in torch, which computes bfloat16 in float32 and rounds once.
+  if (x.dtype() == kBFloat16) return var(x.to(kFloat32), dims_in, correction, keepdim).to(kBFloat16);
   std::vector<int64_t> dims = resolve_dims("var", dims_in, x.dim());
   int64_t n = 1;
   for (int64_t d : dims) n *= x.size(d);

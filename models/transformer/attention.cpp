@@ -1,5 +1,6 @@
 #include "transformer/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <tuple>
@@ -49,10 +50,82 @@ AttentionOutput attention(const Tensor& q, const Tensor& k, const Tensor& v, con
   return {matmul(weights, v), weights};
 }
 
+Tensor KVCache::k() const { return k_.defined() ? k_.narrow(1, 0, length_) : Tensor(); }
+Tensor KVCache::v() const { return v_.defined() ? v_.narrow(1, 0, length_) : Tensor(); }
+
+void KVCache::assign(const Tensor& k, const Tensor& v) {
+  k_ = k;
+  v_ = v;
+  length_ = k.size(1);
+}
+
+void KVCache::append(const Tensor& k_new, const Tensor& v_new) {
+  const char* op = "KVCache::append";
+  KILN_CHECK(k_new.defined() && v_new.defined() && k_new.dim() == 3 && v_new.dim() == 3 &&
+                 v_new.size(0) == k_new.size(0) && v_new.size(1) == k_new.size(1),
+             op, "expected new keys (N, L, E) and values (N, L, Ev), got ", shape_or_undefined(k_new), " and ",
+             shape_or_undefined(v_new));
+  if (empty()) {
+    assign(k_new, v_new);
+    return;
+  }
+  const int64_t L = k_new.size(1);
+  KILN_CHECK(k_new.size(0) == batch() && k_new.size(2) == k_.size(2) && v_new.size(2) == v_.size(2) &&
+                 k_new.dtype() == k_.dtype() && v_new.dtype() == v_.dtype(),
+             op, "new keys ", shape_str(k_new.shape()), " and values ", shape_str(v_new.shape()),
+             " do not fit the cache's ", shape_str(k().shape()), " and ", shape_str(v().shape()));
+  if (any_requires_grad({&k_new, &v_new}) || k_.requires_grad() || v_.requires_grad()) {
+    // Writing into the buffers would be an in-place op on tensors the graph saved.
+    assign(cat({k(), k_new}, 1), cat({v(), v_new}, 1));
+    return;
+  }
+  NoGradGuard no_grad;
+  if (length_ + L > capacity()) {
+    // Doubling keeps the copies of old positions at O(1) per position over a sequence.
+    const int64_t cap = std::max({2 * capacity(), length_ + L, int64_t{16}});
+    auto grown = [&](const Tensor& buf) {
+      Tensor b = kiln::empty({buf.size(0), cap, buf.size(2)}, TensorOptions(buf.dtype()).device(buf.device()));
+      b.narrow(1, 0, length_).copy_(buf.narrow(1, 0, length_));
+      return b;
+    };
+    k_ = grown(k_);
+    v_ = grown(v_);
+  }
+  k_.narrow(1, length_, L).copy_(k_new);
+  v_.narrow(1, length_, L).copy_(v_new);
+  length_ += L;
+}
+
 void KVCache::select_batch(const Tensor& index) {
   if (empty()) return;
-  k = index_select(k, 0, index);
-  v = index_select(v, 0, index);
+  NoGradGuard no_grad;
+  if (capacity() == length_) {  // no room to keep (a cross-attention's memory)
+    k_ = index_select(k_, 0, index);
+    v_ = index_select(v_, 0, index);
+    return;
+  }
+  const char* op = "KVCache::select_batch";
+  KILN_CHECK(index.defined() && index.dtype() == kInt64 && index.dim() == 1, op,
+             "expected a 1-D int64 index of rows, got ",
+             index.defined() ? dtype_name(index.dtype()) + std::string(" ") + shape_str(index.shape())
+                             : std::string("undefined"));
+  const int64_t n = batch();
+  std::vector<int64_t> rows = index.to_vector<int64_t>();
+  for (int64_t& r : rows) {
+    KILN_CHECK(r >= -n && r < n, op, "index ", r, " is out of range for a cache of ", n, " rows");
+    if (r < 0) r += n;
+  }
+  // Row by row into buffers of the same room: one copy of the filled part (index_select
+  // and then a copy into the room would be two), and the next append does not grow.
+  auto select = [&](const Tensor& buf) {
+    Tensor b = kiln::empty({static_cast<int64_t>(rows.size()), capacity(), buf.size(2)},
+                           TensorOptions(buf.dtype()).device(buf.device()));
+    for (size_t i = 0; i < rows.size(); ++i)
+      b.select(0, static_cast<int64_t>(i)).narrow(0, 0, length_).copy_(buf.select(0, rows[i]).narrow(0, 0, length_));
+    return b;
+  };
+  k_ = select(k_);
+  v_ = select(v_);
 }
 
 MultiheadAttention::MultiheadAttention(int64_t e, int64_t h, MultiheadAttentionOptions o)
@@ -259,11 +332,13 @@ AttentionOutput MultiheadAttention::forward_cached(const Tensor& query, const Te
     KILN_CHECK(kv.size(0) == N && kv.size(2) == kdim && kdim == vdim, op, "key/value input ",
                shape_str(kv_input.shape()), " does not match query ", shape_str(query.shape()));
     auto [k_new, v_new] = project_kv(kv);
-    bool append = !static_kv && !cache.empty();
-    cache.k = append ? cat({cache.k, k_new}, 1) : k_new;
-    cache.v = append ? cat({cache.v, v_new}, 1) : v_new;
+    if (static_kv) {
+      cache.assign(k_new, v_new);
+    } else {
+      cache.append(k_new, v_new);
+    }
   }
-  KILN_CHECK(cache.k.size(0) == N, op, "the cache holds a batch of ", cache.k.size(0), ", the query ", N);
+  KILN_CHECK(cache.batch() == N, op, "the cache holds a batch of ", cache.batch(), ", the query ", N);
   const int64_t S = cache.length();
   Tensor mask;
   if (!static_kv && L > 1) {
@@ -277,7 +352,7 @@ AttentionOutput MultiheadAttention::forward_cached(const Tensor& query, const Te
                "), got ", shape_str(key_padding_mask.shape()));
     mask = combine_masks(mask, key_padding_mask.reshape({N, 1, 1, S}));
   }
-  AttentionOutput a = attend(project(q, 0), cache.k, cache.v, mask, need_weights, average_attn_weights);
+  AttentionOutput a = attend(project(q, 0), cache.k(), cache.v(), mask, need_weights, average_attn_weights);
   if (!batch_first) a.output = a.output.transpose(0, 1);
   return a;
 }

@@ -34,12 +34,34 @@ struct MultiheadAttentionOptions {
 };
 
 // The projected keys and values of the positions seen so far, batch-first (N, S, E).
-struct KVCache {
-  Tensor k, v;
-  bool empty() const { return !k.defined(); }
-  int64_t length() const { return k.defined() ? k.size(1) : 0; }
-  // Keeps the rows of `index` (N' int64), for reordering beams.
+// They live in buffers with room for more positions, so a decoding step copies only its
+// new positions: the room doubles when it runs out (amortised O(1) per position, not the
+// O(length) of concatenating onto the whole cache each step).
+class KVCache {
+ public:
+  bool empty() const { return !k_.defined(); }
+  int64_t length() const { return length_; }
+  // Positions the buffers hold before they must grow.
+  int64_t capacity() const { return k_.defined() ? k_.size(1) : 0; }
+  int64_t batch() const { return k_.defined() ? k_.size(0) : 0; }
+  // The filled part, (N, length, E): views of the buffers, valid while they live (a
+  // later append writes only past them).
+  Tensor k() const;
+  Tensor v() const;
+  // Replaces the contents with k and v (N, S, E): keys and values computed once (a
+  // cross-attention's memory). Kept as given, with no room to append.
+  void assign(const Tensor& k, const Tensor& v);
+  // Appends k_new and v_new (N, L, E) after the cached positions, growing the buffers
+  // when full. Where the new positions need a gradient (grad mode, inputs requiring
+  // grad) the cache is concatenated instead, as differentiable ops.
+  void append(const Tensor& k_new, const Tensor& v_new);
+  // Keeps the rows of `index` (N' int64; negative counts from the end), for reordering
+  // beams; the room is kept. An index out of range is "[KVCache::select_batch] …".
   void select_batch(const Tensor& index);
+
+ private:
+  Tensor k_, v_;  // (N, capacity, E); positions from length_ on are not yet written
+  int64_t length_ = 0;
 };
 
 // mha(query, key, value, …) calls forward (nn::Cloneable); clone() deep-copies.

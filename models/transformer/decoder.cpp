@@ -39,15 +39,15 @@ Tensor TransformerDecoderLayer::keep(const AttentionOutput& a) {
 
 template <class SelfAttention, class CrossAttention>
 Tensor TransformerDecoderLayer::sublayers(const Tensor& tgt, SelfAttention sa, CrossAttention ca) {
-  Tensor x = tgt;
+  // Each residual add and the norm that reads its sum are one pass (add_layer_norm).
   if (options.norm_first) {
-    x = add(x, sa(norm1->forward(x)));
-    x = add(x, ca(norm2->forward(x)));
-    return add(x, feed_forward_block(norm3->forward(x)));
+    SumAndNorm x = norm2->forward_add_with_sum(tgt, sa(norm1->forward(tgt)));
+    x = norm3->forward_add_with_sum(x.sum, ca(x.norm));
+    return add(x.sum, feed_forward_block(x.norm));
   }
-  x = norm1->forward(add(x, sa(x)));
-  x = norm2->forward(add(x, ca(x)));
-  return norm3->forward(add(x, feed_forward_block(x)));
+  Tensor x = norm1->forward_add(tgt, sa(tgt));
+  x = norm2->forward_add(x, ca(x));
+  return norm3->forward_add(x, feed_forward_block(x));
 }
 
 Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,

@@ -34,13 +34,13 @@ Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x) {
 }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& kpm) {
-  Tensor x = src;
+  // Each residual add and the norm that reads its sum are one pass (add_layer_norm).
   if (options.norm_first) {
-    x = add(x, self_attention_block(norm1->forward(x), src_mask, kpm));
-    return add(x, feed_forward_block(norm2->forward(x)));
+    SumAndNorm x = norm2->forward_add_with_sum(src, self_attention_block(norm1->forward(src), src_mask, kpm));
+    return add(x.sum, feed_forward_block(x.norm));
   }
-  x = norm1->forward(add(x, self_attention_block(x, src_mask, kpm)));
-  return norm2->forward(add(x, feed_forward_block(x)));
+  Tensor x = norm1->forward_add(src, self_attention_block(src, src_mask, kpm));
+  return norm2->forward_add(x, feed_forward_block(x));
 }
 
 std::shared_ptr<nn::Module> TransformerEncoderLayer::make_fresh() const {

@@ -24,6 +24,9 @@ class CpuBackend final : public Backend {
   void layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight,
                            const Tensor& mean, const Tensor& rstd, const Tensor& grad_x,
                            const Tensor& grad_weight, const Tensor& grad_bias) override;
+  void add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                      double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
+                      const Tensor& rstd) override;
   void embedding(const Tensor& weight, const Tensor& indices, const Tensor& out) override;
   void embedding_backward(const Tensor& g, const Tensor& indices, int64_t padding_idx,
                           const Tensor& grad_weight) override;
@@ -59,6 +62,11 @@ class CpuBackend final : public Backend {
 };
 
 CpuBackend& cpu_backend();
+
+// copy and fill where a tensor is bfloat16 (cpu_bfloat16.cpp), the only CPU kernels that
+// see that dtype.
+void copy_bfloat16(const Tensor& src, const Tensor& dst);
+void fill_bfloat16(const Tensor& dst, double value);
 
 // x viewed as (outer, n, inner) around `dim`, for kernels that work along one dim.
 struct DimSplit {

@@ -237,6 +237,7 @@ void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
   KILN_CHECK(src.device().is_cpu() && dst.device().is_cpu(), "copy",
              "the CPU backend copies between CPU tensors only, got ", src.device().str(), " -> ",
              dst.device().str());
+  if (src.dtype() == kBFloat16 || dst.dtype() == kBFloat16) return copy_bfloat16(src, dst);
   visit_dtype(src.dtype(), [&](auto s) {
     using S = typename decltype(s)::type;
     visit_dtype(dst.dtype(), [&](auto d) {
@@ -251,6 +252,7 @@ void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
 }
 
 void CpuBackend::fill(const Tensor& dst, double value) {
+  if (dst.dtype() == kBFloat16) return fill_bfloat16(dst, value);
   visit_dtype(dst.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T v = convert_float<T>(value);
@@ -280,9 +282,10 @@ void CpuBackend::unary(UnaryOp op, const Tensor& x, const Tensor& out, double a,
       return unary_float<float>(op, x, out, static_cast<float>(a), static_cast<float>(b));
     case DType::Float64: return unary_float<double>(op, x, out, a, b);
     case DType::Int64: return unary_int(op, x, out, a, b);
-    case DType::Bool: break;
+    case DType::Bool: KILN_FAIL("unary", "operation not defined for bool tensors");
+    case DType::BFloat16: break;
   }
-  KILN_FAIL("unary", "operation not defined for bool tensors");
+  detail::fail_unvisitable("unary", x.dtype());
 }
 
 void CpuBackend::binary(BinaryOp op, const Tensor& x, const Tensor& y, const Tensor& out) {

@@ -12,18 +12,36 @@
 namespace kiln::cuda {
 namespace {
 
-// dst (…) = cast(src (…)); to bool: nonzero.
+// v as D; to bool: nonzero. bfloat16 converts through float both ways, rounded to
+// nearest even as on the CPU (core/bfloat16.h).
+template <class D, class S>
+__device__ D convert_value(S v) {
+  if constexpr (std::is_same_v<S, bfloat16>) {
+    return convert_value<D>(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<D, bfloat16>) {
+    return bfloat16(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<D, bool>) {
+    return v != S(0);
+  } else {
+    return static_cast<D>(v);
+  }
+}
+
+// dst (…) = cast(src (…)).
 template <class S, class D>
 __global__ void copy_kernel(Strided<2> L, D* dst, const S* src, int64_t n) {
   KILN_GRID_STRIDE_LOOP(i, n) {
     int64_t off[2];
     L.offsets(i, off);
-    if constexpr (std::is_same_v<D, bool>) {
-      dst[off[0]] = src[off[1]] != S(0);
-    } else {
-      dst[off[0]] = static_cast<D>(src[off[1]]);
-    }
+    dst[off[0]] = convert_value<D>(src[off[1]]);
   }
+}
+
+// visit_dtype, plus bfloat16: the copy kernel is the one that converts it.
+template <class F>
+void visit_copy_type(DType t, F&& f) {
+  if (t == kBFloat16) return f(TypeTag<bfloat16>{});
+  visit_dtype(t, std::forward<F>(f));
 }
 
 size_t nbytes(const Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
@@ -38,9 +56,9 @@ void device_copy(const Tensor& src, const Tensor& dst) {
     return;
   }
   Strided<2> L = make_strided<2>("copy", {&dst, &src});
-  visit_dtype(src.dtype(), [&](auto st) {
+  visit_copy_type(src.dtype(), [&](auto st) {
     using S = typename decltype(st)::type;
-    visit_dtype(dst.dtype(), [&](auto dt) {
+    visit_copy_type(dst.dtype(), [&](auto dt) {
       using D = typename decltype(dt)::type;
       copy_kernel<S, D><<<grid_for(n), kThreads, 0, s>>>(L, static_cast<D*>(dst.data_ptr()),
                                                          static_cast<const S*>(src.data_ptr()), n);

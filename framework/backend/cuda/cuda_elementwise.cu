@@ -233,6 +233,13 @@ void CudaBackend::fill(const Tensor& dst, double value) {
   if (n == 0) return;
   DeviceGuard guard(dst);
   Strided<1> L = make_strided<1>("fill", {&dst});
+  if (dst.dtype() == kBFloat16) {  // the bits, rounded here as on the CPU
+    const uint16_t bits = bf16_bits_from_float(static_cast<float>(value));
+    fill_kernel<uint16_t><<<grid_for(n), kThreads, 0, stream_of(dst)>>>(L, static_cast<uint16_t*>(dst.data_ptr()),
+                                                                        bits, n);
+    KILN_CUDA_LAUNCH_CHECK("fill");
+    return;
+  }
   visit_dtype(dst.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     fill_kernel<T><<<grid_for(n), kThreads, 0, stream_of(dst)>>>(L, static_cast<T*>(dst.data_ptr()),
@@ -282,6 +289,7 @@ void CudaBackend::unary(UnaryOp op, const Tensor& x, const Tensor& out, double a
       break;
     }
     case DType::Bool: break;
+    case DType::BFloat16: detail::fail_unvisitable("unary", x.dtype());  // staged as float32
   }
   KILN_CUDA_LAUNCH_CHECK("unary");
 }

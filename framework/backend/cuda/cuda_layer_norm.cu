@@ -1,7 +1,7 @@
-// LayerNorm over rows: x (rows, n) -> y (rows, n), mean (rows), rstd (rows), and its
-// backward. The arithmetic is the CPU's (cpu_layer_norm.cpp): two passes (mean, then
-// centred squares) with double sums, one block per row; weight and bias gradients are
-// column sums over the rows.
+// LayerNorm over rows: x (rows, n) -> y (rows, n), mean (rows), rstd (rows), the same
+// after a residual add (add_layer_norm), and the backward. The arithmetic is the CPU's
+// (cpu_layer_norm.cpp): two passes (mean, then centred squares) with double sums, one
+// block per row; weight and bias gradients are column sums over the rows.
 #include <cmath>
 
 #include "backend/cuda/cuda_backend.h"
@@ -11,15 +11,29 @@
 namespace kiln::cuda {
 namespace {
 
-// x (rows, n), w (n) or null, b (n) or null -> y (rows, n), mean (rows), rstd (rows)
+// x (rows, n), w (n) or null, b (n) or null -> y (rows, n), mean (rows), rstd (rows).
+// With res (rows, n): the rows of x + res are normalised instead, the sum rounded to T
+// first (add_layer_norm), and written to sum (rows, n) when not null, else into y, which
+// the last loop then normalises in place (each thread reads back only what it wrote).
 template <class T>
-__global__ void layer_norm_kernel(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t rows,
-                                  int64_t n, double eps) {
+__global__ void layer_norm_kernel(const T* x, const T* res, const T* w, const T* b, T* sum, T* y, T* mean, T* rstd,
+                                  int64_t rows, int64_t n, double eps) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * n;
     T* yr = y + r * n;
     double s = 0;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += static_cast<double>(xr[j]);
+    if (res) {
+      const T* rr = res + r * n;
+      T* sr = (sum ? sum : y) + r * n;
+      for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+        const T v = xr[j] + rr[j];
+        sr[j] = v;
+        s += static_cast<double>(v);
+      }
+      xr = sr;
+    } else {
+      for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += static_cast<double>(xr[j]);
+    }
     const T mu = static_cast<T>(block_sum(s) / static_cast<double>(n));
     double v = 0;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
@@ -113,10 +127,28 @@ void CudaBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor
   visit_floating("layer_norm", x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     layer_norm_kernel<T><<<grid_for_rows(rows), kThreads, 0, stream_of(y)>>>(
-        x.data<T>(), weight.defined() ? weight.data<T>() : nullptr, bias.defined() ? bias.data<T>() : nullptr,
-        y.data<T>(), mean.data<T>(), rstd.data<T>(), rows, n, eps);
+        x.data<T>(), nullptr, weight.defined() ? weight.data<T>() : nullptr,
+        bias.defined() ? bias.data<T>() : nullptr, nullptr, y.data<T>(), mean.data<T>(), rstd.data<T>(), rows, n,
+        eps);
   });
   KILN_CUDA_LAUNCH_CHECK("layer_norm");
+}
+
+void CudaBackend::add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                                 double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
+                                 const Tensor& rstd) {
+  const int64_t rows = mean.numel();
+  const int64_t n = rows ? x.numel() / rows : 0;
+  if (rows == 0 || n == 0) return;
+  DeviceGuard guard(y);
+  visit_floating("add_layer_norm", x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    layer_norm_kernel<T><<<grid_for_rows(rows), kThreads, 0, stream_of(y)>>>(
+        x.data<T>(), residual.data<T>(), weight.defined() ? weight.data<T>() : nullptr,
+        bias.defined() ? bias.data<T>() : nullptr, sum.defined() ? sum.data<T>() : nullptr, y.data<T>(),
+        mean.data<T>(), rstd.data<T>(), rows, n, eps);
+  });
+  KILN_CUDA_LAUNCH_CHECK("add_layer_norm");
 }
 
 void CudaBackend::layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight, const Tensor& mean,
