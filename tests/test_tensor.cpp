@@ -2,11 +2,13 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <set>
 #include <sstream>
 
+#include "backend/cpu/philox_batch.h"
 #include "test_util.h"
 
 using namespace kiln;
@@ -187,6 +189,33 @@ TEST_CASE("float32 rand is the Philox word stream: element i is word i % 4 of bl
     }
     CHECK(bad == 0);
   }
+}
+
+TEST_CASE("every Philox path this CPU can run gives the one-block reference's words") {
+  using kiln::cpu::PhiloxPath;
+  int paths_run = 0;
+  for (PhiloxPath path : {PhiloxPath::kPortable, PhiloxPath::kAvx2, PhiloxPath::kAvx512}) {
+    if (!kiln::cpu::philox_path_available(path)) {
+      uint32_t w[4 * kiln::cpu::kPhiloxBatch];
+      CHECK_ERROR_STARTS("[philox_batch]", kiln::cpu::philox_batch_with(path, 0, 0, w), "is not available");
+      continue;
+    }
+    ++paths_run;
+    // Counters that carry into the high word, and a key with both halves set.
+    for (uint64_t seed : {uint64_t{0}, uint64_t{0x1234567890abcdefULL}}) {
+      for (uint64_t first : {uint64_t{0}, (uint64_t{1} << 32) - 7, uint64_t{0xfffffffffffffff0ULL}}) {
+        uint32_t w[4 * kiln::cpu::kPhiloxBatch];
+        kiln::cpu::philox_batch_with(path, seed, first, w);
+        int bad = 0;
+        for (int b = 0; b < kiln::cpu::kPhiloxBatch; ++b) {
+          const std::array<uint32_t, 4> ref = philox4x32(seed, first + static_cast<uint64_t>(b));
+          for (int k = 0; k < 4; ++k) bad += w[4 * b + k] != ref[static_cast<size_t>(k)];
+        }
+        CHECK_MESSAGE(bad == 0, "path ", static_cast<int>(path), " seed ", seed, " first ", first);
+      }
+    }
+  }
+  CHECK(paths_run >= 1);
 }
 
 TEST_CASE("random numbers do not depend on the thread count") {
