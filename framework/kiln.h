@@ -32,6 +32,7 @@
 #include "data/vocab.h"
 #include "data/dataloader.h"
 #include "data/tensor_dataset.h"
+#include "distributed/distributed.h"
 #include "train/progress_bar.h"
 #include "train/metrics_log.h"
 #include "train/checkpoint_manager.h"

@@ -3,13 +3,15 @@
 # optional and never installed here: a machine that has nvcc and cuBLAS gets the CUDA
 # backend built (meson's -Dcuda=auto), one without builds and runs CPU-only. oneDNN
 # (libdnnl-dev) is optional in the build (-Donednn=auto) and installed here: it gives
-# bfloat16 autocast its fast GEMMs where the CPU has AMX or AVX512_BF16.
+# bfloat16 autocast its fast GEMMs where the CPU has AMX or AVX512_BF16. Open MPI
+# (libopenmpi-dev, openmpi-bin: mpirun) is optional too (-Dmpi=auto) and installed here:
+# it gives kiln::distributed and DistributedDataParallel, and their tests under mpirun.
 set -euo pipefail
 
 #   install_deps.sh            what building Kiln needs
 #   install_deps.sh --tests    and what its test suite needs as well: cmake (the install
 #                              test builds a CMake consumer) and clang (a clang++ build)
-packages=(g++ meson ninja-build pkg-config libopenblas-dev libtbb-dev doctest-dev libdnnl-dev)
+packages=(g++ meson ninja-build pkg-config libopenblas-dev libtbb-dev doctest-dev libdnnl-dev libopenmpi-dev openmpi-bin)
 case "${1:-}" in
   "") ;;
   --tests) packages+=(cmake clang) ;;

@@ -9,6 +9,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/onednn_gemm.h"
 #include "backend/cpu/parallel.h"
+#include "distributed/mpi_transport.h"
 
 #ifdef KILN_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -31,6 +32,7 @@ std::string config() {
      << get_num_threads() << " threads\n"
      << "  - GEMMs: " << cpu::onednn::describe() << "\n"
      << "  - autocast bf16: " << cpu::autocast_bf16_path() << "\n"
+     << "  - MPI: " << distributed::detail::describe() << "\n"
 #ifdef KILN_WITH_CUDA
      << "  - CUDA: " << cuda::describe() << "\n";
 #else
