@@ -3,6 +3,8 @@
 // The collectives themselves run under mpirun (tests/distributed/).
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+
 #include "test_util.h"
 
 using namespace kiln;
@@ -83,4 +85,16 @@ TEST_CASE("launched_by_mpi reads the launcher's environment") {
                         std::getenv("PMI_SIZE") || std::getenv("PMI_RANK");
   CHECK(dist::launched_by_mpi() == launched);
   CHECK(std::string(dist::reduce_op_name(dist::ReduceOp::kMean)) == "mean");
+}
+
+TEST_CASE("KILN_DISTRIBUTED_TIMEOUT: a positive number of seconds, 300 without it") {
+  // The value is read until one is accepted, then kept: the bad ones first.
+  for (const char* bad : {"abc", "-1", "0", "inf", "nan", "5s", ""}) {
+    setenv("KILN_DISTRIBUTED_TIMEOUT", bad, 1);
+    const std::string want =
+        std::string("[distributed] KILN_DISTRIBUTED_TIMEOUT must be a positive number of seconds, got '") + bad + "'";
+    CHECK(testing::error_of([] { (void)dist::timeout_seconds(); }) == want);
+  }
+  unsetenv("KILN_DISTRIBUTED_TIMEOUT");
+  CHECK(dist::timeout_seconds() == 300);
 }

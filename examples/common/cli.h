@@ -21,6 +21,8 @@
 
 #include <unistd.h>
 
+#include <kiln/distributed/distributed.h>
+
 namespace kiln_examples {
 
 class Cli {
@@ -151,17 +153,24 @@ inline std::string one_line(std::string s) {
 }
 
 // Runs body(); any exception (kiln::Error, a std:: one, anything else) is one line on
-// stderr and exit status 1. The Cli's own errors exit 2 before getting here.
+// stderr and exit status 1. The Cli's own errors exit 2 before getting here. Under
+// mpirun (kiln::distributed initialised, more than one rank) the line names the rank and
+// the whole job ends (MPI_Abort): the other ranks would otherwise wait for this one in
+// their next collective.
 inline int run_main(const char* program, const std::function<int()>& body) {
+  std::string message;
   try {
     return body();
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "%s: error: out of memory (std::bad_alloc): try smaller sizes\n", program);
+    message = "out of memory (std::bad_alloc): try smaller sizes";
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", program, one_line(e.what()).c_str());
+    message = one_line(e.what());
   } catch (...) {
-    std::fprintf(stderr, "%s: error: unknown exception\n", program);
+    message = "unknown exception";
   }
+  if (kiln::distributed::is_initialized() && kiln::distributed::world_size() > 1)
+    kiln::distributed::abort(std::string(program) + ": error: " + message);
+  std::fprintf(stderr, "%s: error: %s\n", program, message.c_str());
   return 1;
 }
 

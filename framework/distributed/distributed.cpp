@@ -127,6 +127,14 @@ void write_back(const Tensor& t, const Tensor& buf) {
   target.copy_(buf);
 }
 
+// kMean's last step: buf / world, a true division (div_ by a double multiplies by its
+// reciprocal, which is not the correctly rounded quotient).
+void divide_by_world(const Tensor& buf, int world) {
+  NoGradGuard no_grad;
+  Tensor b = buf;
+  b.div_(full({}, static_cast<double>(world), TensorOptions(buf.dtype()).device(buf.device())));
+}
+
 int64_t payload_bytes(const Tensor& buf) { return buf.numel() * static_cast<int64_t>(buf.element_size()); }
 
 void count(int64_t bytes) {
@@ -235,13 +243,12 @@ Work::~Work() { finish_quietly(); }
 void Work::finish_quietly() noexcept {
   // MPI writes into the buffer until the request completes: never free it earlier. An
   // error here cannot be thrown (a destructor): it ends the job with its message.
-  if (!s_ || s_->finished || !s_->pending) return;
+  if (!s_ || s_->finished) return;
   try {
-    wait_for(*s_->pending, "all_reduce");
+    wait();
   } catch (const std::exception& e) {
     abort(e.what());
   }
-  s_->finished = true;
 }
 
 bool Work::is_completed() {
@@ -253,10 +260,7 @@ void Work::wait() {
   if (!s_ || s_->finished) return;
   wait_for(*s_->pending, "all_reduce");
   s_->finished = true;
-  if (s_->op == ReduceOp::kMean) {
-    NoGradGuard no_grad;
-    s_->buf.div_(static_cast<double>(s_->world));
-  }
+  if (s_->op == ReduceOp::kMean) divide_by_world(s_->buf, s_->world);
   write_back(s_->target, s_->buf);
 }
 
@@ -345,10 +349,7 @@ void reduce_scatter(const Tensor& out, const std::vector<Tensor>& in, ReduceOp o
       "reduce_scatter", send.data_ptr(), recv.data_ptr(), n, wire_of(dtype), wire_op(op, dtype));
   count(payload_bytes(send));
   wait_for(*p, "reduce_scatter");
-  if (op == ReduceOp::kMean) {
-    NoGradGuard no_grad;
-    recv.div_(static_cast<double>(world));
-  }
+  if (op == ReduceOp::kMean) divide_by_world(recv, world);
   write_back(out, recv);
 }
 

@@ -84,7 +84,8 @@ Work all_reduce_async(const Tensor& tensor, ReduceOp op = ReduceOp::kSum);
 
 // An all-reduce in flight (torch's Work of async_op=True): started by all_reduce_async,
 // moved on by is_completed() (MPI_Test), finished by wait(), which writes the result
-// into the tensor (and divides for kMean). Destroying one that is not finished waits.
+// into the tensor (and divides for kMean). Destroying one that is not finished waits
+// for it as wait() does.
 class Work {
  public:
   Work();
