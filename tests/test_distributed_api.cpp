@@ -98,3 +98,16 @@ TEST_CASE("KILN_DISTRIBUTED_TIMEOUT: a positive number of seconds, 300 without i
   unsetenv("KILN_DISTRIBUTED_TIMEOUT");
   CHECK(dist::timeout_seconds() == 300);
 }
+
+TEST_CASE("DistributedDataParallel needs the process group (and MPI)") {
+  nn::Linear net(3, 2);
+  const std::string got = testing::error_of([&] { nn::parallel::DistributedDataParallel ddp(net); });
+  if (dist::is_available()) {
+    CHECK(got ==
+          "[DistributedDataParallel] the process group is not initialized: call kiln::distributed::init() first "
+          "(under mpirun)");
+  } else {
+    CHECK(got == kNotBuilt);
+  }
+  CHECK(net.weight.impl()->post_accumulate_grad_hooks.empty());  // nothing left behind
+}

@@ -2,6 +2,7 @@
 // count reached zero. Iterative throughout, so the depth of the graph is not limited by
 // the stack.
 #include <algorithm>
+#include <atomic>
 #include <unordered_map>
 
 #include "autograd/grad_mode.h"
@@ -55,7 +56,48 @@ std::vector<Tensor*> accumulators(std::unordered_map<Node*, Tensor>& buffers, co
   return acc;
 }
 
+// The callbacks queued during the backward pass running on this thread (null when none
+// runs); a backward started inside one (a hook's own backward) has its own list.
+thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
+thread_local uint64_t t_pass_id = 0;
+std::atomic<uint64_t> g_next_pass_id{1};
+
+class CallbackScope {
+ public:
+  CallbackScope() : prev_(t_callbacks), prev_id_(t_pass_id) {
+    t_callbacks = &list_;
+    t_pass_id = g_next_pass_id.fetch_add(1);
+  }
+  ~CallbackScope() {
+    t_callbacks = prev_;
+    t_pass_id = prev_id_;
+  }
+  CallbackScope(const CallbackScope&) = delete;
+  CallbackScope& operator=(const CallbackScope&) = delete;
+  // Runs the queued callbacks in order, those they queue too.
+  void run() {
+    for (size_t i = 0; i < list_.size(); ++i) {
+      std::function<void()> fn = std::move(list_[i]);
+      fn();
+    }
+    list_.clear();
+  }
+
+ private:
+  std::vector<std::function<void()>> list_;
+  std::vector<std::function<void()>>* prev_;
+  uint64_t prev_id_;
+};
+
 }  // namespace
+
+void queue_backward_callback(std::function<void()> fn) {
+  KILN_CHECK(t_callbacks != nullptr, "queue_backward_callback", "no backward pass is running on this thread");
+  KILN_CHECK(fn != nullptr, "queue_backward_callback", "the callback is an empty function");
+  t_callbacks->push_back(std::move(fn));
+}
+
+uint64_t backward_pass_id() { return t_pass_id; }
 
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
                   bool retain_graph) {
@@ -73,6 +115,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
   }
 
   NoGradGuard no_grad;
+  CallbackScope callbacks;
   std::unordered_map<Node*, int> deps = count_dependencies(root_nodes);
   std::vector<Node*> ready;
   for (Node* r : root_nodes)
@@ -100,6 +143,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
       if (--deps[nx] == 0) ready.push_back(nx);
     }
   }
+  callbacks.run();
 }
 
 }  // namespace kiln

@@ -1,5 +1,7 @@
 #include "autograd/node.h"
 
+#include <atomic>
+
 #include "autograd/grad_mode.h"
 #include "ops/ops.h"
 
@@ -47,7 +49,39 @@ TensorList AccumulateGrad::apply(const Tensor& grad_output) {
   KILN_CHECK(grad_output.shape() == leaf.shape, "backward", "gradient of shape ",
              shape_str(grad_output.shape()), " for a leaf of shape ", shape_str(leaf.shape));
   accumulate_grad(leaf, grad_output);
+  if (!leaf.post_accumulate_grad_hooks.empty()) {
+    // A copy: a hook may remove itself (or register another, which waits for the next pass).
+    auto hooks = leaf.post_accumulate_grad_hooks;
+    const Tensor tensor(leaf_);
+    for (auto& [id, hook] : hooks) hook(tensor);
+  }
   return {};
+}
+
+HookHandle Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const {
+  KILN_CHECK(defined(), "register_post_accumulate_grad_hook", "the tensor is undefined");
+  KILN_CHECK(is_leaf(), "register_post_accumulate_grad_hook",
+             "post accumulate grad hooks cannot be registered on non-leaf tensors");
+  KILN_CHECK(requires_grad(), "register_post_accumulate_grad_hook",
+             "cannot register a hook on a tensor that doesn't require gradient");
+  KILN_CHECK(hook != nullptr, "register_post_accumulate_grad_hook", "the hook is an empty function");
+  static std::atomic<uint64_t> next_id{1};
+  const uint64_t id = next_id.fetch_add(1);
+  impl()->post_accumulate_grad_hooks.emplace_back(id, std::move(hook));
+  return HookHandle(impl_ptr(), id);
+}
+
+void HookHandle::remove() {
+  std::shared_ptr<TensorImpl> impl = impl_.lock();
+  impl_.reset();
+  if (!impl) return;
+  auto& hooks = impl->post_accumulate_grad_hooks;
+  for (auto it = hooks.begin(); it != hooks.end(); ++it) {
+    if (it->first == id_) {
+      hooks.erase(it);
+      return;
+    }
+  }
 }
 
 SavedTensor::SavedTensor(const Tensor& t, const char* op)

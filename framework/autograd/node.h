@@ -126,4 +126,14 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t);
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
                   bool retain_graph);
 
+// torch's Variable._execution_engine.queue_callback: fn runs once the backward pass in
+// progress on this thread has run its last node, before backward() returns (callbacks in
+// the order queued; one may queue another). Only while a backward pass runs (from a
+// node or a hook): "[queue_backward_callback] no backward pass is running on this
+// thread" otherwise. An exception from fn comes out of backward().
+void queue_backward_callback(std::function<void()> fn);
+// A number for the backward pass running on this thread, different for every pass of the
+// process (0 when none runs): tells a hook whether an earlier call of it saw the same pass.
+uint64_t backward_pass_id();
+
 }  // namespace kiln

@@ -2,6 +2,7 @@
 // Tensor: a cheap handle (one shared_ptr) to shape, strides, offset and dtype over a
 // shared Storage. Copying a Tensor copies the handle; views share storage.
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -34,6 +35,9 @@ struct TensorImpl {
   std::shared_ptr<Node> grad_fn;
   std::weak_ptr<Node> grad_accumulator;  // leaves: the node that sums into `grad`
   std::shared_ptr<TensorImpl> grad;
+  // Leaves: Tensor::register_post_accumulate_grad_hook's functions, by id, called in
+  // registration order after each accumulation into `grad`.
+  std::vector<std::pair<uint64_t, std::function<void(const Tensor&)>>> post_accumulate_grad_hooks;
 
   // Views (autograd/views.h). A tensor made by a view op (view, reshape, permute,
   // expand, slice, …) keeps the tensor that owns its storage's history, never itself a
@@ -59,6 +63,19 @@ struct TensorOptions {
   TensorOptions dtype(DType t) const { auto o = *this; o.dtype_ = t; o.has_dtype_ = true; return o; }
   TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
   TensorOptions requires_grad(bool r = true) const { auto o = *this; o.requires_grad_ = r; return o; }
+};
+
+// What register_post_accumulate_grad_hook returns (torch's RemovableHandle): remove()
+// unregisters the hook; the handle does not keep the tensor alive.
+class HookHandle {
+ public:
+  HookHandle() = default;
+  HookHandle(std::weak_ptr<TensorImpl> impl, uint64_t id) : impl_(std::move(impl)), id_(id) {}
+  void remove();  // once; later calls (and a tensor gone) do nothing
+
+ private:
+  std::weak_ptr<TensorImpl> impl_;
+  uint64_t id_ = 0;
 };
 
 class Tensor {
@@ -130,6 +147,10 @@ class Tensor {
   void set_grad(const Tensor& g) const;
   void zero_grad(bool set_to_none = true) const;
   Tensor& retain_grad();  // keep .grad() of a non-leaf after backward
+  // torch's register_post_accumulate_grad_hook: hook(tensor) runs each time a backward
+  // pass has accumulated a gradient into this leaf's .grad() (which it may read or
+  // change), on the thread running backward. Leaves that require grad only (autograd/node.cpp).
+  HookHandle register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const;
   // Back-propagates from this tensor. Without `gradient` the tensor must have one element.
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
   Tensor detach() const;  // same storage, no history
