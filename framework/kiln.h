@@ -32,6 +32,7 @@
 #include "io/checkpoint.h"
 #include "data/vocab.h"
 #include "data/dataloader.h"
+#include "data/distributed_sampler.h"
 #include "data/tensor_dataset.h"
 #include "distributed/distributed.h"
 #include "train/progress_bar.h"

@@ -10,6 +10,11 @@
 // --bf16: bfloat16 mixed precision (kiln::AutocastGuard): training's forward pass and loss
 // and the translations run their GEMMs in bfloat16 with float32 accumulation; weights,
 // gradients and Adam stay float32.
+//
+// Under mpirun (`mpirun -np 2 translate_toy`, a Kiln built with MPI) it trains data
+// parallel: each process reads its shard of every batch of 16 (16 / N sentences, rounded
+// up), the gradients are averaged (the Trainer's DistributedDataParallel), and rank 0
+// alone prints, draws and writes the metrics and checkpoints.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -271,6 +276,10 @@ int run(int argc, char** argv) {
   const Args a = parse(cli);
   Data d = make_data();
   check_size(cli, a, d);
+  // Launched by mpirun: one process per rank, training together; rank 0 reports.
+  if (kiln::distributed::launched_by_mpi()) kiln::distributed::init();
+  const int world = kiln::distributed::is_initialized() ? kiln::distributed::world_size() : 1;
+  const bool main_rank = world == 1 || kiln::distributed::rank() == 0;
   if (a.threads > 0) kiln::set_num_threads(a.threads);
   kiln::Device device(a.device);
   kiln::manual_seed(a.seed);
@@ -285,20 +294,31 @@ int run(int argc, char** argv) {
 
   tr::Seq2SeqTransformer model(model_options(a, d));
   model.to(device);
-  std::printf("translate_toy: %zu training pairs, %zu held out; vocabularies %lld (de) and %lld (en)\n",
-              d.train.size(), d.held_out.size(), static_cast<long long>(d.src_vocab.size()),
-              static_cast<long long>(d.tgt_vocab.size()));
-  std::printf("model: d_model %lld, %lld heads, %lld+%lld layers, d_ff %lld: %lld parameters; %s\n",
-              static_cast<long long>(a.d_model), static_cast<long long>(a.heads), static_cast<long long>(a.layers),
-              static_cast<long long>(a.layers), static_cast<long long>(a.ff),
-              static_cast<long long>(model.num_parameters()), kiln::config().c_str());
+  if (main_rank) {
+    std::printf("translate_toy: %zu training pairs, %zu held out; vocabularies %lld (de) and %lld (en)\n",
+                d.train.size(), d.held_out.size(), static_cast<long long>(d.src_vocab.size()),
+                static_cast<long long>(d.tgt_vocab.size()));
+    std::printf("model: d_model %lld, %lld heads, %lld+%lld layers, d_ff %lld: %lld parameters; %s\n",
+                static_cast<long long>(a.d_model), static_cast<long long>(a.heads), static_cast<long long>(a.layers),
+                static_cast<long long>(a.layers), static_cast<long long>(a.ff),
+                static_cast<long long>(model.num_parameters()), kiln::config().c_str());
+    if (world > 1) std::printf("data parallel: %d processes (mpirun)\n", world);
+  }
 
   std::vector<double> losses;
   if (!a.load.empty()) {
     kiln::io::load_state_dict(a.load, model, true);
-    std::printf("loaded %s\n", a.load.c_str());
+    if (main_rank) std::printf("loaded %s\n", a.load.c_str());
   } else {
-    kiln::data::PairDataLoader train(d.train, {.batch_size = 16, .shuffle = true, .seed = a.seed});
+    kiln::data::DataLoaderOptions batches{.batch_size = 16, .shuffle = true, .seed = a.seed};
+    if (world > 1) {
+      // The same batches of 16 as one process: each rank reads its share of every one.
+      batches.batch_size = (16 + world - 1) / world;
+      batches.shuffle = false;
+      batches.sampler = std::make_shared<kiln::data::DistributedSampler>(
+          static_cast<int64_t>(d.train.size()), kiln::data::DistributedSamplerOptions{.shuffle = true, .seed = a.seed});
+    }
+    kiln::data::PairDataLoader train(d.train, batches);
     kiln::data::PairDataLoader held(d.held_out, {.batch_size = 16, .shuffle = false});
     tr::TrainerOptions t;
     t.epochs = a.epochs;
@@ -317,15 +337,17 @@ int run(int argc, char** argv) {
     trainer.fit();
     losses = trainer.step_losses();
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("trained %lld steps in %.2f s (%.1f ms/step)\n", static_cast<long long>(trainer.global_step()), secs,
-                1000.0 * secs / static_cast<double>(std::max<int64_t>(trainer.global_step(), 1)));
-    if (!a.checkpoint_dir.empty()) {
+    if (main_rank)
+      std::printf("trained %lld steps in %.2f s (%.1f ms/step)\n", static_cast<long long>(trainer.global_step()), secs,
+                  1000.0 * secs / static_cast<double>(std::max<int64_t>(trainer.global_step(), 1)));
+    if (!a.checkpoint_dir.empty() && main_rank) {
       std::string weights = (std::filesystem::path(a.checkpoint_dir) / "model.safetensors").string();
       kiln::io::save_state_dict(weights, model);
       std::printf("saved %s (load it with --load)\n", weights.c_str());
     }
   }
 
+  if (!main_rank) return 0;  // the others trained the same weights; rank 0 reports
   std::optional<kiln::AutocastGuard> autocast;  // decoding as trained
   if (a.bf16) autocast.emplace(kiln::kBFloat16);
   if (a.has_translate) {

@@ -35,6 +35,11 @@ std::vector<size_t> seeded_permutation(size_t n, uint64_t seed) {
   return p;
 }
 
+std::vector<size_t> epoch_permutation(size_t n, uint64_t seed, int64_t epoch) {
+  // Distinct, well-mixed streams per epoch.
+  return seeded_permutation(n, seed * 0x100000001B3ull + static_cast<uint64_t>(epoch) * 0x9E3779B97F4A7C15ull);
+}
+
 Tensor pad_sequences(const std::vector<std::vector<int64_t>>& seqs, int64_t pad_id) {
   size_t len = 0;
   for (const auto& s : seqs) len = std::max(len, s.size());
@@ -48,6 +53,12 @@ PairDataLoader::PairDataLoader(std::vector<TokenPair> examples, DataLoaderOption
   KILN_CHECK(opts_.batch_size >= 1, "DataLoader", "batch_size must be at least 1, got ", opts_.batch_size);
   KILN_CHECK(opts_.bucket_pool >= 0, "DataLoader", "bucket_pool must be >= 0, got ", opts_.bucket_pool);
   KILN_CHECK(!examples_.empty(), "DataLoader", "the dataset is empty");
+  if (opts_.sampler) {
+    KILN_CHECK(!opts_.shuffle, "DataLoader",
+               "shuffle must be false with a sampler (the DistributedSampler shuffles: its options' shuffle)");
+    KILN_CHECK(opts_.sampler->dataset_size() == num_examples(), "DataLoader", "the sampler covers ",
+               opts_.sampler->dataset_size(), " examples but the dataset has ", num_examples());
+  }
   for (size_t i = 0; i < examples_.size(); ++i) {
     KILN_CHECK(!examples_[i].source.empty() && !examples_[i].target.empty(), "DataLoader", "example ", i,
                " has an empty ", examples_[i].source.empty() ? "source" : "target");
@@ -55,17 +66,25 @@ PairDataLoader::PairDataLoader(std::vector<TokenPair> examples, DataLoaderOption
 }
 
 int64_t PairDataLoader::num_batches() const {
-  int64_t n = num_examples(), b = opts_.batch_size;
+  int64_t n = opts_.sampler ? opts_.sampler->size() : num_examples(), b = opts_.batch_size;
   return opts_.drop_last ? n / b : (n + b - 1) / b;
 }
 
 std::vector<std::vector<size_t>> PairDataLoader::batch_indices(int64_t epoch) const {
   size_t n = examples_.size(), b = static_cast<size_t>(opts_.batch_size);
   // Distinct, well-mixed streams per epoch (and one more for the batch order).
-  uint64_t epoch_seed = opts_.seed * 0x100000001B3ull + static_cast<uint64_t>(epoch) * 0x9E3779B97F4A7C15ull;
+  const bool shuffle = opts_.sampler ? opts_.sampler->options().shuffle : opts_.shuffle;
+  const uint64_t seed = opts_.sampler ? opts_.sampler->options().seed : opts_.seed;
+  uint64_t epoch_seed = seed * 0x100000001B3ull + static_cast<uint64_t>(epoch) * 0x9E3779B97F4A7C15ull;
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), size_t{0});
-  if (opts_.shuffle) order = seeded_permutation(n, epoch_seed);
+  if (opts_.sampler) {
+    order.clear();
+    for (int64_t i : opts_.sampler->indices(epoch)) order.push_back(static_cast<size_t>(i));
+    n = order.size();
+  } else if (shuffle) {
+    order = epoch_permutation(n, seed, epoch);
+  }
   if (opts_.bucket_pool > 0) {
     size_t pool = b * static_cast<size_t>(opts_.bucket_pool);
     auto length = [&](size_t i) { return std::max(examples_[i].source.size(), examples_[i].target.size()); };
@@ -83,7 +102,7 @@ std::vector<std::vector<size_t>> PairDataLoader::batch_indices(int64_t epoch) co
                          order.begin() + static_cast<std::ptrdiff_t>(end));
   }
   // With bucketing, batches come out sorted by length; shuffle their order too.
-  if (opts_.bucket_pool > 0 && opts_.shuffle) {
+  if (opts_.bucket_pool > 0 && shuffle) {
     std::vector<size_t> p = seeded_permutation(batches.size(), epoch_seed ^ 0xD1B54A32D192ED03ull);
     std::vector<std::vector<size_t>> shuffled;
     for (size_t i : p) shuffled.push_back(std::move(batches[i]));

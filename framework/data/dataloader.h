@@ -4,9 +4,11 @@
 // resumed run sees the same batches, and optional bucketing by length so that a batch
 // holds sentences of similar length (less padding).
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "../core/tensor.h"
+#include "distributed_sampler.h"
 
 namespace kiln::data {
 
@@ -30,6 +32,11 @@ struct DataLoaderOptions {
   // batches; 0 turns bucketing off.
   int64_t bucket_pool = 0;
   int64_t pad_id = 0;
+  // Data-parallel training: this rank's shard of every epoch (its order and padding) from
+  // a DistributedSampler over the examples, instead of all of them; shuffle must then be
+  // false (the sampler shuffles, and with bucketing its shuffle also orders the batches).
+  // The loader asks the sampler for the epoch it is given (no set_epoch needed).
+  std::shared_ptr<const DistributedSampler> sampler = nullptr;
 };
 
 class PairDataLoader {
@@ -37,6 +44,7 @@ class PairDataLoader {
   PairDataLoader(std::vector<TokenPair> examples, DataLoaderOptions opts = {});
 
   int64_t num_examples() const { return static_cast<int64_t>(examples_.size()); }
+  // Batches per epoch (of this rank's shard with a sampler).
   int64_t num_batches() const;
   const DataLoaderOptions& options() const { return opts_; }
   const std::vector<TokenPair>& examples() const { return examples_; }
@@ -59,5 +67,9 @@ Tensor pad_sequences(const std::vector<std::vector<int64_t>>& seqs, int64_t pad_
 // A permutation of 0..n-1 that depends only on `seed` (splitmix64 + Fisher-Yates, the
 // same on every platform, unlike std::shuffle).
 std::vector<size_t> seeded_permutation(size_t n, uint64_t seed);
+
+// The order PairDataLoader (shuffle on) and DistributedSampler draw for an epoch: a
+// permutation of 0 … n-1 that depends only on (seed, epoch).
+std::vector<size_t> epoch_permutation(size_t n, uint64_t seed, int64_t epoch);
 
 }  // namespace kiln::data

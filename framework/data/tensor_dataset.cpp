@@ -62,15 +62,29 @@ DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, int64_t batch_size, boo
   KILN_CHECK(batch_size_ > 0, "DataLoader", "batch_size must be positive, got ", batch_size_);
 }
 
+DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, int64_t batch_size,
+                       std::shared_ptr<DistributedSampler> sampler, bool drop_last)
+    : DataLoader(std::move(dataset), batch_size, false, drop_last, nullptr) {
+  KILN_CHECK(sampler != nullptr, "DataLoader", "the sampler is null");
+  KILN_CHECK(sampler->dataset_size() == dataset_->size(), "DataLoader", "the sampler covers ",
+             sampler->dataset_size(), " samples but the dataset has ", dataset_->size());
+  sampler_ = std::move(sampler);
+}
+
 int64_t DataLoader::size() const {
-  const int64_t n = dataset_->size();
+  const int64_t n = sampler_ ? sampler_->size() : dataset_->size();
   return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
 }
 
 std::vector<std::vector<int64_t>> DataLoader::next_epoch_indices() {
-  const int64_t n = dataset_->size();
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
+  std::vector<int64_t> order;
+  if (sampler_) {
+    order = sampler_->indices();
+  } else {
+    order.resize(static_cast<size_t>(dataset_->size()));
+    std::iota(order.begin(), order.end(), 0);
+  }
+  const int64_t n = static_cast<int64_t>(order.size());
   if (shuffle_) {
     // One Philox block of the generator seeds this epoch's permutation: a seeded run
     // sees the same orders, and each epoch a new one.

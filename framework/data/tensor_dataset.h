@@ -15,6 +15,7 @@
 
 #include "../core/generator.h"
 #include "../core/tensor.h"
+#include "distributed_sampler.h"
 
 namespace kiln::data {
 
@@ -50,6 +51,11 @@ class DataLoader {
   // outlive the loader.
   DataLoader(std::shared_ptr<Dataset> dataset, int64_t batch_size = 1, bool shuffle = false,
              bool drop_last = false, Generator* gen = nullptr);
+  // torch's DataLoader(dataset, batch_size, sampler=DistributedSampler(…)): batches of
+  // the sampler's indices for its current epoch (sampler->set_epoch(e) before each
+  // epoch), this rank's shard in data-parallel training. It must cover the dataset.
+  DataLoader(std::shared_ptr<Dataset> dataset, int64_t batch_size, std::shared_ptr<DistributedSampler> sampler,
+             bool drop_last = false);
 
   int64_t size() const;  // batches per epoch, len(loader)
   const Dataset& dataset() const { return *dataset_; }
@@ -81,6 +87,7 @@ class DataLoader {
   int64_t batch_size_;
   bool shuffle_, drop_last_;
   Generator* gen_;
+  std::shared_ptr<DistributedSampler> sampler_;
 };
 
 }  // namespace kiln::data

@@ -66,6 +66,22 @@ std::vector<double> split_losses(const std::string& s, const std::string& key, c
   return v;
 }
 
+// While it lives, `gen` draws from rank's own stream: the shared seed for rank 0, mixed
+// with the rank for the others (at the shared offset); its seed is restored after.
+class RankStream {
+ public:
+  RankStream(Generator& gen, const GeneratorState& shared, int64_t rank) : gen_(gen), seed_(shared.seed) {
+    if (rank > 0) gen_.set_state({seed_ ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(rank)), shared.offset});
+  }
+  ~RankStream() { gen_.set_state({seed_, gen_.get_state().offset}); }
+  RankStream(const RankStream&) = delete;
+  RankStream& operator=(const RankStream&) = delete;
+
+ private:
+  Generator& gen_;
+  uint64_t seed_;
+};
+
 // Drops the oldest entries beyond the newest `kept`.
 void keep_newest(std::vector<double>& v, int64_t kept) {
   const size_t k = static_cast<size_t>(std::max<int64_t>(kept, 0));
@@ -95,6 +111,25 @@ Trainer::Trainer(Seq2SeqTransformer& model, const data::PairDataLoader* train,
              opts_.step_losses_kept);
   KILN_CHECK(!opts_.autocast || *opts_.autocast == kBFloat16, "Trainer",
              "autocast supports bfloat16 only, got ", dtype_name(opts_.autocast.value_or(kBFloat16)));
+  const bool data_parallel =
+      opts_.data_parallel.value_or(distributed::is_initialized() && distributed::world_size() > 1);
+  if (data_parallel) {
+    KILN_CHECK(distributed::is_initialized(), "Trainer",
+               "data_parallel needs the process group: call kiln::distributed::init() first (under mpirun)");
+    world_ = distributed::world_size();
+    const int64_t rank = distributed::rank();
+    rank_ = rank;
+    main_process_ = rank == 0;
+    if (train_) {
+      const auto& sampler = train_->options().sampler;
+      KILN_CHECK(sampler && sampler->num_replicas() == world_ && sampler->rank() == rank, "Trainer",
+                 "data-parallel training over ", world_, " processes needs a training DataLoader that reads rank ",
+                 rank, "'s shard: DataLoaderOptions::sampler = a DistributedSampler of ", world_, " replicas",
+                 sampler ? std::string(" (it has ") + std::to_string(sampler->num_replicas()) + " replicas, rank " +
+                               std::to_string(sampler->rank()) + ")"
+                         : std::string(" (it has none)"));
+    }
+  }
   optim::AdamOptions adam;
   adam.lr = 1.0;  // the schedule sets the actual rate
   adam.beta1 = opts_.beta1;
@@ -105,6 +140,11 @@ Trainer::Trainer(Seq2SeqTransformer& model, const data::PairDataLoader* train,
   scheduler_ = std::make_unique<optim::WarmupInverseSqrtLR>(*optimizer_, model_.options.d_model, opts_.warmup_steps,
                                                             opts_.lr_factor, opts_.warmup_indexing);
   if (!opts_.resume_from.empty()) load(opts_.resume_from);
+  // After loading: every rank read the same file, and DDP checks that, taking rank 0's
+  // weights everywhere.
+  if (data_parallel) ddp_ = std::make_unique<nn::parallel::DistributedDataParallel>(
+                         model_, nn::parallel::DistributedDataParallelOptions{.bucket_cap_mb = opts_.bucket_cap_mb});
+  if (!main_process_) return;  // the log and the checkpoints are rank 0's
   if (!opts_.metrics_path.empty()) {
     metrics_ = train::MetricsLog(opts_.metrics_path,
                           {"step", "epoch", "lr", "loss", "grad_norm", "tokens_per_s", "val_loss"},
@@ -138,14 +178,46 @@ Device Trainer::model_device() const { return model_.src_embedding->weight.devic
 
 double Trainer::train_step(const data::PairBatch& batch) {
   model_.train();
-  Tensor loss = batch_loss(batch, Reduction::Mean, &last_step_tokens_);
+  double value = NAN;
+  Tensor loss;
+  if (ddp_) {
+    // The mean over every rank's tokens: this rank's sum scaled by world / (all tokens),
+    // which DDP's average over the ranks turns into the sum over all of them / (all
+    // tokens): one process's loss and gradient on the concatenated batch. One small
+    // all-reduce gives the total tokens and the step's loss.
+    //
+    // Dropout: rank r > 0 draws from its own Philox stream (the seed mixed with r) while
+    // its forward runs, so that the ranks' masks are independent, as one process's are
+    // over the rows of its batch. The same all-reduce adds up the blocks each rank drew,
+    // and every rank's generator then moves on by that sum from the shared seed and
+    // offset: one state on every rank (what rank 0's checkpoint holds), new numbers
+    // for the next step.
+    Generator& gen = default_generator();
+    const GeneratorState shared = gen.get_state();
+    int64_t tokens = 0;
+    Tensor sum;
+    {
+      RankStream stream(gen, shared, rank_);
+      sum = batch_loss(batch, Reduction::Sum, &tokens);
+    }
+    const double drawn = static_cast<double>(gen.get_state().offset - shared.offset);
+    Tensor totals = from_vector<double>({static_cast<double>(tokens), sum.item(), drawn}, {3});
+    distributed::all_reduce(totals);
+    const double all_tokens = totals.at({0}), all_sum = totals.at({1});
+    gen.set_state({shared.seed, shared.offset + static_cast<uint64_t>(totals.at({2}))});
+    last_step_tokens_ = static_cast<int64_t>(all_tokens);
+    loss = sum * (static_cast<double>(world_) / all_tokens);
+    value = all_sum / all_tokens;
+  } else {
+    loss = batch_loss(batch, Reduction::Mean, &last_step_tokens_);
+  }
   optimizer_->zero_grad();
-  loss.backward();
+  loss.backward();  // data parallel: the gradients are averaged when it returns
   last_grad_norm_ = opts_.clip_grad_norm > 0 ? optim::clip_grad_norm_(model_.parameters(), opts_.clip_grad_norm) : NAN;
   optimizer_->step();
   scheduler_->step();
   ++global_step_;
-  double value = loss.item();
+  if (!ddp_) value = loss.item();
   step_losses_.push_back(value);
   keep_newest(step_losses_, opts_.step_losses_kept);
   return value;
@@ -182,10 +254,16 @@ io::Metadata Trainer::checkpoint_metadata() const {
   meta["trainer.best_loss"] = fmt("%.17g", best_loss_);
   meta["trainer.epoch_loss_sum"] = fmt("%.17g", epoch_loss_sum_);
   meta["trainer.step_losses"] = join_losses(step_losses_);
+  // The layout the position in the epoch counts in (a run of another one maps it).
+  meta["trainer.world_size"] = std::to_string(world_);
+  if (train_) meta["trainer.epoch_batches"] = std::to_string(train_->num_batches());
   return meta;
 }
 
-void Trainer::save(const std::string& path) const { io::save_checkpoint(path, checkpoint_parts(), checkpoint_metadata()); }
+void Trainer::save(const std::string& path) const {
+  if (!main_process_) return;
+  io::save_checkpoint(path, checkpoint_parts(), checkpoint_metadata());
+}
 
 void Trainer::load(const std::string& path) {
   // Every entry is checked, from the header alone, before anything changes: a bad value
@@ -202,10 +280,20 @@ void Trainer::load(const std::string& path) {
   // A mid-epoch checkpoint resumes at a batch of the epoch, so it must be one of the
   // loader's (a loader of another size cannot continue that epoch).
   const int64_t batches = train_ ? train_->num_batches() : kMax;
-  const int64_t next_batch = strict_int(entry("trainer.next_batch"), "trainer.next_batch", path, 0,
-                                        std::max<int64_t>(batches - 1, 0));
-  KILN_CHECK(next_batch <= step, "Trainer::load", "checkpoint '", path, "': 'trainer.next_batch' (", next_batch,
-             ") exceeds 'trainer.global_step' (", step, ")");
+  int64_t saved_batches = batches;  // checkpoints before issue 16: the same layout
+  if (const std::string* b = metadata_find(meta, "trainer.epoch_batches", path, false))
+    saved_batches = strict_int(*b, "trainer.epoch_batches", path, 1, kMax);
+  int64_t next_batch = strict_int(entry("trainer.next_batch"), "trainer.next_batch", path, 0,
+                                  std::max<int64_t>(saved_batches - 1, 0));
+  // Saved by a run whose epoch had another number of batches (another number of
+  // processes, another batch size): the epoch goes on at the same fraction of it.
+  const int64_t steps_in_epoch = next_batch;
+  if (train_ && saved_batches != batches) next_batch = std::min(next_batch * batches / saved_batches, batches - 1);
+  KILN_CHECK(next_batch <= std::max<int64_t>(batches - 1, 0), "Trainer::load", "checkpoint '", path,
+             "': 'trainer.next_batch' must be an integer from 0 to ", std::max<int64_t>(batches - 1, 0), ", got '",
+             next_batch, "'");
+  KILN_CHECK(steps_in_epoch <= step, "Trainer::load", "checkpoint '", path, "': 'trainer.next_batch' (",
+             steps_in_epoch, ") exceeds 'trainer.global_step' (", step, ")");
   const double best = strict_loss(entry("trainer.best_loss"), "trainer.best_loss", path, true);
   std::vector<double> losses = split_losses(entry("trainer.step_losses"), "trainer.step_losses", path);
   KILN_CHECK(static_cast<int64_t>(losses.size()) <= step, "Trainer::load", "checkpoint '", path, "': ",
@@ -215,12 +303,15 @@ void Trainer::load(const std::string& path) {
     epoch_sum = strict_loss(*sum, "trainer.epoch_loss_sum", path, false);
   } else {
     // Checkpoints of Kiln 0.2.0 have the whole history and no sum: add up the epoch's.
-    KILN_CHECK(static_cast<int64_t>(losses.size()) >= next_batch, "Trainer::load", "checkpoint '", path,
-               "' has neither 'trainer.epoch_loss_sum' nor the losses of the epoch's ", next_batch, " steps");
-    for (size_t i = losses.size() - static_cast<size_t>(next_batch); i < losses.size(); ++i) epoch_sum += losses[i];
+    KILN_CHECK(static_cast<int64_t>(losses.size()) >= steps_in_epoch, "Trainer::load", "checkpoint '", path,
+               "' has neither 'trainer.epoch_loss_sum' nor the losses of the epoch's ", steps_in_epoch, " steps");
+    for (size_t i = losses.size() - static_cast<size_t>(steps_in_epoch); i < losses.size(); ++i) epoch_sum += losses[i];
   }
-  KILN_CHECK(next_batch > 0 || epoch_sum == 0, "Trainer::load", "checkpoint '", path,
+  KILN_CHECK(steps_in_epoch > 0 || epoch_sum == 0, "Trainer::load", "checkpoint '", path,
              "': 'trainer.epoch_loss_sum' must be 0 at an epoch's start, got ", fmt("%.17g", epoch_sum));
+  // Mapped to another layout: the epoch's mean so far stands for the batches skipped or repeated.
+  if (next_batch != steps_in_epoch)
+    epoch_sum = steps_in_epoch > 0 ? epoch_sum * static_cast<double>(next_batch) / static_cast<double>(steps_in_epoch) : 0;
 
   io::load_checkpoint(path, checkpoint_parts());
   epoch_ = epoch;
@@ -248,7 +339,7 @@ std::vector<EpochSummary> Trainer::fit() {
   KILN_CHECK(train_ != nullptr, "Trainer::fit",
              "this trainer has no training DataLoader: build it with one, or call train_step(source, target)");
   const int64_t per_epoch = train_->num_batches();
-  train::ProgressBar bar(opts_.epochs * per_epoch, stderr, opts_.progress);
+  train::ProgressBar bar(opts_.epochs * per_epoch, stderr, opts_.progress && main_process_);
   std::vector<EpochSummary> summaries;
   while (epoch_ < opts_.epochs) {
     auto epoch_start = clock::now();

@@ -5,7 +5,17 @@
 // loss per epoch, a live progress bar, metrics to CSV or JSON lines, periodic and best
 // checkpoints, and resuming exactly where a checkpoint left off. It trains where the
 // model's parameters are: model.to(Device("cuda")) first, and every step (batches,
-// optimizer state) runs on the GPU. The bar, the log and the checkpoint directory are
+// optimizer state) runs on the GPU.
+//
+// Under mpirun (kiln::distributed initialised, more than one process) it trains data
+// parallel: the model is wrapped in nn::parallel::DistributedDataParallel (rank 0's
+// weights everywhere, gradients averaged during backward), the training loader must read
+// this rank's shard (DataLoaderOptions::sampler, a DistributedSampler), and each step's
+// loss is the mean over every rank's tokens, so that N processes at batch B follow one
+// process at batch N·B. Only rank 0 draws the progress bar, writes the metrics log and
+// the checkpoints; every rank reads resume_from (a path all of them can read). A
+// checkpoint resumes under any number of processes: at an epoch boundary exactly, in
+// mid-epoch at the same fraction of the epoch's batches. The bar, the log and the checkpoint directory are
 // kiln::train's (framework/train), which a loop of one's own can use as well.
 #include <cmath>
 #include <functional>
@@ -63,6 +73,12 @@ struct TrainerOptions {
   // Adam stay float32), in train_step and in evaluate. Unset: the trainer leaves the
   // thread's autocast state as it finds it.
   std::optional<DType> autocast;
+  // Data-parallel training over the process group (see the top of this file). Unset: on
+  // when kiln::distributed is initialised with more than one process; false: this
+  // process trains alone even under mpirun; true: on (an error without the process group).
+  std::optional<bool> data_parallel;
+  // DistributedDataParallel's bucket size, MiB.
+  double bucket_cap_mb = 25;
 };
 
 struct EpochSummary {
@@ -98,6 +114,7 @@ class Trainer {
   // Mean loss over a loader's batches (eval mode, no gradients), weighted by tokens.
   double evaluate(const data::PairDataLoader& loader);
 
+  // Data parallel, only rank 0 writes (the others return at once).
   void save(const std::string& path) const;
   void load(const std::string& path);
 
@@ -107,6 +124,10 @@ class Trainer {
   const std::vector<double>& step_losses() const { return step_losses_; }
   optim::Adam& optimizer() { return *optimizer_; }
   const TrainerOptions& options() const { return opts_; }
+  // Data parallel: the wrapper (its bucket statistics); null when training alone.
+  const nn::parallel::DistributedDataParallel* data_parallel() const { return ddp_.get(); }
+  // Whether this process writes the bar, the log and the checkpoints (rank 0, or alone).
+  bool is_main_process() const { return main_process_; }
 
  private:
   // The teacher-forced loss of a batch (moved to the model's device); *tokens gets the
@@ -142,6 +163,10 @@ class Trainer {
   // epoch's mean loss, bitwise the same whether or not the run was resumed mid-epoch.
   double epoch_loss_sum_ = 0;
   std::vector<double> step_losses_;  // the newest step_losses_kept
+  std::unique_ptr<nn::parallel::DistributedDataParallel> ddp_;  // null when training alone
+  int64_t world_ = 1;          // processes training together
+  int64_t rank_ = 0;           // this one's rank among them
+  bool main_process_ = true;   // rank 0 (or alone): writes the bar, the log and the checkpoints
 };
 
 }  // namespace kiln::transformer
