@@ -16,6 +16,13 @@ bash scripts/install_deps.sh --tests
 [ -d build ] || meson setup build --buildtype=release
 meson configure build -Dwerror=true
 ninja -C build
+# Issue 16: where Open MPI is installed (install_deps.sh installs it), `meson test` runs
+# the `mpi` suite too (tests/distributed under mpirun -np 2 and -np 3 --oversubscribe,
+# allowed to run as root). A tree that did not pick MPI up would skip it silently: fail.
+if command -v mpirun >/dev/null && ! meson test -C build --list 2>/dev/null | grep -q '^kiln:mpi / '; then
+  echo "test.sh: mpirun is installed but build/ has no 'mpi' test suite: configure it with -Dmpi=enabled" >&2
+  exit 1
+fi
 meson test -C build --print-errorlogs
 
 # The same suite built by clang++ (Debian's clang 14), CPU only; its install test builds
