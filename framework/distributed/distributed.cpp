@@ -166,8 +166,11 @@ void init() {
   KILN_CHECK(g_state != GroupState::kDestroyed, "init",
              "the process group was destroyed (destroy_process_group); MPI cannot start again in this process");
   const bool mpi_was_running = detail::built() && detail::initialized();
-  g_timeout = read_timeout();
+  // A bad KILN_DISTRIBUTED_TIMEOUT fails before MPI starts; the value is kept only once
+  // init() has succeeded (a failed init(), e.g. "not built with MPI", leaves it unread).
+  const double timeout = read_timeout();
   detail::init();  // in a build without MPI: "[distributed] Kiln was not built with MPI …"
+  g_timeout = timeout;
   g_state = GroupState::kReady;
   // A program that returns from main must have finalised MPI, or mpirun reports it as
   // failed. MPI that someone else started is theirs to finalise.
