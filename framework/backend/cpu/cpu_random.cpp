@@ -74,9 +74,14 @@ void philox_words(uint64_t seed, uint64_t block, int64_t first, int64_t count, u
   while (i < count) {
     const int64_t e = first + i;  // the next element wanted
     const int64_t j = e / 4;      // its block, relative to `block`
-    philox_batch(seed, block + static_cast<uint64_t>(j), w);
     // The batch holds elements [4j, 4j + 4·kBatch).
     const int64_t skip = e - 4 * j, n = std::min<int64_t>(4 * kBatch - skip, count - i);
+    if (n == 4 * kBatch) {  // a whole batch wanted (dropout's chunks, attention's rows): no copy
+      philox_batch(seed, block + static_cast<uint64_t>(j), out + i);
+      i += n;
+      continue;
+    }
+    philox_batch(seed, block + static_cast<uint64_t>(j), w);
     std::memcpy(out + i, w + skip, static_cast<size_t>(n) * sizeof(uint32_t));
     i += n;
   }
