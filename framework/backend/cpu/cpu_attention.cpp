@@ -165,6 +165,15 @@ KILN_MULTIVERSION void exp_shifted_row(T* row, const MaskRow<T>& m, T lse, int64
     return;
   }
   if (m.flags && m.step == 1) {
+    if constexpr (std::is_same_v<T, float>) {
+      // Two passes that vectorize: exp under the flag ran one element at a time, and
+      // an exp of every score then the select in one loop was not vectorized either
+      // (attention forward+backward 1613 -> 1465 us at 32 x 4 heads of 32 x 32, causal).
+      // A masked score's exp is computed and dropped.
+      for (int64_t s = 0; s < S; ++s) row[s] = vec::exp(row[s] - lse);
+      for (int64_t s = 0; s < S; ++s) row[s] = m.flags[s] ? T(0) : row[s];
+      return;
+    }
     for (int64_t s = 0; s < S; ++s) row[s] = m.flags[s] ? T(0) : vec::exp(row[s] - lse);
     return;
   }
