@@ -115,6 +115,26 @@ MaskRow<T> mask_row(const Tensor& mask, int64_t n, int64_t h, int64_t l) {
   return {nullptr, mask.data<T>() + off, step};
 }
 
+// mask_row for every l of one problem (n, h) without the Tensor calls per row (they cost
+// about as much as the row's masking at S = 32).
+template <class T>
+struct MaskRows {
+  MaskRow<T> first;
+  int64_t row_stride = 0;
+  MaskRow<T> at(int64_t l) const {
+    MaskRow<T> m = first;
+    if (m.flags) m.flags += l * row_stride;
+    if (m.add) m.add += l * row_stride;
+    return m;
+  }
+};
+
+template <class T>
+MaskRows<T> mask_rows(const Tensor& mask, int64_t n, int64_t h) {
+  if (!mask.defined()) return {};
+  return {mask_row<T>(mask, n, h, 0), mask.stride(2)};
+}
+
 // row (S) <- row masked: -inf where flagged, or + the additive mask. The contiguous
 // cases are branch-free loops that vectorize.
 template <class T>
@@ -246,9 +266,10 @@ void attention_typed(const Tensor& q, const Tensor& k, const Tensor& v, const Te
     // scores (L, S) = scale · q (L, E) @ k (S, E)ᵀ
     gemm_bt<T>(pr.L, pr.S, pr.E, static_cast<T>(pr.scale), qh.data, qh.ld, kh.data, kh.ld, scores.data(), pr.S, kt);
     if (pr.p > 0) problem_words(pr, b, words);
+    const MaskRows<T> masks = mask_rows<T>(mask, n, h);
     for (int64_t l = 0; l < pr.L; ++l) {
       T* row = scores.data() + l * pr.S;
-      apply_mask_row(row, mask_row<T>(mask, n, h, l), pr.S);
+      apply_mask_row(row, masks.at(l), pr.S);
       const double sum = exp_row(row, pr.S, lse_all[b * pr.L + l]);
       const T inv = static_cast<T>(1.0 / sum);
       if (pr.p > 0) {
@@ -279,8 +300,9 @@ void attention_backward_typed(const Tensor& g, const Tensor& q, const Tensor& k,
     auto gqh = head<T>(grad_q, n, h), gkh = head<T>(grad_k, n, h), gvh = head<T>(grad_v, n, h);
     // P (L, S) = exp(scale · q kᵀ + mask - lse)
     gemm_bt<T>(pr.L, pr.S, pr.E, scale, qh.data, qh.ld, kh.data, kh.ld, probs.data(), pr.S, bt);
+    const MaskRows<T> masks = mask_rows<T>(mask, n, h);
     for (int64_t l = 0; l < pr.L; ++l) {
-      exp_shifted_row(probs.data() + l * pr.S, mask_row<T>(mask, n, h, l), lse_all[b * pr.L + l], pr.S);
+      exp_shifted_row(probs.data() + l * pr.S, masks.at(l), lse_all[b * pr.L + l], pr.S);
     }
     // dP' (L, S) = g (L, Ev) @ v (S, Ev)ᵀ
     gemm_bt<T>(pr.L, pr.S, pr.Ev, T(1), gh.data, gh.ld, vh.data, vh.ld, dprobs.data(), pr.S, bt);
@@ -400,9 +422,10 @@ void attention_mixed(const Tensor& q, const Tensor& k, const Tensor& v, const Te
     // scores (L, S) = q (L, E) @ k (S, E)ᵀ, scaled below
     gemm_low(false, true, pr.L, pr.S, pr.E, qh.data, qh.ld, kh.data, kh.ld, scores.data(), pr.S);
     if (pr.p > 0) problem_words(pr, b, words);
+    const MaskRows<float> masks = mask_rows<float>(mask, n, h);
     for (int64_t l = 0; l < pr.L; ++l) {
       float* row = scores.data() + l * pr.S;
-      scale_mask_row(row, scale, mask_row<float>(mask, n, h, l), pr.S);
+      scale_mask_row(row, scale, masks.at(l), pr.S);
       const double sum = exp_row(row, pr.S, lse_all[b * pr.L + l]);
       const float inv = static_cast<float>(1.0 / sum);
       if (pr.p > 0) {
@@ -446,10 +469,11 @@ void attention_backward_mixed(const Tensor& g, const Tensor& q, const Tensor& k,
     auto gqh = head<float>(grad_q, n, h), gkh = head<float>(grad_k, n, h), gvh = head<float>(grad_v, n, h);
     // P (L, S) = exp(scale · q kᵀ + mask - lse)
     gemm_low(false, true, pr.L, pr.S, pr.E, qh.data, qh.ld, kh.data, kh.ld, probs.data(), pr.S);
+    const MaskRows<float> masks = mask_rows<float>(mask, n, h);
     for (int64_t l = 0; l < pr.L; ++l) {
       float* row = probs.data() + l * pr.S;
       scale_row(row, scale, pr.S);
-      exp_shifted_row(row, mask_row<float>(mask, n, h, l), lse_all[b * pr.L + l], pr.S);
+      exp_shifted_row(row, masks.at(l), lse_all[b * pr.L + l], pr.S);
     }
     // g (L, Ev) rounded, its rows packed
     for (int64_t l = 0; l < pr.L; ++l) round_low(gh.data + l * gh.ld, g_low.data() + l * pr.Ev, pr.Ev);
