@@ -1,7 +1,7 @@
 // bf16 GEMMs through oneDNN against fp32 (oneDNN's and Kiln's OpenBLAS path), for the
 // GEMMs of the Transformer seed step and square products. Built only when Kiln has oneDNN.
 //
-//   bench_gemm_bf16 [--threads N] [--runs R] [--min-time S] [--cases seed,attention,square]
+//   bench_gemm_bf16 [--threads N] [--runs R] [--min-time S] [--cases seed,attention,square,small]
 //                   [--clock wall|cpu] [--interference] [--bits]
 //
 // Implementations, each timed into a preallocated output:
@@ -78,6 +78,25 @@ std::vector<Case> all_cases() {
       {"attention", "scores: q k^T", 512, 100, 100, 64, false, true},
       {"attention", "out: p v", 512, 100, 64, 100, false, false},
       {"attention", "dv: p^T g", 512, 100, 64, 100, true, false},
+      // The small step (--config small): 32 sentences of 32 tokens (1024 rows), d_model 128,
+      // 4 heads of 32, feed-forward 512, vocabulary 1000; attention 128 problems of 32.
+      {"small", "q,k,v: x W^T", 1, 1024, 384, 128, false, true},
+      {"small", "attn out: x W^T", 1, 1024, 128, 128, false, true},
+      {"small", "ff in: x W^T", 1, 1024, 512, 128, false, true},
+      {"small", "ff out: x W^T", 1, 1024, 128, 512, false, true},
+      {"small", "generator: x W^T", 1, 1024, 1000, 128, false, true},
+      {"small", "q,k,v dx: g W", 1, 1024, 128, 384, false, false},
+      {"small", "attn out dx: g W", 1, 1024, 128, 128, false, false},
+      {"small", "ff out dx: g W", 1, 1024, 512, 128, false, false},
+      {"small", "generator dx: g W", 1, 1024, 128, 1000, false, false},
+      {"small", "q,k,v dW: g^T x", 1, 384, 128, 1024, true, false},
+      {"small", "attn out dW: g^T x", 1, 128, 128, 1024, true, false},
+      {"small", "ff in dW: g^T x", 1, 512, 128, 1024, true, false},
+      {"small", "ff out dW: g^T x", 1, 128, 512, 1024, true, false},
+      {"small", "generator dW: g^T x", 1, 1000, 128, 1024, true, false},
+      {"small", "scores: q k^T", 128, 32, 32, 32, false, true},
+      {"small", "out: p v", 128, 32, 32, 32, false, false},
+      {"small", "dv: p^T g", 128, 32, 32, 32, true, false},
       {"square", "512", 1, 512, 512, 512, false, false},
       {"square", "1024", 1, 1024, 1024, 1024, false, false},
       {"square", "2048", 1, 2048, 2048, 2048, false, false},
@@ -374,7 +393,7 @@ void bits(const std::vector<Case>& cases) {
 
 [[noreturn]] void usage(const char* argv0) {
   std::fprintf(stderr,
-               "usage: %s [--threads N] [--runs R] [--min-time S] [--cases seed,attention,square] "
+               "usage: %s [--threads N] [--runs R] [--min-time S] [--cases seed,attention,square,small] "
                "[--clock wall|cpu] [--interference] [--bits]\n",
                argv0);
   std::exit(2);

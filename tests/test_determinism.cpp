@@ -129,7 +129,7 @@ TEST_CASE("determinism: 50 Transformer training steps give the same losses and w
   });
 }
 
-TEST_CASE("determinism: sums, matmul, softmax, layer_norm, cross_entropy, elementwise and embedding backward on large inputs") {
+TEST_CASE("determinism: sums, matmul, linear, softmax, layer_norm, cross_entropy, elementwise and embedding backward on large inputs") {
   check_same_bits_on_any_thread_count([] {
     manual_seed(7);
     Results out;
@@ -143,10 +143,21 @@ TEST_CASE("determinism: sums, matmul, softmax, layer_norm, cross_entropy, elemen
     out.emplace_back("matmul 2000x64x256", bytes_of(matmul(randn({2000, 64}), randn({64, 256}))));
     out.emplace_back("matmul 96x512x3000", bytes_of(matmul(randn({96, 512}), randn({512, 3000}))));
     // Products near OpenBLAS's small-matrix threshold: a block cut by the thread count
-    // would take other kernels than the whole product (they gave other bits).
+    // would take other kernels than the whole product (they gave other bits). From 2
+    // MFLOP they run on oneDNN where Kiln has it; 120x80x80 stays on OpenBLAS, in blocks.
+    out.emplace_back("matmul 120x80x80", bytes_of(matmul(randn({120, 80}), randn({80, 80}))));
     out.emplace_back("matmul 160x100x100", bytes_of(matmul(randn({160, 100}), randn({100, 100}))));
     out.emplace_back("matmul 100x100x200", bytes_of(matmul(randn({100, 100}), randn({100, 200}))));
     out.emplace_back("matmul 130x130x130", bytes_of(matmul(randn({130, 130}), randn({130, 130}))));
+    // A linear layer with its bias (oneDNN adds it in the GEMM), forward and backward.
+    Tensor lx = randn({600, 200}).requires_grad_(), lw = randn({300, 200}).requires_grad_(),
+           lb = randn({300}).requires_grad_();
+    Tensor ly = linear(lx, lw, lb);
+    ly.backward(randn({600, 300}));
+    out.emplace_back("linear", bytes_of(ly));
+    out.emplace_back("linear grad x", bytes_of(lx.grad()));
+    out.emplace_back("linear grad weight", bytes_of(lw.grad()));
+    out.emplace_back("linear grad bias", bytes_of(lb.grad()));
     // Softmax on rows of 8192, forward and backward.
     Tensor s = randn({64, 8192}).requires_grad_();
     Tensor sy = softmax(s, -1);

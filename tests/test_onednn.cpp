@@ -240,6 +240,74 @@ TEST_CASE("onednn: gemm_f32 equals the exact product within fp32 rounding, as Op
           }
 }
 
+TEST_CASE("onednn: gemm_f32_bias adds the bias in the GEMM: every layout, blocks of rows or of columns, K = 0") {
+  if (skip_without_onednn()) {
+    float f = 0;
+    CHECK_ERROR_STARTS("[gemm_f32_bias]", onednn::gemm_f32_bias(false, false, 1, 1, 1, &f, 1, &f, 1, &f, &f, 1),
+                       "oneDNN");
+    return;
+  }
+  float f = 0;
+  CHECK_ERROR_STARTS("[gemm_f32_bias]", onednn::gemm_f32_bias(false, false, 1, 1, 1, &f, 1, &f, 1, nullptr, &f, 1),
+                     "the bias is a null pointer");
+  const int64_t sizes[][3] = {{1, 1, 1}, {7, 33, 257}, {5, 4000, 128}, {600, 64, 512}, {3, 4, 0}};
+  uint64_t seed = 150;
+  for (const auto& s : sizes)
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        Gemm g(ta, tb, s[0], s[1], s[2], /*pad=*/3, seed++);
+        const std::vector<float> bias = as_float(random_bf16(static_cast<size_t>(g.N), seed++));
+        std::vector<float> c = g.c0;
+        for (int64_t i = 0; i < g.M; ++i)
+          for (int64_t j = 0; j < g.N; ++j) {
+            g.c0[static_cast<size_t>(i * g.ldc + j)] = bias[static_cast<size_t>(j)];
+            c[static_cast<size_t>(i * g.ldc + j)] = 1e30f;
+          }
+        onednn::gemm_f32_bias(g.ta, g.tb, g.M, g.N, g.K, g.a.data(), g.lda, g.b.data(), g.ldb, bias.data(), c.data(),
+                              g.ldc);
+        check_product(g, c, /*accumulate=*/true, describe_case("gemm_f32_bias", ta, tb, s[0], s[1], s[2], 3, false));
+      }
+}
+
+TEST_CASE("onednn: Kiln's float32 products run on oneDNN from 2 MFLOP (linear's bias in the GEMM), smaller ones and float64 on OpenBLAS") {
+  if (skip_without_onednn()) return;
+  // Shapes no other test uses, so that their primitives are new: a call shows in the
+  // shared cache's counts.
+  auto calls = [] {
+    const onednn::CacheStats st = onednn::cache_stats();
+    return st.hits + st.misses;
+  };
+  // Values exact in float64 products: the reference is the float64 result.
+  auto values = [](Shape s, uint64_t seed) {
+    return from_vector<float>(as_float(random_bf16(static_cast<size_t>(shape_numel(s)), seed)), s);
+  };
+  auto close = [](const Tensor& got, const Tensor& want) {
+    return allclose(got.to(kFloat64), want, /*rtol=*/1e-5, /*atol=*/2e-3);  // sums of ~100 terms near 10
+  };
+  const Tensor a = values({211, 97}, 1), b = values({97, 113}, 2);  // 4.6 MFLOP
+  int64_t before = calls();
+  const Tensor ab = matmul(a, b);
+  CHECK(calls() > before);
+  CHECK(close(ab, matmul(a.to(kFloat64), b.to(kFloat64))));
+  // linear: x Wᵀ + b, x as rows of a transposed tensor too (a BLAS transpose flag).
+  const Tensor x = values({307, 67}, 3), xt = values({67, 301}, 4).t(), w = values({89, 67}, 5), bias = values({89}, 6);
+  for (const Tensor& in : {x, xt}) {
+    before = calls();
+    const Tensor y = linear(in, w, bias);
+    CHECK(calls() > before);
+    CHECK(close(y, linear(in.to(kFloat64), w.to(kFloat64), bias.to(kFloat64))));
+  }
+  // Below 2 MFLOP (the tiny step's products), and float64: OpenBLAS.
+  before = calls();
+  const Tensor small = matmul(values({41, 37}, 7), values({37, 43}, 8));
+  const Tensor small_linear = linear(values({41, 37}, 9), values({43, 37}, 10), values({43}, 11));
+  const Tensor wide = matmul(a.to(kFloat64), b.to(kFloat64));
+  CHECK(calls() == before);
+  CHECK(small.shape() == Shape{41, 43});
+  CHECK(small_linear.shape() == Shape{41, 43});
+  CHECK(wide.shape() == Shape{211, 113});
+}
+
 TEST_CASE("onednn: M, N or K = 0") {
   if (skip_without_onednn()) return;
   std::vector<uint16_t> h(64, 0x3f80);  // 1.0

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <sstream>
@@ -458,6 +459,45 @@ TEST_CASE("relu_dropout equals dropout(relu(x)) under the same generator, forwar
     CHECK(equal(fused, plain));
     CHECK(equal(fused_grad, x.grad()));
     CHECK(sum(eq(fused, 0.0)).item() > sum(le(x, 0.0)).item());  // some positives were dropped
+  }
+}
+
+TEST_CASE("relu_dropout: the backend's fused pass has the bits of relu then dropout (sizes past a task, NaN, -0, strided input)") {
+  // Bitwise, so that NaN and the sign of 0 count.
+  auto same_bits = [](const Tensor& a, const Tensor& b) {
+    const Tensor ca = a.contiguous(), cb = b.contiguous();
+    return ca.shape() == cb.shape() && ca.dtype() == cb.dtype() &&
+           std::memcmp(ca.data_ptr(), cb.data_ptr(), static_cast<size_t>(ca.numel()) * ca.element_size()) == 0;
+  };
+  for (DType dt : {kFloat32, kFloat64}) {
+    // 37 x 1001: many Philox batches and parallel tasks, an odd tail.
+    Tensor base = randn({37, 1001}, TensorOptions(dt));
+    base.select(0, 0).select(0, 0).fill_(std::numeric_limits<double>::quiet_NaN());
+    base.select(0, 0).select(0, 1).fill_(-0.0);
+    base.select(0, 0).select(0, 2).fill_(std::numeric_limits<double>::infinity());
+    for (bool strided : {false, true}) {
+      INFO(dtype_name(dt) << (strided ? ", transposed input" : ", contiguous input"));
+      Tensor x = (strided ? base.t().contiguous().t() : base).detach().requires_grad_();
+      Tensor g = randn({37, 1001}, TensorOptions(dt));
+      Generator g1(5), g2(5);
+      Tensor fused = relu_dropout(x, 0.3, true, &g1);
+      fused.backward(g);
+      Tensor fused_grad = x.grad();
+      x.set_grad(Tensor());
+      Tensor plain = dropout(relu(x), 0.3, true, &g2);
+      plain.backward(g);
+      CHECK(same_bits(fused, plain));
+      CHECK(same_bits(fused_grad, x.grad()));
+      // A gradient broadcast to the output's shape (a stride-0 view) takes the same rule.
+      x.set_grad(Tensor());
+      Generator g3(5);
+      relu_dropout(x, 0.3, true, &g3).sum().backward();
+      const Tensor sum_grad = x.grad();
+      x.set_grad(Tensor());
+      Generator g4(5);
+      dropout(relu(x), 0.3, true, &g4).sum().backward();
+      CHECK(same_bits(sum_grad, x.grad()));
+    }
   }
 }
 

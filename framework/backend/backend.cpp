@@ -32,6 +32,16 @@ void Backend::matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, 
   matmul(a, b, out, /*accumulate=*/true);
 }
 
+void Backend::relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y) {
+  unary(UnaryOp::Relu, x, y, 0, 0);
+  dropout(y, seed, block, p, y);  // elementwise, so in place is safe
+}
+
+void Backend::relu_dropout_backward(const Tensor& g, const Tensor& y, double p, const Tensor& gx) {
+  binary(BinaryOp::ReluBackward, g, y, gx);
+  unary(UnaryOp::MulScalar, gx, gx, 1.0 / (1.0 - p), 0);
+}
+
 // Every backend is handed out wrapped in BFloat16Staged (bfloat16_staged.h), which runs
 // kernels on float32 copies of bfloat16 tensors and passes everything else through.
 Backend& backend_for(Device device) {

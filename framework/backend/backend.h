@@ -95,8 +95,8 @@ class Backend {
   // out (M, N) = a @ b + bias, bias (N) contiguous in out's dtype added to every row (a
   // linear layer's); a and b 2-D as matmul's, the mixed form included. The default copies
   // the bias into out's rows and accumulates the product onto them; a backend whose GEMM
-  // adds a bias itself (oneDNN's, for the mixed product) saves that pass and the read of
-  // it back.
+  // adds a bias itself (the CPU's oneDNN: the mixed product, and float32 from 2 MFLOP)
+  // saves that pass and the read of it back.
   virtual void matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out);
   // Whether matmul takes bfloat16 operands (and output) itself. backend_for's wrapper
   // (bfloat16_staged.h) otherwise runs it on float32 copies, as every other kernel.
@@ -172,6 +172,12 @@ class Backend {
   // rebuilds the mask from (seed, block) instead of keeping it. x, out contiguous, same
   // shape and floating dtype; 0 <= p < 1. Applied to a gradient it is dropout's backward.
   virtual void dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& out) = 0;
+  // y = dropout(relu(x)) as above, and its backward from y alone: gx = g · (y > 0) / (1 - p)
+  // (y > 0 exactly where x > 0 and the element was kept). Same shapes, one floating dtype,
+  // any strides; 0 <= p < 1. The defaults run relu then dropout, and ReluBackward then a
+  // scale (two passes each); a backend that fuses them gives the same bits in one.
+  virtual void relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y);
+  virtual void relu_dropout_backward(const Tensor& g, const Tensor& y, double p, const Tensor& gx);
 
   // Fused attention over N·H independent problems, keeping no (L, S) tensor:
   //   scores = scale · q kᵀ + mask, P = softmax(scores) by row, lse = logsumexp of each

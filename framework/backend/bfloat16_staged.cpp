@@ -326,6 +326,17 @@ void BFloat16Staged::dropout(const Tensor& x, uint64_t seed, uint64_t block, dou
   s.finish();
 }
 
+// bfloat16 runs the defaults' passes through this wrapper, each staged as it must be.
+void BFloat16Staged::relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y) {
+  if (!any_bf16({&x, &y})) return inner_.relu_dropout(x, seed, block, p, y);
+  Backend::relu_dropout(x, seed, block, p, y);
+}
+
+void BFloat16Staged::relu_dropout_backward(const Tensor& g, const Tensor& y, double p, const Tensor& gx) {
+  if (!any_bf16({&g, &y, &gx})) return inner_.relu_dropout_backward(g, y, p, gx);
+  Backend::relu_dropout_backward(g, y, p, gx);
+}
+
 void BFloat16Staged::attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale,
                                double dropout_p, uint64_t seed, uint64_t block, const Tensor& out,
                                const Tensor& lse) {

@@ -206,10 +206,7 @@ Tensor relu_dropout(const Tensor& x, double p, bool training, Generator* gen) {
   const uint64_t seed = g.seed(), block = g.reserve(static_cast<uint64_t>(x.numel()));
   Tensor y = detail::new_tensor(x.shape(), x.dtype(), x);
   Backend& be = backend_of(op, {&x});
-  if (x.numel() > 0) {
-    be.unary(UnaryOp::Relu, x.detach(), y, 0, 0);
-    be.dropout(y, seed, block, p, y);  // elementwise, so in place is safe
-  }
+  if (x.numel() > 0) be.relu_dropout(x.detach(), seed, block, p, y);
   if (!any_requires_grad({&x})) return y;
   // y > 0 exactly where x > 0 and the element was kept (x · 1/(1-p) >= x > 0), so
   // y alone gives the gradient: g · (y > 0) / (1 - p). Under autocast the product that
@@ -223,9 +220,7 @@ Tensor relu_dropout(const Tensor& x, double p, bool training, Generator* gen) {
     const Tensor yv = sy.get().to(dtype);
     Tensor gc = gy.shape() == yv.shape() ? gy : gy.expand(yv.shape());
     Tensor gx = detail::new_tensor(yv.shape(), yv.dtype(), yv);
-    Backend& b = backend_of(op, {&gc, &yv});
-    b.binary(BinaryOp::ReluBackward, gc, yv, gx);
-    b.unary(UnaryOp::MulScalar, gx, gx, 1.0 / (1.0 - p), 0);
+    if (gx.numel() > 0) backend_of(op, {&gc, &yv}).relu_dropout_backward(gc, yv, p, gx);
     return {gx};
   });
 }

@@ -51,6 +51,8 @@ class CpuBackend final : public Backend {
   void bernoulli(const Tensor& out, uint64_t seed, uint64_t block, double p) override;
   void randint(const Tensor& out, uint64_t seed, uint64_t block, int64_t lo, int64_t hi) override;
   void dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& out) override;
+  void relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y) override;
+  void relu_dropout_backward(const Tensor& g, const Tensor& y, double p, const Tensor& gx) override;
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale,
                  double dropout_p, uint64_t seed, uint64_t block, const Tensor& out, const Tensor& lse) override;
   void attention_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,

@@ -1,9 +1,11 @@
 // Batched matmul through single-threaded OpenBLAS, partitioned by TBB:
 // a (…, M, K) @ b (…, K, N) -> out (…, M, N). Transposed operands go to BLAS as
 // transpose flags; only a layout BLAS cannot express (stride-0 rows, arbitrary
-// strides) is copied. Autocast's mixed product (bfloat16 a and b, float32 out) goes to
+// strides) is copied. A single float32 product of some size goes to oneDNN's fp32 GEMM
+// instead where Kiln has oneDNN (kOnednnMinFlops), cut the same way. Autocast's mixed product (bfloat16 a and b, float32 out) goes to
 // oneDNN's bf16 GEMM where the CPU has bf16 units, else to OpenBLAS on widened copies.
 #include <algorithm>
+#include <type_traits>
 
 #include "backend/bfloat16_staged.h"
 #include "backend/cpu/blas.h"
@@ -28,6 +30,23 @@ int64_t batch_offset(const Tensor& t, int64_t i) {
 
 // Roughly the flops below which splitting a gemm across threads costs more than it saves.
 constexpr double kMinFlopsPerTask = 4e5;
+
+// A single float32 product from this many flops runs on oneDNN's fp32 GEMM where Kiln has
+// oneDNN, OpenBLAS's otherwise (and below it, where a oneDNN call's few microseconds of
+// overhead would show: the tiny step's products are 0.01-0.2 MFLOP). Measured on an
+// AVX-512 Xeon (bench_gemm_bf16 --cases small,seed, one thread, in the same blocks):
+// oneDNN 1.05-1.35x OpenBLAS on the small training step's linear layers (1024 rows,
+// widths 128-1000), 0.76-1.13x on the seed step's (6400 rows, widths 512-5000; slower
+// only on two weight gradients with 768- and 1024-row blocks of a transposed operand),
+// and a linear's bias is added inside oneDNN's GEMM instead of copied into the rows
+// first (matmul_bias). Whole steps, process CPU time at one thread: small -12%, seed -6%.
+// The bits differ from OpenBLAS's (another summation order), and are again the same at
+// any thread count: oneDNN gets blocks fixed by the shape, one single-threaded call each.
+constexpr double kOnednnMinFlops = 2e6;
+
+bool fp32_on_onednn(int64_t M, int64_t N, int64_t K) {
+  return onednn::available() && 2.0 * static_cast<double>(M) * N * K >= kOnednnMinFlops;
+}
 
 template <class T>
 void matmul_typed(const Tensor& a_in, const Tensor& b_in, const Tensor& out, bool accumulate) {
@@ -56,6 +75,10 @@ void matmul_typed(const Tensor& a_in, const Tensor& b_in, const Tensor& out, boo
   // sub-GEMM of another shape may take another OpenBLAS kernel or K-blocking (its
   // small-matrix path, edge kernels) and so round differently, and the result must be
   // the same bits for any set_num_threads. One thread runs the same cuts in turn.
+  if constexpr (std::is_same_v<T, float>) {
+    if (batches == 1 && fp32_on_onednn(M, N, K))
+      return onednn::gemm_f32(la.trans, lb.trans, M, N, K, pa, la.ld, pb, lb.ld, c, N, accumulate);
+  }
   if (batches > 1 || flops < 2 * kMinFlopsPerTask) {
     int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(kMinFlopsPerTask / flops));
     parallel_for(batches, grain, [&](int64_t i0, int64_t i1) {
@@ -129,17 +152,35 @@ void matmul_bf16_onednn(CpuBackend& be, const Tensor& a_in, const Tensor& b_in, 
 
 }  // namespace
 
-// The mixed product with its bias on oneDNN adds the bias in the GEMM; anything else as the
-// base class (the bias copied into out, the product accumulated onto it).
+// A product with its bias on oneDNN (the mixed one, and float32 from kOnednnMinFlops) adds
+// the bias in the GEMM; anything else as the base class (the bias copied into out, the
+// product accumulated onto it).
 void CpuBackend::matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
-  if (a.dtype() != kBFloat16 || bias.dtype() != kFloat32 || !onednn::has_native_bf16() || a.size(1) == 0)
+  const int64_t M = out.size(0), N = out.size(1), K = a.size(1);
+  if (a.dtype() == kFloat32 && b.dtype() == kFloat32 && bias.dtype() == kFloat32 && K > 0 &&
+      fp32_on_onednn(M, N, K)) {
+    Tensor ar = a, br = b;
+    MatLayout la, lb;
+    if (!blas_layout(ar, la)) {
+      ar = a.contiguous();
+      blas_layout(ar, la);
+    }
+    if (!blas_layout(br, lb)) {
+      br = b.contiguous();
+      blas_layout(br, lb);
+    }
+    const Tensor bc = bias.is_contiguous() ? bias : float32_copy(*this, bias);
+    return onednn::gemm_f32_bias(la.trans, lb.trans, M, N, K, ar.data<float>(), la.ld, br.data<float>(), lb.ld,
+                                 bc.data<float>(), out.data<float>(), N);
+  }
+  if (a.dtype() != kBFloat16 || bias.dtype() != kFloat32 || !onednn::has_native_bf16() || K == 0)
     return Backend::matmul_bias(a, b, bias, out);
   MatLayout la, lb;
   int64_t sa = 0, sb = 0;
   const Tensor ar = onednn_ready(*this, a, la, sa), br = onednn_ready(*this, b, lb, sb);
   const Tensor bc = bias.is_contiguous() ? bias : float32_copy(*this, bias);
-  onednn::gemm_bf16_bias(la.trans, lb.trans, out.size(0), out.size(1), a.size(1), bits(ar), la.ld, bits(br), lb.ld,
-                         bc.data<float>(), out.data<float>(), out.size(1));
+  onednn::gemm_bf16_bias(la.trans, lb.trans, M, N, K, bits(ar), la.ld, bits(br), lb.ld, bc.data<float>(),
+                         out.data<float>(), N);
 }
 
 std::string autocast_bf16_path() {

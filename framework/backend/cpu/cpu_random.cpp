@@ -66,6 +66,38 @@ KILN_MULTIVERSION void dropout_range(const T* x, T* out, int64_t n, int64_t firs
   }
 }
 
+// out (n) = relu(x) (n) * keep / (1 - p): relu then dropout in one pass, the same bits.
+template <class T>
+KILN_MULTIVERSION void relu_dropout_range(const T* x, T* out, int64_t n, int64_t first, uint64_t seed,
+                                          uint64_t block, uint64_t threshold, T scale) {
+  constexpr int64_t kChunk = 4 * kBatch;
+  uint32_t w[kChunk];
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t m = std::min(kChunk, n - i);
+    philox_words(seed, block, first + i, m, w);
+    for (int64_t j = 0; j < m; ++j) {
+      const T v = x[i + j] < T(0) ? T(0) : x[i + j];  // relu's rule: NaN stays NaN
+      out[i + j] = static_cast<uint64_t>(w[j]) < threshold ? v * scale : T(0);
+    }
+  }
+}
+
+// gx (n) = g (n) · (y > 0) · scale, as ReluBackward and then the scale (0 · scale is 0).
+template <class T>
+KILN_MULTIVERSION void relu_dropout_backward_range(const T* g, const T* y, T* gx, int64_t n, T scale) {
+  for (int64_t i = 0; i < n; ++i) gx[i] = y[i] > T(0) ? g[i] * scale : T(0);
+}
+
+// Elements [i0, i1) of a dropout-style pass cut into chunks of whole Philox batches, so
+// that no block is computed twice.
+template <class F>
+void for_batch_chunks(int64_t n, F f) {
+  constexpr int64_t kChunk = 4 * kBatch;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  parallel_for(chunks, kGrainElements / kChunk,
+               [&](int64_t c0, int64_t c1) { f(c0 * kChunk, std::min(n, c1 * kChunk)); });
+}
+
 }  // namespace
 
 void philox_words(uint64_t seed, uint64_t block, int64_t first, int64_t count, uint32_t* out) {
@@ -74,9 +106,14 @@ void philox_words(uint64_t seed, uint64_t block, int64_t first, int64_t count, u
   while (i < count) {
     const int64_t e = first + i;  // the next element wanted
     const int64_t j = e / 4;      // its block, relative to `block`
-    philox_batch(seed, block + static_cast<uint64_t>(j), w);
     // The batch holds elements [4j, 4j + 4·kBatch).
     const int64_t skip = e - 4 * j, n = std::min<int64_t>(4 * kBatch - skip, count - i);
+    if (n == 4 * kBatch) {  // a whole batch wanted (dropout's chunks, attention's rows): no copy
+      philox_batch(seed, block + static_cast<uint64_t>(j), out + i);
+      i += n;
+      continue;
+    }
+    philox_batch(seed, block + static_cast<uint64_t>(j), w);
     std::memcpy(out + i, w + skip, static_cast<size_t>(n) * sizeof(uint32_t));
     i += n;
   }
@@ -89,13 +126,39 @@ void CpuBackend::dropout(const Tensor& x, uint64_t seed, uint64_t block, double 
     const T* px = x.data<T>();
     T* po = out.data<T>();
     const T scale = static_cast<T>(1.0 / (1.0 - p));
-    // Chunks of whole Philox batches, so that no block is computed twice.
-    constexpr int64_t kChunk = 4 * kBatch;
-    const int64_t n = x.numel(), chunks = (n + kChunk - 1) / kChunk;
-    parallel_for(chunks, kGrainElements / kChunk, [&](int64_t c0, int64_t c1) {
-      const int64_t i0 = c0 * kChunk, i1 = std::min(n, c1 * kChunk);
+    for_batch_chunks(x.numel(), [&](int64_t i0, int64_t i1) {
       dropout_range<T>(px + i0, po + i0, i1 - i0, i0, seed, block, threshold, scale);
     });
+  });
+}
+
+void CpuBackend::relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y) {
+  if (!x.is_contiguous() || !y.is_contiguous() || x.dtype() != y.dtype())
+    return Backend::relu_dropout(x, seed, block, p, y);
+  const uint64_t threshold = bernoulli_threshold(1.0 - p);
+  visit_floating("relu_dropout", x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    const T scale = static_cast<T>(1.0 / (1.0 - p));
+    for_batch_chunks(x.numel(), [&](int64_t i0, int64_t i1) {
+      relu_dropout_range<T>(px + i0, py + i0, i1 - i0, i0, seed, block, threshold, scale);
+    });
+  });
+}
+
+void CpuBackend::relu_dropout_backward(const Tensor& g, const Tensor& y, double p, const Tensor& gx) {
+  if (!g.is_contiguous() || !y.is_contiguous() || !gx.is_contiguous() || g.dtype() != y.dtype() ||
+      gx.dtype() != y.dtype())
+    return Backend::relu_dropout_backward(g, y, p, gx);
+  visit_floating("relu_dropout", y.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* pg = g.data<T>();
+    const T* py = y.data<T>();
+    T* pgx = gx.data<T>();
+    const T scale = static_cast<T>(1.0 / (1.0 - p));
+    parallel_for(y.numel(), kGrainElements,
+                 [&](int64_t i0, int64_t i1) { relu_dropout_backward_range<T>(pg + i0, py + i0, pgx + i0, i1 - i0, scale); });
   });
 }
 

@@ -9,6 +9,7 @@
 #include "backend/reduce_plan.h"
 #include "backend/sum_accumulator.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/multiversion.h"
 #include "backend/cpu/parallel.h"
 
 namespace kiln::cpu {
@@ -33,6 +34,18 @@ int64_t sum_slices(int64_t A, int64_t R, int64_t B, int64_t bchunk) {
   return std::clamp<int64_t>(R / kMinRows, 1, kMaxSlices / tasks);
 }
 
+// acc (n) += Σ_r rows (count, n) at `stride` apart, row after row: a column sum's inner
+// loop. Every column is its own serial sum, so the vector width changes no bit; in the
+// AVX-512 clone a float column sum in double runs 8 columns per instruction, against the
+// baseline's 2 (it was 2% of the small training step, in bias gradients).
+template <class T, class AccT>
+KILN_MULTIVERSION void add_rows(const T* rows, int64_t count, int64_t stride, int64_t n, AccT* __restrict acc) {
+  for (int64_t r = 0; r < count; ++r) {
+    const T* row = rows + r * stride;
+    for (int64_t b = 0; b < n; ++b) acc[b] += static_cast<AccT>(row[b]);
+  }
+}
+
 // out (A, B) = Σ_r x (A, R, B), R cut into `slices` parts summed apart (in parallel),
 // then added in slice order.
 template <class T, class AccT>
@@ -42,11 +55,7 @@ void sum_in_slices(const T* x, int64_t A, int64_t R, int64_t B, int64_t slices, 
   parallel_for(A * slices, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t a = t / slices, r0 = (t % slices) * rows, r1 = std::min(R, r0 + rows);
-      AccT* acc = partial.data() + t * B;
-      for (int64_t r = r0; r < r1; ++r) {
-        const T* row = x + (a * R + r) * B;
-        for (int64_t b = 0; b < B; ++b) acc[b] += static_cast<AccT>(row[b]);
-      }
+      if (r1 > r0) add_rows<T, AccT>(x + (a * R + r0) * B, r1 - r0, B, B, partial.data() + t * B);
     }
   });
   for (int64_t a = 0; a < A; ++a) {
@@ -98,10 +107,7 @@ void reduce_block(ReduceOp op, const T* x, int64_t A, int64_t R, int64_t B, T* o
       T* o = out + a * B + b0;
       if (op == ReduceOp::Sum) {
         for (int64_t b = 0; b < nb; ++b) acc[b] = 0;
-        for (int64_t r = 0; r < R; ++r) {
-          const T* row = base + r * B;
-          for (int64_t b = 0; b < nb; ++b) acc[b] += static_cast<AccT>(row[b]);
-        }
+        add_rows<T, AccT>(base, R, B, nb, acc.data());
         for (int64_t b = 0; b < nb; ++b) o[b] = static_cast<T>(acc[b]);
       } else {
         int64_t* oi = idx ? idx + a * B + b0 : nullptr;

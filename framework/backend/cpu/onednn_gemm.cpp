@@ -463,6 +463,12 @@ void gemm_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A,
   gemm_parallel("gemm_f32", dt::f32, ta, tb, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
 }
 
+void gemm_f32_bias(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                   const float* B, int64_t ldb, const float* bias, float* C, int64_t ldc) {
+  KILN_CHECK(bias != nullptr, "gemm_f32_bias", "the bias is a null pointer");
+  gemm_parallel("gemm_f32_bias", dt::f32, ta, tb, M, N, K, A, lda, B, ldb, C, ldc, false, bias);
+}
+
 void gemm_bf16_batched(int64_t batch, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                        const uint16_t* A, int64_t lda, int64_t stride_a, const uint16_t* B,
                        int64_t ldb, int64_t stride_b, float* C, int64_t ldc, int64_t stride_c,

@@ -46,11 +46,13 @@ void gemm_bf16_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                     int64_t lda, const uint16_t* B, int64_t ldb, const float* bias, float* C,
                     int64_t ldc);
 
-// The same with float32 operands (oneDNN's fp32 matmul). Kiln's fp32 matmul stays on
-// OpenBLAS: oneDNN's was not faster across the seed step's shapes (0.66-1.37x at 2
-// threads, 0.75-1.38x at one; bench_gemm_bf16), and float64 is OpenBLAS's alone.
+// The same with float32 operands (oneDNN's fp32 matmul), and with a bias as gemm_bf16_bias.
+// Kiln's fp32 matmul runs its single products on them from a size up (cpu_matmul.cpp
+// says why); float64 is OpenBLAS's alone.
 void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A,
               int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate);
+void gemm_f32_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                   const float* B, int64_t ldb, const float* bias, float* C, int64_t ldc);
 
 // `batch` products of one shape at fixed element strides: product i reads
 // A + i * stride_a, B + i * stride_b and writes C + i * stride_c (a stride may be 0 for

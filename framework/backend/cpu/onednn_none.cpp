@@ -34,6 +34,11 @@ void gemm_f32(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, cons
   not_built("gemm_f32");
 }
 
+void gemm_f32_bias(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t,
+                   const float*, float*, int64_t) {
+  not_built("gemm_f32_bias");
+}
+
 void gemm_bf16_batched(int64_t, bool, bool, int64_t, int64_t, int64_t, const uint16_t*, int64_t,
                        int64_t, const uint16_t*, int64_t, int64_t, float*, int64_t, int64_t, bool) {
   not_built("gemm_bf16_batched");
