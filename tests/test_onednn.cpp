@@ -240,6 +240,42 @@ TEST_CASE("onednn: gemm_f32 equals the exact product within fp32 rounding, as Op
           }
 }
 
+TEST_CASE("onednn: float32 weight gradients (A transposed, K the long side) are cut along K: exact within fp32 rounding, the same bits at 1, 2 and 4 threads") {
+  if (skip_without_onednn()) return;
+  ThreadsGuard guard;
+  // K >= 6400 and >= M, N: two parts of 3200 (three for 9700), the second summed onto C.
+  const int64_t sizes[][3] = {{24, 40, 6400}, {33, 17, 9700}};
+  uint64_t seed = 700;
+  for (const auto& s : sizes)
+    for (int tb = 0; tb < 2; ++tb)
+      for (int64_t pad : {0, 3})
+        for (bool acc : {false, true}) {
+          Gemm g(true, tb, s[0], s[1], s[2], pad, seed++);
+          std::vector<std::vector<float>> runs;
+          for (int threads : {1, 2, 4}) {
+            set_num_threads(threads);
+            runs.push_back(run_f32(g, acc));
+          }
+          const std::string what = describe_case("gemm_f32", 1, tb, s[0], s[1], s[2], pad, acc);
+          check_product(g, runs[0], acc, what);
+          INFO(what);
+          CHECK(same_bits(runs[1], runs[0]));
+          CHECK(same_bits(runs[2], runs[0]));
+        }
+  set_num_threads(1);
+  Gemm g(true, false, 40, 24, 6400, 2, seed++);
+  const std::vector<float> bias = as_float(random_bf16(static_cast<size_t>(g.N), seed++));
+  std::vector<float> c(g.c0.size(), 1e30f);
+  for (int64_t i = 0; i < g.M; ++i)
+    for (int64_t j = 0; j < g.ldc; ++j) {
+      const size_t at = static_cast<size_t>(i * g.ldc + j);
+      if (j < g.N) g.c0[at] = bias[static_cast<size_t>(j)];
+      else c[at] = g.c0[at];  // the padding must keep its value
+    }
+  onednn::gemm_f32_bias(true, false, g.M, g.N, g.K, g.a.data(), g.lda, g.b.data(), g.ldb, bias.data(), c.data(), g.ldc);
+  check_product(g, c, /*accumulate=*/true, describe_case("gemm_f32_bias", 1, 0, g.M, g.N, g.K, 2, false));
+}
+
 TEST_CASE("onednn: gemm_f32_bias adds the bias in the GEMM: every layout, blocks of rows or of columns, K = 0") {
   if (skip_without_onednn()) {
     float f = 0;

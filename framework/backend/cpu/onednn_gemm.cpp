@@ -363,6 +363,85 @@ void rethrow_as_kiln(const char* op, int64_t M, int64_t N, int64_t K, F&& f) {
   }
 }
 
+// A float32 weight gradient, dW (M, N) = gᵀ (M, K) @ x (K, N) with K the batch's rows:
+// blocks of C's rows would hand oneDNN column slices of the transposed A, which its fast
+// fp32 kernels do not take (one thread: 119-152 GFLOP/s on the seed step's weight
+// gradients in 768- to 1280-row blocks, 160-170 for the same products whole). Such a
+// product is cut along K instead, into parts of at least kSplitKExtent rows of A and B
+// (dense, as whole products), each one product; the parts after the first go to scratch
+// buffers and are added onto C in part order, so the bits depend on the shape alone.
+constexpr int64_t kSplitKExtent = 3200;
+
+bool split_along_k(dt type, bool ta, int64_t M, int64_t N, int64_t K) {
+  return type == dt::f32 && ta && K >= 2 * kSplitKExtent && K >= std::max(M, N);
+}
+
+// A buffer for split_along_k's parts, taken from a shared pool and given back: allocating
+// the few MB anew on every weight gradient costs page faults, and a thread-local one could
+// be reused under us by another product that TBB runs on this thread while it waits.
+class PartsBuffer {
+ public:
+  explicit PartsBuffer(size_t n) {
+    {
+      std::lock_guard<std::mutex> lock(pool().mutex);
+      if (!pool().free.empty()) {
+        buf_ = std::move(pool().free.back());
+        pool().free.pop_back();
+      }
+    }
+    buf_.resize(n);
+  }
+  ~PartsBuffer() {
+    std::lock_guard<std::mutex> lock(pool().mutex);
+    pool().free.push_back(std::move(buf_));
+  }
+  PartsBuffer(const PartsBuffer&) = delete;
+  PartsBuffer& operator=(const PartsBuffer&) = delete;
+  float* data() { return buf_.data(); }
+
+ private:
+  struct Pool {
+    std::mutex mutex;
+    std::vector<std::vector<float>> free;
+  };
+  static Pool& pool() {
+    static Pool* p = new Pool;  // never destroyed: products may run during static destruction
+    return *p;
+  }
+  std::vector<float> buf_;
+};
+
+// C (M, N) = A (M, K) @ B (K, N) [+ C] [+ bias] as parts of K (split_along_k).
+template <class T>
+void gemm_split_k(dt type, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
+                  const T* B, int64_t ldb, float* C, int64_t ldc, bool acc, const float* bias) {
+  const FixedChunks parts = fixed_chunks(K, kSplitKExtent, kMaxBlocks);
+  const size_t mn = static_cast<size_t>(M * N);
+  PartsBuffer buffer(mn * static_cast<size_t>(parts.count - 1));  // parts 1.. as dense (M, N)
+  float* const parts_out = buffer.data();
+  parallel_for_fixed(K, parts, [&](int64_t c, int64_t k0, int64_t k1) {
+    const T* a = A + (ta ? k0 * lda : k0);
+    const T* b = B + (tb ? k0 : k0 * ldb);
+    if (c == 0) {
+      Problem p{type, ta, tb, acc, 1, M, N, k1 - k0, lda, ldb, ldc, 0, 0, 0, bias != nullptr};
+      run_one(p, a, b, C, bias);
+    } else {
+      Problem p{type, ta, tb, false, 1, M, N, k1 - k0, lda, ldb, N, 0, 0, 0, false};
+      run_one(p, a, b, parts_out + mn * static_cast<size_t>(c - 1), nullptr);
+    }
+  });
+  // C's rows += each scratch part's, in part order.
+  const float* s = parts_out;
+  parallel_for(M, std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1)), [&](int64_t i0, int64_t i1) {
+    for (int64_t c = 1; c < parts.count; ++c)
+      for (int64_t i = i0; i < i1; ++i) {
+        const float* src = s + mn * static_cast<size_t>(c - 1) + static_cast<size_t>(i * N);
+        float* dst = C + i * ldc;
+        for (int64_t j = 0; j < N; ++j) dst[j] += src[j];
+      }
+  });
+}
+
 template <class T>
 void gemm_parallel(const char* op, dt type, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                    const T* A, int64_t lda, const T* B, int64_t ldb, float* C, int64_t ldc,
@@ -377,6 +456,7 @@ void gemm_parallel(const char* op, dt type, bool ta, bool tb, int64_t M, int64_t
   };
   rethrow_as_kiln(op, M, N, K, [&] {
     if (flops < 2 * kMinFlopsPerTask) return block(0, M, 0, N);
+    if (split_along_k(type, ta, M, N, K)) return gemm_split_k(type, ta, tb, M, N, K, A, lda, B, ldb, C, ldc, acc, bias);
     // Blocks of rows of C wherever there are rows enough: they keep C (and A, unless
     // transposed) dense, which oneDNN 2.6's fast kernels (brgemm) require; a block of
     // columns has row stride N and goes to its "gemm:jit" code instead, measured 0.7-0.85x
