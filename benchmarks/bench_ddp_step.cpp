@@ -24,7 +24,7 @@
 #include <kiln/kiln.h>
 #include <kiln/transformer/kiln_transformer.h>
 
-#include "train_config.h"
+#include "train_step_setup.h"
 
 namespace tr = kiln::transformer;
 namespace dist = kiln::distributed;
@@ -36,13 +36,6 @@ struct Args {
   int steps = 0, warmup = 2, threads = 0;
   double bucket_cap_mb = 25;
 };
-
-kiln::Tensor ids(const bench::TrainConfig& c, int64_t salt, int64_t first, int64_t rows) {
-  std::vector<int64_t> v;
-  for (int64_t i = first; i < first + rows; ++i)
-    for (int64_t j = 0; j < c.seq; ++j) v.push_back(bench::token_at(i, j, c.seq, c.vocab, salt));
-  return kiln::from_vector<int64_t>(v, {rows, c.seq});
-}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -60,30 +53,17 @@ int run(const Args& a) {
     throw std::invalid_argument("the batch of " + std::to_string(c.batch) + " does not split over " +
                                 std::to_string(world) + " processes");
   kiln::manual_seed(0);
-  tr::Seq2SeqOptions o;
-  o.src_vocab_size = c.vocab;
-  o.tgt_vocab_size = c.vocab;
-  o.d_model = c.d_model;
-  o.nhead = c.heads;
-  o.num_encoder_layers = c.layers;
-  o.num_decoder_layers = c.layers;
-  o.dim_feedforward = c.d_ff;
-  o.dropout = 0.1;
-  o.max_len = std::max<int64_t>(c.seq + 1, 128);
-  tr::Seq2SeqTransformer model(o);
+  tr::Seq2SeqTransformer model(bench::model_options(c));
   model.train();
   std::unique_ptr<kiln::nn::parallel::DistributedDataParallel> ddp;
   if (world > 1)
     ddp = std::make_unique<kiln::nn::parallel::DistributedDataParallel>(
         model, kiln::nn::parallel::DistributedDataParallelOptions{.bucket_cap_mb = a.bucket_cap_mb});
-  kiln::optim::AdamOptions adam;
-  adam.lr = 1e-4;
-  adam.beta2 = 0.98;
-  adam.eps = 1e-9;
-  kiln::optim::Adam optimizer(model.parameters(), adam);
+  kiln::optim::Adam optimizer(model.parameters(), bench::adam_options());
 
   const int64_t rows = c.batch / world, first = rank * rows;
-  kiln::Tensor src = ids(c, 1, first, rows), tgt_in = ids(c, 2, first, rows), labels = ids(c, 3, first, rows);
+  kiln::Tensor src = bench::ids(c, 1, first, rows), tgt_in = bench::ids(c, 2, first, rows),
+               labels = bench::ids(c, 3, first, rows);
   auto step = [&] {
     kiln::Tensor logits = model.forward(src, tgt_in);
     // Each rank's mean; DDP averages the ranks (equal shards).
@@ -165,19 +145,6 @@ double real_option(const std::string& flag, const std::string& v) {
   return x;
 }
 
-int int_option(const std::string& flag, const std::string& v, int lo) {
-  size_t used = 0;
-  int n = 0;
-  try {
-    n = std::stoi(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != v.size() || n < lo)
-    throw std::invalid_argument(flag + " takes an integer >= " + std::to_string(lo) + ", got '" + v + "'");
-  return n;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -190,9 +157,9 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) throw std::invalid_argument(f + " needs a value");
       const std::string v = argv[++i];
       if (f == "--config") a.config = v;
-      else if (f == "--steps") a.steps = int_option(f, v, 1);
-      else if (f == "--warmup") a.warmup = int_option(f, v, 0);
-      else if (f == "--threads") a.threads = int_option(f, v, 0);
+      else if (f == "--steps") a.steps = bench::int_option(f, v, 1);
+      else if (f == "--warmup") a.warmup = bench::int_option(f, v, 0);
+      else if (f == "--threads") a.threads = bench::int_option(f, v, 0);
       else a.bucket_cap_mb = real_option(f, v);
     }
   } catch (const std::invalid_argument& e) {

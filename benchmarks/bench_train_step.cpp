@@ -26,19 +26,12 @@
 #include <kiln/kiln.h>
 #include <kiln/transformer/kiln_transformer.h>
 
-#include "train_config.h"
+#include "train_step_setup.h"
 
 namespace tr = kiln::transformer;
 
 namespace {
 
-kiln::Tensor ids(const bench::TrainConfig& c, int64_t salt) {
-  std::vector<int64_t> v(static_cast<size_t>(c.batch * c.seq));
-  for (int64_t i = 0; i < c.batch; ++i) {
-    for (int64_t j = 0; j < c.seq; ++j) v[static_cast<size_t>(i * c.seq + j)] = bench::token_at(i, j, c.seq, c.vocab, salt);
-  }
-  return kiln::from_vector<int64_t>(v, {c.batch, c.seq});
-}
 
 double peak_rss_mb() {
   rusage u{};
@@ -57,19 +50,6 @@ struct Args {
 
 int run(const Args& a);
 
-// The whole text as an integer >= lo, or an error naming the option.
-int int_option(const std::string& flag, const std::string& v, int lo) {
-  size_t used = 0;
-  int n = 0;
-  try {
-    n = std::stoi(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != v.size() || n < lo)
-    throw std::invalid_argument(flag + " takes an integer >= " + std::to_string(lo) + ", got '" + v + "'");
-  return n;
-}
 
 }  // namespace
 
@@ -88,11 +68,11 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) throw std::invalid_argument(f + " needs a value");
       const std::string v = argv[++i];
       if (f == "--config") a.config = v;
-      else if (f == "--steps") a.steps = int_option(f, v, 1);
-      else if (f == "--warmup") a.warmup = int_option(f, v, 0);
-      else if (f == "--threads") a.threads = int_option(f, v, 0);  // 0: the default
+      else if (f == "--steps") a.steps = bench::int_option(f, v, 1);
+      else if (f == "--warmup") a.warmup = bench::int_option(f, v, 0);
+      else if (f == "--threads") a.threads = bench::int_option(f, v, 0);  // 0: the default
       else if (f == "--device") a.device = v;
-      else a.curve = int_option(f, v, 1);
+      else a.curve = bench::int_option(f, v, 1);
     }
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "bench_train_step: %s\n", e.what());
@@ -118,26 +98,13 @@ int run(const Args& a) {
   if (a.threads > 0) kiln::set_num_threads(a.threads);
   kiln::manual_seed(0);
 
-  tr::Seq2SeqOptions o;
-  o.src_vocab_size = c.vocab;
-  o.tgt_vocab_size = c.vocab;
-  o.d_model = c.d_model;
-  o.nhead = c.heads;
-  o.num_encoder_layers = c.layers;
-  o.num_decoder_layers = c.layers;
-  o.dim_feedforward = c.d_ff;
-  o.dropout = 0.1;
-  o.max_len = std::max<int64_t>(c.seq + 1, 128);
-  tr::Seq2SeqTransformer model(o);
+  tr::Seq2SeqTransformer model(bench::model_options(c));
   model.to(device);
   model.train();
-  kiln::optim::AdamOptions adam;
-  adam.lr = 1e-4;
-  adam.beta2 = 0.98;
-  adam.eps = 1e-9;
-  kiln::optim::Adam optimizer(model.parameters(), adam);
+  kiln::optim::Adam optimizer(model.parameters(), bench::adam_options());
 
-  kiln::Tensor src = ids(c, 1).to(device), tgt_in = ids(c, 2).to(device), labels = ids(c, 3).to(device);
+  kiln::Tensor src = bench::ids(c, 1, 0, c.batch).to(device), tgt_in = bench::ids(c, 2, 0, c.batch).to(device),
+               labels = bench::ids(c, 3, 0, c.batch).to(device);
   auto step = [&] {
     kiln::Tensor loss;
     {

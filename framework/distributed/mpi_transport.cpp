@@ -185,34 +185,33 @@ std::unique_ptr<Pending> start_barrier(const char* op) {
   return p;
 }
 
-std::unique_ptr<Pending> start_all_reduce(const char* op, void* data, int64_t count, Wire w, WireOp o) {
-  auto p = std::make_unique<Requests>(op);
-  char* bytes = static_cast<char*>(data);
-  p->reserve(static_cast<size_t>(count / kPiece + 1));
-  int64_t at = 0;
-  do {  // one call even for count 0: every rank takes part
-    const int n = static_cast<int>(std::min(kPiece, count - at));
-    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, bytes + at * static_cast<int64_t>(wire_size(w)), n, mpi_type(w),
-                             mpi_op(o), MPI_COMM_WORLD, p->add()),
-              op, "MPI_Iallreduce");
-    at += n;
-  } while (at < count);
-  return p;
-}
-
-std::unique_ptr<Pending> start_broadcast(const char* op, void* data, int64_t count, Wire w, int root) {
+// start(piece, n, request) for each piece of at most kPiece elements of data's count, in
+// order; one call even for count 0, since every rank must take part.
+template <class F>
+std::unique_ptr<Pending> start_in_pieces(const char* op, void* data, int64_t count, Wire w, F&& start) {
   auto p = std::make_unique<Requests>(op);
   char* bytes = static_cast<char*>(data);
   p->reserve(static_cast<size_t>(count / kPiece + 1));
   int64_t at = 0;
   do {
     const int n = static_cast<int>(std::min(kPiece, count - at));
-    check_mpi(MPI_Ibcast(bytes + at * static_cast<int64_t>(wire_size(w)), n, mpi_type(w), root, MPI_COMM_WORLD,
-                         p->add()),
-              op, "MPI_Ibcast");
+    start(bytes + at * static_cast<int64_t>(wire_size(w)), n, p->add());
     at += n;
   } while (at < count);
   return p;
+}
+
+std::unique_ptr<Pending> start_all_reduce(const char* op, void* data, int64_t count, Wire w, WireOp o) {
+  return start_in_pieces(op, data, count, w, [&](void* piece, int n, MPI_Request* r) {
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, piece, n, mpi_type(w), mpi_op(o), MPI_COMM_WORLD, r), op,
+              "MPI_Iallreduce");
+  });
+}
+
+std::unique_ptr<Pending> start_broadcast(const char* op, void* data, int64_t count, Wire w, int root) {
+  return start_in_pieces(op, data, count, w, [&](void* piece, int n, MPI_Request* r) {
+    check_mpi(MPI_Ibcast(piece, n, mpi_type(w), root, MPI_COMM_WORLD, r), op, "MPI_Ibcast");
+  });
 }
 
 std::unique_ptr<Pending> start_all_gather(const char* op, const void* in, void* out, int64_t count, Wire w) {
