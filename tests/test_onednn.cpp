@@ -188,6 +188,19 @@ TEST_CASE("onednn: gemm_bf16 equals the exact product within fp32 rounding: ever
           }
 }
 
+// A bias case: g.c0 becomes what C must hold before the product is added (the bias in
+// every row, the padding kept), and the returned buffer is the C handed to the call (the
+// padding as in g.c0, the product's elements 1e30, which the call must not read).
+std::vector<float> bias_case(Gemm& g, const std::vector<float>& bias) {
+  std::vector<float> c = g.c0;
+  for (int64_t i = 0; i < g.M; ++i)
+    for (int64_t j = 0; j < g.N; ++j) {
+      g.c0[static_cast<size_t>(i * g.ldc + j)] = bias[static_cast<size_t>(j)];
+      c[static_cast<size_t>(i * g.ldc + j)] = 1e30f;
+    }
+  return c;
+}
+
 TEST_CASE("onednn: gemm_bf16_bias adds the bias in the GEMM: every layout, blocks of rows or of columns, K = 0") {
   if (skip_without_onednn()) {
     uint16_t h = 0;
@@ -205,14 +218,7 @@ TEST_CASE("onednn: gemm_bf16_bias adds the bias in the GEMM: every layout, block
       for (int tb = 0; tb < 2; ++tb) {
         Gemm g(ta, tb, s[0], s[1], s[2], /*pad=*/3, seed++);
         const std::vector<float> bias = as_float(random_bf16(static_cast<size_t>(g.N), seed++));
-        // What C must become: the bias in every row (plus the product), the padding kept;
-        // what it holds before the call there is not read.
-        std::vector<float> c = g.c0;
-        for (int64_t i = 0; i < g.M; ++i)
-          for (int64_t j = 0; j < g.N; ++j) {
-            g.c0[static_cast<size_t>(i * g.ldc + j)] = bias[static_cast<size_t>(j)];
-            c[static_cast<size_t>(i * g.ldc + j)] = 1e30f;
-          }
+        std::vector<float> c = bias_case(g, bias);
         onednn::gemm_bf16_bias(g.ta, g.tb, g.M, g.N, g.K, g.a16.data(), g.lda, g.b16.data(), g.ldb, bias.data(),
                                c.data(), g.ldc);
         check_product(g, c, /*accumulate=*/true, describe_case("gemm_bf16_bias", ta, tb, s[0], s[1], s[2], 3, false));
@@ -265,13 +271,7 @@ TEST_CASE("onednn: float32 weight gradients (A transposed, K the long side) are 
   set_num_threads(1);
   Gemm g(true, false, 40, 24, 6400, 2, seed++);
   const std::vector<float> bias = as_float(random_bf16(static_cast<size_t>(g.N), seed++));
-  std::vector<float> c(g.c0.size(), 1e30f);
-  for (int64_t i = 0; i < g.M; ++i)
-    for (int64_t j = 0; j < g.ldc; ++j) {
-      const size_t at = static_cast<size_t>(i * g.ldc + j);
-      if (j < g.N) g.c0[at] = bias[static_cast<size_t>(j)];
-      else c[at] = g.c0[at];  // the padding must keep its value
-    }
+  std::vector<float> c = bias_case(g, bias);
   onednn::gemm_f32_bias(true, false, g.M, g.N, g.K, g.a.data(), g.lda, g.b.data(), g.ldb, bias.data(), c.data(), g.ldc);
   check_product(g, c, /*accumulate=*/true, describe_case("gemm_f32_bias", 1, 0, g.M, g.N, g.K, 2, false));
 }
@@ -293,12 +293,7 @@ TEST_CASE("onednn: gemm_f32_bias adds the bias in the GEMM: every layout, blocks
       for (int tb = 0; tb < 2; ++tb) {
         Gemm g(ta, tb, s[0], s[1], s[2], /*pad=*/3, seed++);
         const std::vector<float> bias = as_float(random_bf16(static_cast<size_t>(g.N), seed++));
-        std::vector<float> c = g.c0;
-        for (int64_t i = 0; i < g.M; ++i)
-          for (int64_t j = 0; j < g.N; ++j) {
-            g.c0[static_cast<size_t>(i * g.ldc + j)] = bias[static_cast<size_t>(j)];
-            c[static_cast<size_t>(i * g.ldc + j)] = 1e30f;
-          }
+        std::vector<float> c = bias_case(g, bias);
         onednn::gemm_f32_bias(g.ta, g.tb, g.M, g.N, g.K, g.a.data(), g.lda, g.b.data(), g.ldb, bias.data(), c.data(),
                               g.ldc);
         check_product(g, c, /*accumulate=*/true, describe_case("gemm_f32_bias", ta, tb, s[0], s[1], s[2], 3, false));
