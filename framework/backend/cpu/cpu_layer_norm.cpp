@@ -1,6 +1,7 @@
 // LayerNorm over rows: x (rows, n) -> y (rows, n), mean (rows), rstd (rows); the same
 // after a residual add (add_layer_norm), and the backward.
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
@@ -57,15 +58,20 @@ KILN_MULTIVERSION void add_layer_norm_row(const T* xr, const T* rr, const T* pw,
 template <class T>
 KILN_MULTIVERSION void layer_norm_backward_row(const T* gr, const T* xr, const T* pw, T mu, T rs, int64_t n, T* dw,
                                                T* db, T* gxr) {
-  T lane_gw[rows::kLanes] = {}, lane_gwx[rows::kLanes] = {};
+  rows::Lanes<T> lane_gw = {}, lane_gwx = {};
   int64_t i = 0;
   for (; i + rows::kLanes <= n; i += rows::kLanes) {
-    for (int k = 0; k < rows::kLanes; ++k) {
-      T xh = (xr[i + k] - mu) * rs;
-      T gw = pw ? gr[i + k] * pw[i + k] : gr[i + k];
-      lane_gw[k] += gw;
-      lane_gwx[k] += gw * xh;
+    rows::Lanes<T> x, gw;
+    std::memcpy(&x, xr + i, sizeof x);
+    std::memcpy(&gw, gr + i, sizeof gw);
+    if (pw) {
+      rows::Lanes<T> w;
+      std::memcpy(&w, pw + i, sizeof w);
+      gw *= w;
     }
+    const rows::Lanes<T> xh = (x - mu) * rs;
+    lane_gw += gw;
+    lane_gwx += gw * xh;
   }
   double s_gw = 0, s_gwx = 0;
   for (; i < n; ++i) {

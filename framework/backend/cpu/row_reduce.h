@@ -4,6 +4,7 @@
 // callers. Rows are contiguous.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "vec_math.h"
@@ -12,16 +13,28 @@ namespace kiln::cpu::rows {
 
 constexpr int kLanes = 8;
 
+// kLanes values of T as one vector. Lane k takes elements k, k + kLanes, ... as an array
+// of kLanes accumulators would, so the sums have the same bits, but GCC keeps the vector
+// in a register: the arrays were left scalar (max) or shuffled lane by lane (sum in
+// add_layer_norm, layer_norm's backward). Loads go through memcpy (rows need not be
+// aligned), and no function takes or returns one (that would change the ABI between
+// the multiversioned clones).
+template <class T>
+using Lanes __attribute__((vector_size(kLanes * sizeof(T)))) = T;
+
 // max of x (n); -inf for an empty or fully -inf row.
 template <class T>
 inline T max(const T* x, int64_t n) {
-  T lane[kLanes];
-  for (int k = 0; k < kLanes; ++k) lane[k] = -std::numeric_limits<T>::infinity();
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  Lanes<T> lane;
+  for (int k = 0; k < kLanes; ++k) lane[k] = kNegInf;
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    for (int k = 0; k < kLanes; ++k) lane[k] = x[i + k] > lane[k] ? x[i + k] : lane[k];
+    Lanes<T> v;
+    std::memcpy(&v, x + i, sizeof v);
+    lane = v > lane ? v : lane;
   }
-  T m = -std::numeric_limits<T>::infinity();
+  T m = kNegInf;
   for (; i < n; ++i) m = x[i] > m ? x[i] : m;
   for (int k = 0; k < kLanes; ++k) m = lane[k] > m ? lane[k] : m;
   return m;
@@ -52,10 +65,12 @@ inline double sum_exp(const T* x, T shift, T* y, int64_t n) {
 // Σ x (n), and Σ a·b (n).
 template <class T>
 inline double sum(const T* x, int64_t n) {
-  T lane[kLanes] = {};
+  Lanes<T> lane = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    for (int k = 0; k < kLanes; ++k) lane[k] += x[i + k];
+    Lanes<T> v;
+    std::memcpy(&v, x + i, sizeof v);
+    lane += v;
   }
   double s = 0;
   for (; i < n; ++i) s += x[i];
@@ -66,10 +81,13 @@ inline double sum(const T* x, int64_t n) {
 // Σ (x - mu)^2 over x (n).
 template <class T>
 inline double sum_sq_dev(const T* x, T mu, int64_t n) {
-  T lane[kLanes] = {};
+  Lanes<T> lane = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    for (int k = 0; k < kLanes; ++k) lane[k] += (x[i + k] - mu) * (x[i + k] - mu);
+    Lanes<T> v;
+    std::memcpy(&v, x + i, sizeof v);
+    const Lanes<T> d = v - mu;
+    lane += d * d;
   }
   double s = 0;
   for (; i < n; ++i) s += static_cast<double>(x[i] - mu) * (x[i] - mu);
@@ -79,10 +97,13 @@ inline double sum_sq_dev(const T* x, T mu, int64_t n) {
 
 template <class T>
 inline double dot(const T* a, const T* b, int64_t n) {
-  T lane[kLanes] = {};
+  Lanes<T> lane = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    for (int k = 0; k < kLanes; ++k) lane[k] += a[i + k] * b[i + k];
+    Lanes<T> va, vb;
+    std::memcpy(&va, a + i, sizeof va);
+    std::memcpy(&vb, b + i, sizeof vb);
+    lane += va * vb;
   }
   double s = 0;
   for (; i < n; ++i) s += static_cast<double>(a[i]) * b[i];
