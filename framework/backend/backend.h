@@ -141,16 +141,18 @@ class Backend {
   // logits' dtype; undefined = all 1), per row, with logp = log_softmax(logits[n]) and
   // ε = label_smoothing:
   //   losses[n] = -(1-ε) w[t_n] logp[t_n] - ε/C Σ_c w[c] logp[c],
-  // and the row's weight w[t_n] (0 when ignored) in `weights` (N). Throws on a target out
-  // of range.
+  // and the row's weight w[t_n] (0 when ignored) in `weights` (N), and the row's
+  // log Σ exp(logits[n]) in `lse` (N; float32 for bfloat16 logits, else theirs; 0 when
+  // ignored) for the backward. Throws on a target out of range.
   virtual void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& class_weight,
                              int64_t ignore_index, double label_smoothing, const Tensor& losses,
-                             const Tensor& weights) = 0;
+                             const Tensor& weights, const Tensor& lse) = 0;
   // grad_logits (N, C) = g_row[n] · ∂losses[n]/∂logits[n]
   //   = g_row[n] · (softmax · ((1-ε) w[t_n] + ε/C Σ w) - smoothed weighted one-hot);
-  // without weights, (softmax - smoothed one-hot) · g_row[n].
+  // without weights, (softmax - smoothed one-hot) · g_row[n]; softmax from the forward's
+  // lse (N), so that the logits are read once.
   virtual void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& class_weight,
-                                      int64_t ignore_index, double label_smoothing,
+                                      int64_t ignore_index, double label_smoothing, const Tensor& lse,
                                       const Tensor& g_row, const Tensor& grad_logits) = 0;
 
   // One fused Adam/AdamW update of a parameter, in place, with torch.optim.Adam's

@@ -254,25 +254,28 @@ void BFloat16Staged::embedding_backward(const Tensor& g, const Tensor& indices, 
 
 void BFloat16Staged::cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& class_weight,
                                    int64_t ignore_index, double label_smoothing, const Tensor& losses,
-                                   const Tensor& weights) {
+                                   const Tensor& weights, const Tensor& lse) {
+  // lse is float32 for bfloat16 logits: it passes through as it is.
   if (!any_bf16({&logits, &class_weight, &losses, &weights}))
-    return inner_.cross_entropy(logits, targets, class_weight, ignore_index, label_smoothing, losses, weights);
+    return inner_.cross_entropy(logits, targets, class_weight, ignore_index, label_smoothing, losses, weights,
+                                lse);
   Staging s(inner_);
   Tensor xs = s.in(logits), ws = s.in(class_weight);
   Tensor ls = s.out(losses), rw = s.out(weights);
-  inner_.cross_entropy(xs, targets, ws, ignore_index, label_smoothing, ls, rw);
+  inner_.cross_entropy(xs, targets, ws, ignore_index, label_smoothing, ls, rw, s.out(lse));
   s.finish();
 }
 
 void BFloat16Staged::cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& class_weight,
-                                            int64_t ignore_index, double label_smoothing, const Tensor& g_row,
-                                            const Tensor& grad_logits) {
+                                            int64_t ignore_index, double label_smoothing, const Tensor& lse,
+                                            const Tensor& g_row, const Tensor& grad_logits) {
   if (!any_bf16({&logits, &class_weight, &g_row, &grad_logits}))
-    return inner_.cross_entropy_backward(logits, targets, class_weight, ignore_index, label_smoothing, g_row,
+    return inner_.cross_entropy_backward(logits, targets, class_weight, ignore_index, label_smoothing, lse, g_row,
                                          grad_logits);
   Staging s(inner_);
   Tensor xs = s.in(logits), ws = s.in(class_weight), gs = s.in(g_row);
-  inner_.cross_entropy_backward(xs, targets, ws, ignore_index, label_smoothing, gs, s.out(grad_logits));
+  inner_.cross_entropy_backward(xs, targets, ws, ignore_index, label_smoothing, s.in(lse), gs,
+                                s.out(grad_logits));
   s.finish();
 }
 

@@ -61,10 +61,11 @@ class BFloat16Staged final : public Backend {
   void embedding_backward(const Tensor& g, const Tensor& indices, int64_t padding_idx,
                           const Tensor& grad_weight) override;
   void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& class_weight, int64_t ignore_index,
-                     double label_smoothing, const Tensor& losses, const Tensor& weights) override;
+                     double label_smoothing, const Tensor& losses, const Tensor& weights,
+                     const Tensor& lse) override;
   void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& class_weight,
-                              int64_t ignore_index, double label_smoothing, const Tensor& g_row,
-                              const Tensor& grad_logits) override;
+                              int64_t ignore_index, double label_smoothing, const Tensor& lse,
+                              const Tensor& g_row, const Tensor& grad_logits) override;
   void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                  const Tensor& max_exp_avg_sq, const AdamStepParams& hp) override;
   void uniform(const Tensor& out, uint64_t seed, uint64_t block, double lo, double hi) override;

@@ -291,18 +291,20 @@ Tensor cross_entropy_impl(const Tensor& logits, const Tensor& targets, const Ten
   const int64_t N = xc.size(0);
   Tensor losses = detail::new_tensor({N}, xc.dtype(), xc);
   Tensor weights = detail::new_tensor({N}, xc.dtype(), xc);
+  // Each row's log-sum-exp, for the backward (float32 for bfloat16 logits: the backend's).
+  Tensor lse = detail::new_tensor({N}, xc.dtype() == kBFloat16 ? kFloat32 : xc.dtype(), xc);
   Backend& be = backend_of(op, {&logits, &targets, &weight});
-  if (N > 0) be.cross_entropy(xc, t, cw, ignore_index, label_smoothing, losses, weights);
+  if (N > 0) be.cross_entropy(xc, t, cw, ignore_index, label_smoothing, losses, weights, lse);
   // The loss as a function of the per-row losses; its gradient per row comes back
   // through a node that applies the fused kernel.
   Tensor per_row = losses;
   if (any_requires_grad({&logits})) {
-    SavedTensor sx(xc, op), st(t, op), sw(cw, op);
+    SavedTensor sx(xc, op), st(t, op), sw(cw, op), slse(lse, op);
     per_row = record(op, losses, {x2}, [=](const Tensor& g) -> TensorList {
       const Tensor& xv = sx.get();
       Tensor gx = detail::new_tensor(xv.shape(), xv.dtype(), xv);
       backend_of("cross_entropy", {&xv, &g}).cross_entropy_backward(xv, st.get(), sw.get(), ignore_index,
-                                                                    label_smoothing, g.contiguous(), gx);
+                                                                    label_smoothing, slse.get(), g.contiguous(), gx);
       return {gx};
     });
   }

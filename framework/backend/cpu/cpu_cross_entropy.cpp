@@ -1,7 +1,8 @@
 // Cross-entropy on logits with class-index targets, class weights w (all 1 when not
 // given) and label smoothing ε:
 //   loss_n = -(1-ε) w[t_n] logp[n, t_n] - ε/C Σ_c w[c] logp[n, c],  logp = log_softmax(logits).
-// logits (N, C), targets (N), w (C) -> losses (N), weights (N) (w[t_n]; 0 for ignored rows).
+// logits (N, C), targets (N), w (C) -> losses (N), weights (N) (w[t_n]; 0 for ignored rows),
+// lse (N) (log Σ exp of the row; 0 for ignored rows); backward from lse, one pass a row.
 // The unweighted rows keep their own loops: the weights cost nothing when not given.
 #include <cmath>
 #include <limits>
@@ -61,7 +62,8 @@ int64_t row_grain(int64_t C) { return std::max<int64_t>(1, kGrainElements / std:
 }  // namespace
 
 void CpuBackend::cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& class_weight,
-                               int64_t ignore_index, double eps, const Tensor& losses, const Tensor& weights) {
+                               int64_t ignore_index, double eps, const Tensor& losses, const Tensor& weights,
+                               const Tensor& lse_out) {
   const int64_t N = logits.size(0), C = logits.size(1);
   const int64_t* t = targets.data<int64_t>();
   check_targets(t, N, C, ignore_index);
@@ -72,15 +74,18 @@ void CpuBackend::cross_entropy(const Tensor& logits, const Tensor& targets, cons
     const double w_sum = weight_sum(cw, C);
     T* loss = losses.data<T>();
     T* w = weights.data<T>();
+    T* lse_rows = lse_out.data<T>();
     parallel_for(N, row_grain(C), [&](int64_t n0, int64_t n1) {
       for (int64_t n = n0; n < n1; ++n) {
         if (t[n] == ignore_index) {
           loss[n] = 0;
           w[n] = 0;
+          lse_rows[n] = 0;
           continue;
         }
         const T* row = x + n * C;
         const double lse = row_logsumexp(row, C);
+        lse_rows[n] = static_cast<T>(lse);
         const double wt = cw ? static_cast<double>(cw[t[n]]) : 1.0;
         double l = -(1.0 - eps) * wt * (row[t[n]] - lse);
         if (eps > 0) l += eps / static_cast<double>(C) * smoothing_term(row, cw, lse, w_sum, C);
@@ -92,8 +97,8 @@ void CpuBackend::cross_entropy(const Tensor& logits, const Tensor& targets, cons
 }
 
 void CpuBackend::cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& class_weight,
-                                        int64_t ignore_index, double eps, const Tensor& g_row,
-                                        const Tensor& grad_logits) {
+                                        int64_t ignore_index, double eps, const Tensor& lse_rows,
+                                        const Tensor& g_row, const Tensor& grad_logits) {
   const int64_t N = logits.size(0), C = logits.size(1);
   const int64_t* t = targets.data<int64_t>();
   visit_floating("cross_entropy_backward", logits.dtype(), [&](auto tag) {
@@ -102,6 +107,7 @@ void CpuBackend::cross_entropy_backward(const Tensor& logits, const Tensor& targ
     const T* cw = class_weight.defined() ? class_weight.data<T>() : nullptr;
     const double w_sum = weight_sum(cw, C);
     const T* g = g_row.data<T>();
+    const T* lse_of = lse_rows.data<T>();
     T* gx = grad_logits.data<T>();
     const T off = static_cast<T>(eps / static_cast<double>(C));
     parallel_for(N, row_grain(C), [&](int64_t n0, int64_t n1) {
@@ -112,7 +118,7 @@ void CpuBackend::cross_entropy_backward(const Tensor& logits, const Tensor& targ
           continue;
         }
         const T* row = x + n * C;
-        const T lse = static_cast<T>(row_logsumexp(row, C));
+        const T lse = lse_of[n];
         const T gn = g[n];
         if (cw) {
           // ∂loss/∂row[c] = p[c] ((1-ε) w[t] + ε/C Σw) - ε/C w[c] - [c = t] (1-ε) w[t]

@@ -1,8 +1,9 @@
 // Cross-entropy on logits with class-index targets, class weights w (null: all 1) and
 // label smoothing ε, one block per row, with the CPU's arithmetic (cpu_cross_entropy.cpp):
 //   loss_n = -(1-ε) w[t_n] logp[n, t_n] - ε/C Σ_c w[c] logp[n, c],  logp = log_softmax(logits).
-// logits (N, C), targets (N), w (C) -> losses (N), weights (N) (w[t_n]; 0 for ignored rows);
-// backward g_row (N) -> grad_logits (N, C). A target out of range is the CPU's error.
+// logits (N, C), targets (N), w (C) -> losses (N), weights (N) (w[t_n]; 0 for ignored rows),
+// lse (N) (log Σ exp of the row; 0 for ignored rows); backward lse (N), g_row (N) ->
+// grad_logits (N, C). A target out of range is the CPU's error.
 #include <limits>
 
 #include "backend/cuda/cuda_backend.h"
@@ -44,15 +45,15 @@ __device__ inline double weight_sum(const T* cw, int64_t C) {
   return block_sum(s);
 }
 
-// x (N, C), t (N), cw (C) or null -> loss (N), w (N)
+// x (N, C), t (N), cw (C) or null -> loss (N), w (N), lse_out (N)
 template <class T>
-__global__ void cross_entropy_kernel(const T* x, const int64_t* t, const T* cw, T* loss, T* w, int64_t N, int64_t C,
-                                     int64_t ignore_index, double eps) {
+__global__ void cross_entropy_kernel(const T* x, const int64_t* t, const T* cw, T* loss, T* w, T* lse_out, int64_t N,
+                                     int64_t C, int64_t ignore_index, double eps) {
   const double w_sum = eps > 0 ? weight_sum(cw, C) : 0;  // Σ cw, for the smoothing term: once per block
   for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
     const int64_t target = t[n];
     if (target == ignore_index || target < 0 || target >= C) {  // bad targets were rejected on the host
-      if (threadIdx.x == 0) loss[n] = 0, w[n] = 0;
+      if (threadIdx.x == 0) loss[n] = 0, w[n] = 0, lse_out[n] = 0;
       continue;
     }
     const T* row = x + n * C;
@@ -69,15 +70,16 @@ __global__ void cross_entropy_kernel(const T* x, const int64_t* t, const T* cw, 
       if (eps > 0) l += eps / static_cast<double>(C) * (w_sum * lse - dot);
       loss[n] = static_cast<T>(l);
       w[n] = static_cast<T>(wt);
+      lse_out[n] = static_cast<T>(lse);
     }
   }
 }
 
-// x (N, C), t (N), cw (C) or null, g (N) -> gx (N, C) = g_n · (softmax - smoothed one-hot),
+// x (N, C), t (N), cw (C) or null, lse_of (N), g (N) -> gx (N, C) = g_n · (softmax - smoothed one-hot),
 // with weights g_n · (softmax · ((1-ε) cw[t] + ε/C Σcw) - ε/C cw - [c = t] (1-ε) cw[t]).
 template <class T>
-__global__ void cross_entropy_backward_kernel(const T* x, const int64_t* t, const T* cw, const T* g, T* gx,
-                                              int64_t N, int64_t C, int64_t ignore_index, double eps) {
+__global__ void cross_entropy_backward_kernel(const T* x, const int64_t* t, const T* cw, const T* lse_of, const T* g,
+                                              T* gx, int64_t N, int64_t C, int64_t ignore_index, double eps) {
   const T off = static_cast<T>(eps / static_cast<double>(C));
   const T on = static_cast<T>(1.0 - eps);
   const double w_sum = weight_sum(cw, C);
@@ -89,7 +91,7 @@ __global__ void cross_entropy_backward_kernel(const T* x, const int64_t* t, cons
       continue;
     }
     const T* row = x + n * C;
-    const T lse = static_cast<T>(row_logsumexp(row, C));
+    const T lse = lse_of[n];
     const T gn = g[n];
     if (cw) {
       const double wt = static_cast<double>(cw[target]);
@@ -113,7 +115,8 @@ __global__ void cross_entropy_backward_kernel(const T* x, const int64_t* t, cons
 }  // namespace
 
 void CudaBackend::cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& class_weight,
-                                int64_t ignore_index, double eps, const Tensor& losses, const Tensor& weights) {
+                                int64_t ignore_index, double eps, const Tensor& losses, const Tensor& weights,
+                                const Tensor& lse) {
   const int64_t N = logits.size(0), C = logits.size(1);
   if (N == 0) return;
   DeviceGuard guard(losses);
@@ -131,14 +134,14 @@ void CudaBackend::cross_entropy(const Tensor& logits, const Tensor& targets, con
     using T = typename decltype(tag)::type;
     const T* cw = class_weight.defined() ? class_weight.data<T>() : nullptr;
     cross_entropy_kernel<T><<<grid_for_rows(N), kThreads, 0, stream_of(losses)>>>(
-        logits.data<T>(), t, cw, losses.data<T>(), weights.data<T>(), N, C, ignore_index, eps);
+        logits.data<T>(), t, cw, losses.data<T>(), weights.data<T>(), lse.data<T>(), N, C, ignore_index, eps);
   });
   KILN_CUDA_LAUNCH_CHECK("cross_entropy");
 }
 
 void CudaBackend::cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& class_weight,
-                                         int64_t ignore_index, double eps, const Tensor& g_row,
-                                         const Tensor& grad_logits) {
+                                         int64_t ignore_index, double eps, const Tensor& lse,
+                                         const Tensor& g_row, const Tensor& grad_logits) {
   const int64_t N = logits.size(0), C = logits.size(1);
   if (N == 0) return;
   DeviceGuard guard(grad_logits);
@@ -146,8 +149,8 @@ void CudaBackend::cross_entropy_backward(const Tensor& logits, const Tensor& tar
     using T = typename decltype(tag)::type;
     const T* cw = class_weight.defined() ? class_weight.data<T>() : nullptr;
     cross_entropy_backward_kernel<T><<<grid_for_rows(N), kThreads, 0, stream_of(grad_logits)>>>(
-        logits.data<T>(), targets.data<int64_t>(), cw, g_row.data<T>(), grad_logits.data<T>(), N, C, ignore_index,
-        eps);
+        logits.data<T>(), targets.data<int64_t>(), cw, lse.data<T>(), g_row.data<T>(), grad_logits.data<T>(), N, C,
+        ignore_index, eps);
   });
   KILN_CUDA_LAUNCH_CHECK("cross_entropy_backward");
 }
