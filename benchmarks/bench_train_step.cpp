@@ -32,7 +32,6 @@ namespace tr = kiln::transformer;
 
 namespace {
 
-
 double peak_rss_mb() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);

@@ -262,7 +262,7 @@ void BFloat16Staged::cross_entropy(const Tensor& logits, const Tensor& targets, 
   Staging s(inner_);
   Tensor xs = s.in(logits), ws = s.in(class_weight);
   Tensor ls = s.out(losses), rw = s.out(weights);
-  inner_.cross_entropy(xs, targets, ws, ignore_index, label_smoothing, ls, rw, s.out(lse));
+  inner_.cross_entropy(xs, targets, ws, ignore_index, label_smoothing, ls, rw, lse);
   s.finish();
 }
 
@@ -274,8 +274,7 @@ void BFloat16Staged::cross_entropy_backward(const Tensor& logits, const Tensor& 
                                          grad_logits);
   Staging s(inner_);
   Tensor xs = s.in(logits), ws = s.in(class_weight), gs = s.in(g_row);
-  inner_.cross_entropy_backward(xs, targets, ws, ignore_index, label_smoothing, s.in(lse), gs,
-                                s.out(grad_logits));
+  inner_.cross_entropy_backward(xs, targets, ws, ignore_index, label_smoothing, lse, gs, s.out(grad_logits));
   s.finish();
 }
 

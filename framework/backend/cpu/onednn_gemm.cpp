@@ -431,11 +431,10 @@ void gemm_split_k(dt type, bool ta, bool tb, int64_t M, int64_t N, int64_t K, co
     }
   });
   // C's rows += each scratch part's, in part order.
-  const float* s = parts_out;
   parallel_for(M, std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1)), [&](int64_t i0, int64_t i1) {
     for (int64_t c = 1; c < parts.count; ++c)
       for (int64_t i = i0; i < i1; ++i) {
-        const float* src = s + mn * static_cast<size_t>(c - 1) + static_cast<size_t>(i * N);
+        const float* src = parts_out + mn * static_cast<size_t>(c - 1) + static_cast<size_t>(i * N);
         float* dst = C + i * ldc;
         for (int64_t j = 0; j < N; ++j) dst[j] += src[j];
       }
