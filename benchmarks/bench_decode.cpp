@@ -18,7 +18,7 @@
 #include <kiln/kiln.h>
 #include <kiln/transformer/kiln_transformer.h>
 
-#include "train_config.h"
+#include "train_step_setup.h"
 
 namespace tr = kiln::transformer;
 using kiln::Tensor;
@@ -54,23 +54,12 @@ double median_of(int runs, F f) {
 int run(const std::string& config, int64_t tokens, int64_t batch, kiln::Device device, bool uncached, int runs) {
   const bench::TrainConfig& c = bench::train_config(config);
   kiln::manual_seed(0);
-  tr::Seq2SeqOptions o;
-  o.src_vocab_size = c.vocab;
-  o.tgt_vocab_size = c.vocab;
-  o.d_model = c.d_model;
-  o.nhead = c.heads;
-  o.num_encoder_layers = c.layers;
-  o.num_decoder_layers = c.layers;
-  o.dim_feedforward = c.d_ff;
+  tr::Seq2SeqOptions o = bench::model_options(c);
   o.max_len = tokens + 2;
   tr::Seq2SeqTransformer model(o);
   model.to(device);
   model.eval();
-  std::vector<int64_t> ids;
-  for (int64_t i = 0; i < batch; ++i) {
-    for (int64_t j = 0; j < c.seq; ++j) ids.push_back(bench::token_at(i, j, c.seq, c.vocab, 1));
-  }
-  Tensor src = kiln::from_vector<int64_t>(ids, {batch, c.seq}).to(device);
+  Tensor src = bench::ids(c, 1, 0, batch).to(device);
   decode(model, src, 4, true);  // warm-up
   double with_cache = median_of(runs, [&] { return decode(model, src, tokens, true); });
   double without = uncached ? median_of(runs, [&] { return decode(model, src, tokens, false); }) : 0.0;
