@@ -55,7 +55,7 @@ int run(const std::string& config, int64_t tokens, int64_t batch, kiln::Device d
   const bench::TrainConfig& c = bench::train_config(config);
   kiln::manual_seed(0);
   tr::Seq2SeqOptions o = bench::model_options(c);
-  o.max_len = tokens + 2;
+  o.max_len = std::max(o.max_len, tokens + 2);  // the source's positions and the output's
   tr::Seq2SeqTransformer model(o);
   model.to(device);
   model.eval();
@@ -81,19 +81,24 @@ int main(int argc, char** argv) {
   int64_t tokens = 100, batch = 1;
   bool uncached = true;
   int runs = 1;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string f = argv[i], v = argv[i + 1];
-    if (f == "--config") config = v;
-    else if (f == "--tokens") tokens = std::stoll(v);
-    else if (f == "--batch") batch = std::stoll(v);
-    else if (f == "--threads") kiln::set_num_threads(std::stoi(v));
-    else if (f == "--device") device = v;
-    else if (f == "--uncached") uncached = v != "0";
-    else if (f == "--runs") runs = std::max(1, std::stoi(v));
-  }
   try {
+    for (int i = 1; i < argc; i += 2) {
+      const std::string f = argv[i];
+      if (f != "--config" && f != "--tokens" && f != "--batch" && f != "--threads" && f != "--device" &&
+          f != "--uncached" && f != "--runs")
+        throw std::invalid_argument("unknown option " + f);
+      if (i + 1 >= argc) throw std::invalid_argument(f + " needs a value");
+      const std::string v = argv[i + 1];
+      if (f == "--config") config = v;
+      else if (f == "--tokens") tokens = bench::int_option(f, v, 1);
+      else if (f == "--batch") batch = bench::int_option(f, v, 1);
+      else if (f == "--threads") kiln::set_num_threads(bench::int_option(f, v, 1));
+      else if (f == "--device") device = v;
+      else if (f == "--uncached") uncached = bench::int_option(f, v, 0) != 0;
+      else runs = bench::int_option(f, v, 1);
+    }
     return run(config, tokens, batch, kiln::Device(device), uncached, runs);
-  } catch (const kiln::Error& e) {
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_decode: %s\n", e.what());
     return 1;
   }
