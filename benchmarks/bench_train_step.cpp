@@ -2,7 +2,7 @@
 // post-norm, ReLU, dropout 0.1, padding and causal masks, CrossEntropy ignoring pad.
 //
 //   bench_train_step --config seed|small|tiny [--steps N] [--warmup W] [--threads T]
-//                    [--device cpu|cuda:N] [--bf16] [--curve K]
+//                    [--device cpu|cuda:N] [--bf16] [--flush-denormal] [--curve K]
 //
 // Prints one JSON line: ms/step (median of the timed steps), tokens/s (target tokens,
 // batch·seq), achieved GFLOP/s as 6·parameters·tokens/time, and the process's peak
@@ -13,6 +13,8 @@
 // weights, gradients and Adam), as torch_train_step.py --bf16 runs torch.autocast; the
 // line then says "autocast": "bf16". --curve K adds "curve": the loss of every K-th timed
 // step (from the first), to compare precisions' loss curves (--warmup 0 --steps 200).
+// --flush-denormal: kiln::set_flush_denormal(true) first, as torch_train_step.py
+// --flush-denormal runs torch.set_flush_denormal(True); the line then says so.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -44,7 +46,7 @@ double peak_tensor_mb(kiln::Device d) { return static_cast<double>(kiln::memory_
 struct Args {
   std::string config = "tiny", device = "cpu";
   int steps = 0, warmup = 2, threads = 0, curve = 0;
-  bool bf16 = false;
+  bool bf16 = false, flush_denormal = false;
 };
 
 int run(const Args& a);
@@ -57,8 +59,8 @@ int main(int argc, char** argv) {
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string f = argv[i];
-      if (f == "--bf16") {
-        a.bf16 = true;
+      if (f == "--bf16" || f == "--flush-denormal") {
+        (f == "--bf16" ? a.bf16 : a.flush_denormal) = true;
         continue;
       }
       if (f != "--config" && f != "--steps" && f != "--warmup" && f != "--threads" && f != "--device" &&
@@ -95,6 +97,8 @@ int run(const Args& a) {
   const kiln::Device device(a.device);
   const int steps = a.steps > 0 ? a.steps : c.name == "seed" ? 3 : c.name == "small" ? 20 : 200;
   if (a.threads > 0) kiln::set_num_threads(a.threads);
+  if (a.flush_denormal && !kiln::set_flush_denormal(true))
+    throw std::invalid_argument("--flush-denormal: this CPU cannot flush denormals");
   kiln::manual_seed(0);
 
   tr::Seq2SeqTransformer model(bench::model_options(c));
@@ -139,6 +143,7 @@ int run(const Args& a) {
   // their fields at the end.
   std::string extra = device.is_cpu() ? "" : ", \"device\": \"" + device.str() + "\"";
   if (a.bf16) extra += ", \"autocast\": \"bf16\"";
+  if (a.flush_denormal) extra += ", \"flush_denormal\": true";
   if (a.curve > 0) extra += ", \"curve\": [" + curve + "]";
   std::printf(
       "{\"framework\": \"kiln\", \"config\": \"%s\", \"threads\": %d, \"steps\": %d, \"ms_per_step\": %.3f, "

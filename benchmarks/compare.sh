@@ -10,9 +10,12 @@
 # best OPENBLAS_CORETYPE; Kiln chooses its own). With BF16=1 both run in bf16 mixed
 # precision instead: Kiln's autocast (bench_train_step --bf16) against PyTorch's
 # torch.autocast("cpu", dtype=torch.bfloat16) (torch_train_step.py --bf16), each at its
-# best split as above.
+# best split as above. With FLUSH_DENORMAL=1 Kiln runs with kiln::set_flush_denormal(true)
+# and PyTorch's splits are each tried with torch.set_flush_denormal(True) and without, the
+# fastest reported (",ftz" after its split when it flushed): both sides then may drop
+# subnormal floats, which both otherwise keep.
 #
-#   [TORCH_PYTHON=venv/bin/python] [COMPILE=1] [BF16=1] bash benchmarks/compare.sh [build-dir] [threads] [configs...]
+#   [TORCH_PYTHON=venv/bin/python] [COMPILE=1] [BF16=1] [FLUSH_DENORMAL=1] bash benchmarks/compare.sh [build-dir] [threads] [configs...]
 #   e.g. TORCH_PYTHON=/opt/torch/bin/python COMPILE=1 bash benchmarks/compare.sh build 2 tiny small seed
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +28,12 @@ torch_python=${TORCH_PYTHON:-/usr/bin/python3}
 compile=${COMPILE:-0}
 precision=()
 [ "${BF16:-0}" = 1 ] && precision=(--bf16)
+kiln_flags=("${precision[@]}")
+torch_modes=("")  # extra torch_train_step.py flag per try: none
+if [ "${FLUSH_DENORMAL:-0}" = 1 ]; then
+  kiln_flags+=(--flush-denormal)
+  torch_modes=("" --flush-denormal)
+fi
 
 ninja -C "$build" benchmarks/bench_train_step >/dev/null
 if grep -qw avx512f /proc/cpuinfo; then core=SKYLAKEX
@@ -33,22 +42,23 @@ elif grep -qw avx2 /proc/cpuinfo; then core=HASWELL
 else core=""; fi
 
 torch_version=$("$torch_python" -c 'import torch; print(torch.__version__)')
-echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, threads=$threads, torch $torch_version ($torch_python), OPENBLAS_CORETYPE=${core:-default}, precision: ${precision[*]:-fp32}"
+echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, threads=$threads, torch $torch_version ($torch_python), OPENBLAS_CORETYPE=${core:-default}, precision: ${precision[*]:-fp32}, flush denormals: ${FLUSH_DENORMAL:-0}"
 echo "| config | Kiln ms/step | PyTorch ms/step (BLAS x torch threads) | Kiln/PyTorch | PyTorch compiled ms/step | Kiln/compiled | Kiln tokens/s | Kiln GFLOP/s | Kiln peak MB | PyTorch peak MB | memory ratio |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 
-# PyTorch's fastest run of config $1 (extra flags after it) over the thread splits: one
-# JSON line, with "split" added.
+# PyTorch's fastest run of config $1 (extra flags after it) over the thread splits and
+# torch_modes: one JSON line, with "split" added.
 torch_best() {
   local c=$1; shift
-  local best="" b t
-  for b in $(seq 1 "$threads"); do
-    for t in $(seq 1 "$threads"); do
-      [ $((b * t)) -le "$threads" ] || continue
-      local r
-      r=$(OPENBLAS_CORETYPE=$core OPENBLAS_NUM_THREADS=$b MKL_NUM_THREADS=$b OMP_NUM_THREADS=$t \
-          "$torch_python" benchmarks/torch_train_step.py --config "$c" --threads "$t" "$@")
-      best=$("$torch_python" - "$best" "$r" "${b}x${t}" <<'PY'
+  local best="" b t m
+  for m in "${torch_modes[@]}"; do
+    for b in $(seq 1 "$threads"); do
+      for t in $(seq 1 "$threads"); do
+        [ $((b * t)) -le "$threads" ] || continue
+        local r
+        r=$(OPENBLAS_CORETYPE=$core OPENBLAS_NUM_THREADS=$b MKL_NUM_THREADS=$b OMP_NUM_THREADS=$t \
+            "$torch_python" benchmarks/torch_train_step.py --config "$c" --threads "$t" "$@" $m)
+        best=$("$torch_python" - "$best" "$r" "${b}x${t}${m:+,ftz}" <<'PY'
 import json, sys
 best, r, split = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
 r["split"] = split
@@ -58,6 +68,7 @@ else:
     print(json.dumps(r))
 PY
 )
+      done
     done
   done
   echo "$best"
@@ -65,7 +76,7 @@ PY
 
 seed_gflops=""
 for c in "${configs[@]}"; do
-  k=$("$build/benchmarks/bench_train_step" --config "$c" --threads "$threads" "${precision[@]}")
+  k=$("$build/benchmarks/bench_train_step" --config "$c" --threads "$threads" "${kiln_flags[@]}")
   [ "$c" = seed ] && seed_gflops=$(/usr/bin/python3 -c 'import json,sys; print(json.loads(sys.argv[1])["gflops"])' "$k")
   t=$(torch_best "$c" "${precision[@]}")
   tc="{}"

@@ -80,7 +80,10 @@ def main():
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (PyTorch 2.x)")
     ap.add_argument("--bf16", action="store_true", help="bf16 autocast around forward and loss")
+    ap.add_argument("--flush-denormal", action="store_true", help="torch.set_flush_denormal(True) (FTZ and DAZ)")
     a = ap.parse_args()
+    if a.flush_denormal and not torch.set_flush_denormal(True):
+        raise SystemExit("torch_train_step.py: --flush-denormal: this CPU cannot flush denormals")
     vocab, d, heads, layers, d_ff, batch, seq = CONFIGS[a.config]
     steps = a.steps or {"seed": 3, "small": 20, "tiny": 200}[a.config]
     if a.threads:
@@ -115,7 +118,7 @@ def main():
     tokens = batch * seq
     params = sum(p.numel() for p in model.parameters())
     print(json.dumps({
-        "framework": "torch", "config": a.config, "threads": torch.get_num_threads(), "steps": steps, "compiled": a.compile, "bf16": a.bf16,
+        "framework": "torch", "config": a.config, "threads": torch.get_num_threads(), "steps": steps, "compiled": a.compile, "bf16": a.bf16, "flush_denormal": a.flush_denormal,
         "ms_per_step": round(median, 3), "tokens_per_s": round(tokens / (median / 1000), 1),
         "gflops": round(6 * params * tokens / (median / 1000) / 1e9, 2),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),

@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "backend/cpu/blas.h"
+#include "backend/cpu/denormals.h"
 #include "core/error.h"
 
 // ThreadSanitizer does not see oneTBB's synchronisation (libtbb.so is not instrumented),
@@ -77,6 +78,7 @@ FixedChunks fixed_chunks(int64_t n, int64_t min_size, int64_t max_count) {
 
 void parallel_for_chunks(int64_t n, int64_t grain, RangeFn f) {
   if (!worth_parallel(n, grain)) {
+    DenormalScope mode;
     f(0, n);
     return;
   }
@@ -88,6 +90,7 @@ void parallel_for_chunks(int64_t n, int64_t grain, RangeFn f) {
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, chunk),
                     [&](const tbb::blocked_range<int64_t>& r) {
                       tsan_acquire(&start);
+                      DenormalScope mode;  // set_flush_denormal reaches the workers here
                       f(r.begin(), r.end());
                       tsan_release(&done);
                     },
