@@ -55,8 +55,9 @@ DenormalScope::DenormalScope() {
   changed_ = true;
 }
 
+// Only the flush bits go back: the exception flags the task raised stay raised.
 DenormalScope::~DenormalScope() {
-  if (changed_) write_control(saved_);
+  if (changed_) write_control((read_control() & ~kFlushBits) | (saved_ & kFlushBits));
 }
 
 }  // namespace cpu
