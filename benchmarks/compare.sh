@@ -15,7 +15,11 @@
 # fastest reported (",ftz" after its split when it flushed): both sides then may drop
 # subnormal floats, which both otherwise keep.
 #
-#   [TORCH_PYTHON=venv/bin/python] [COMPILE=1] [BF16=1] [FLUSH_DENORMAL=1] bash benchmarks/compare.sh [build-dir] [threads] [configs...]
+# With ROUNDS=R, R more rounds per configuration follow, Kiln then PyTorch at the split
+# (and flush mode) that won, alternating, so that a drift of the machine's speed falls on
+# both sides; a line after the table gives every round's ratio and their median.
+#
+#   [TORCH_PYTHON=venv/bin/python] [COMPILE=1] [BF16=1] [FLUSH_DENORMAL=1] [ROUNDS=R] bash benchmarks/compare.sh [build-dir] [threads] [configs...]
 #   e.g. TORCH_PYTHON=/opt/torch/bin/python COMPILE=1 bash benchmarks/compare.sh build 2 tiny small seed
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -74,6 +78,33 @@ PY
   echo "$best"
 }
 
+# ROUNDS more runs of config $1, Kiln then PyTorch at split $2 ("BxT" or "BxT,ftz"),
+# alternating (extra PyTorch flags after them): one line of per-round ratios.
+interleaved() {
+  local c=$1 split=$2; shift 2
+  local b=${split%%x*} rest=${split#*x} t m="" i
+  t=${rest%%,*}
+  [ "$rest" != "$t" ] && m=--flush-denormal
+  local ks=() ts=()
+  for i in $(seq 1 "$rounds"); do
+    ks+=("$("$build/benchmarks/bench_train_step" --config "$c" --threads "$threads" "${kiln_flags[@]}")")
+    ts+=("$(OPENBLAS_CORETYPE=$core OPENBLAS_NUM_THREADS=$b MKL_NUM_THREADS=$b OMP_NUM_THREADS=$t \
+            "$torch_python" benchmarks/torch_train_step.py --config "$c" --threads "$t" "$@" $m)")
+  done
+  /usr/bin/python3 - "$c" "$split" "$rounds" "${ks[@]}" "${ts[@]}" <<'PY'
+import json, statistics, sys
+c, split, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+k = [json.loads(a)["ms_per_step"] for a in sys.argv[4:4 + n]]
+t = [json.loads(a)["ms_per_step"] for a in sys.argv[4 + n:4 + 2 * n]]
+r = [a / b for a, b in zip(k, t)]
+print(f"{c}: {n} interleaved rounds, PyTorch at {split}: Kiln {', '.join(f'{x:.2f}' for x in k)} ms; "
+      f"PyTorch {', '.join(f'{x:.2f}' for x in t)} ms; Kiln/PyTorch {', '.join(f'{x:.3f}' for x in r)}, "
+      f"median {statistics.median(r):.3f}")
+PY
+}
+
+rounds=${ROUNDS:-0}
+interleaved_lines=()
 seed_gflops=""
 for c in "${configs[@]}"; do
   k=$("$build/benchmarks/bench_train_step" --config "$c" --threads "$threads" "${kiln_flags[@]}")
@@ -90,7 +121,12 @@ print(f"| {k['config']} | {k['ms_per_step']:.2f} | {t['ms_per_step']:.2f} ({t['s
       f"{k['tokens_per_s']:.0f} | {k['gflops']:.1f} | {k['peak_rss_mb']:.0f} | {t['peak_rss_mb']:.0f} | "
       f"{k['peak_rss_mb'] / t['peak_rss_mb']:.2f} |")
 PY
+  if [ "$rounds" -gt 0 ]; then
+    split=$(/usr/bin/python3 -c 'import json,sys; print(json.loads(sys.argv[1])["split"])' "$t")
+    interleaved_lines+=("$(interleaved "$c" "$split" "${precision[@]}")")
+  fi
 done
+for line in "${interleaved_lines[@]}"; do echo "$line"; done
 if [ -n "$seed_gflops" ]; then
   # The issue's bar for the seed step: at least half of this machine's sgemm peak, taken
   # as a raw 2048^3 cblas_sgemm with OpenBLAS's own threads, measured now.
