@@ -25,10 +25,12 @@ Tensor tiny_square(int64_t n) {
   return mul(a, a);
 }
 
-// A subnormal operand times 1e30: 1e-10 when subnormals are read, 0 when they are zeros.
-Tensor subnormal_times_big(int64_t n) {
-  return mul(full({n}, 1e-40, TensorOptions(kFloat32)), full({n}, 1e30, TensorOptions(kFloat32)));
-}
+// n subnormal float32 values (1e-40), made while nothing flushes.
+Tensor subnormals(int64_t n) { return full({n}, 1e-40, TensorOptions(kFloat32)); }
+
+// sub times 1e30: 1e-10, a normal result, when sub's subnormals are read; 0 when they are
+// read as zeros (DAZ).
+Tensor times_big(const Tensor& sub) { return mul(sub, full(sub.shape(), 1e30, TensorOptions(kFloat32))); }
 
 // What a float32 is, read from its bits: a comparison would itself read a subnormal as
 // zero on a thread that flushes (DAZ).
@@ -79,19 +81,21 @@ TEST_CASE("set_flush_denormal: off by default, IEEE subnormals kept") {
   CHECK(census(tiny_square(kParallel)).subnormals == kParallel);
   CHECK(census(tiny_square(kInline)).subnormals == kInline);
   CHECK(census(tiny_matmul(256)).subnormals == 256 * 256);
-  const Tensor big = subnormal_times_big(kParallel);
+  const Tensor big = times_big(subnormals(kParallel));
   CHECK(census(big).zeros == 0);
   CHECK(big.data<float>()[0] == doctest::Approx(1e-10).epsilon(1e-3));
 }
 
 TEST_CASE("set_flush_denormal(true) flushes on the calling thread and on the workers, and false undoes it") {
   tiny_square(kParallel);
+  const Tensor sub = subnormals(kParallel);
+  REQUIRE(census(sub).subnormals == kParallel);
   FlushOff off;
   REQUIRE(set_flush_denormal(true));
   CHECK(flush_denormal());
   CHECK(census(tiny_square(kParallel)).zeros == kParallel);  // results flushed (FTZ)
   CHECK(census(tiny_square(kInline)).zeros == kInline);
-  CHECK(census(subnormal_times_big(kParallel)).zeros == kParallel);  // operands read as zero (DAZ)
+  CHECK(census(times_big(sub)).zeros == kParallel);  // subnormal operands read as zero (DAZ)
   CHECK(census(tiny_matmul(256)).zeros == 256 * 256);               // the GEMM library's kernels too
   CHECK(is_zero(square_here()));
 
