@@ -8,6 +8,7 @@
 // passes with bfloat16 GEMMs (below, attention_mixed).
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -242,18 +243,21 @@ void problem_words(const Problem& pr, int64_t b, std::vector<uint32_t>& words) {
   philox_words(pr.seed, pr.block, b * pr.L * pr.S, pr.L * pr.S, words.data());
 }
 
-// Asks the caches for problem b's rows of t (rows of t.size(3) values, ld apart) ahead of
-// their use. A head's rows are a few hundred bytes each and kilobytes apart (the heads of
-// one projection side by side), too short a run per page for the hardware prefetchers:
-// without this every row of q, k and v began with a miss to memory.
-template <class T>
-void prefetch_problem(const Tensor& t, const Problem& pr, int64_t b, int64_t rows) {
-  const int64_t bytes = t.size(3) * static_cast<int64_t>(sizeof(T));
-  if (b >= pr.N * pr.H || bytes == 0) return;
-  const HeadMatrix<T> m = head<T>(t, b / pr.H, b % pr.H);
-  for (int64_t r = 0; r < rows; ++r) {
-    const char* row = reinterpret_cast<const char*>(m.data + r * m.ld);
-    for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(row + o, 0, 3);
+// Asks the caches for problem b's rows of each tensor (N, H, rows, cols) ahead of their
+// use, whatever its dtype. A head's rows are a few hundred bytes each and kilobytes apart
+// (the heads of one projection side by side), too short a run per page for the hardware
+// prefetchers: without this every row of q, k and v began with a miss to memory.
+void prefetch_problem(const Problem& pr, int64_t b, std::initializer_list<const Tensor*> tensors) {
+  if (b >= pr.N * pr.H) return;
+  for (const Tensor* t : tensors) {
+    if (t->numel() == 0) continue;
+    const int64_t es = static_cast<int64_t>(t->element_size()), row_bytes = t->size(3) * es;
+    const char* base = static_cast<const char*>(t->data_ptr()) +
+                       ((b / pr.H) * t->stride(0) + (b % pr.H) * t->stride(1)) * es;
+    for (int64_t r = 0; r < t->size(2); ++r) {
+      const char* row = base + r * t->stride(2) * es;
+      for (int64_t o = 0; o < row_bytes; o += 64) __builtin_prefetch(row + o, 0, 3);
+    }
   }
 }
 
@@ -278,9 +282,7 @@ void attention_typed(const Tensor& q, const Tensor& k, const Tensor& v, const Te
     thread_local std::vector<uint32_t> words;
     scores.resize(static_cast<size_t>(pr.L * pr.S));
     auto qh = head<T>(q, n, h), kh = head<T>(k, n, h), vh = head<T>(v, n, h), oh = head<T>(out, n, h);
-    prefetch_problem<T>(q, pr, b + 1, pr.L);
-    prefetch_problem<T>(k, pr, b + 1, pr.S);
-    prefetch_problem<T>(v, pr, b + 1, pr.S);
+    prefetch_problem(pr, b + 1, {&q, &k, &v});
     // scores (L, S) = scale · q (L, E) @ k (S, E)ᵀ
     gemm_bt<T>(pr.L, pr.S, pr.E, static_cast<T>(pr.scale), qh.data, qh.ld, kh.data, kh.ld, scores.data(), pr.S, kt);
     if (pr.p > 0) problem_words(pr, b, words);
@@ -316,11 +318,7 @@ void attention_backward_typed(const Tensor& g, const Tensor& q, const Tensor& k,
     auto qh = head<T>(q, n, h), kh = head<T>(k, n, h), vh = head<T>(v, n, h);
     auto gh = head<T>(g, n, h), oh = head<T>(out, n, h);
     auto gqh = head<T>(grad_q, n, h), gkh = head<T>(grad_k, n, h), gvh = head<T>(grad_v, n, h);
-    prefetch_problem<T>(q, pr, b + 1, pr.L);
-    prefetch_problem<T>(k, pr, b + 1, pr.S);
-    prefetch_problem<T>(v, pr, b + 1, pr.S);
-    prefetch_problem<T>(g, pr, b + 1, pr.L);
-    prefetch_problem<T>(out, pr, b + 1, pr.L);
+    prefetch_problem(pr, b + 1, {&q, &k, &v, &g, &out});
     // P (L, S) = exp(scale · q kᵀ + mask - lse)
     gemm_bt<T>(pr.L, pr.S, pr.E, scale, qh.data, qh.ld, kh.data, kh.ld, probs.data(), pr.S, bt);
     const MaskRows<T> masks = mask_rows<T>(mask, n, h);
@@ -404,15 +402,6 @@ HeadMatrix<const Low> low_head(const Tensor& t, int64_t n, int64_t h) {
   }
 }
 
-// prefetch_problem for the mixed kernels' q, k and v, bfloat16 or their float32 copies.
-void prefetch_low(const Tensor& q, const Tensor& k, const Tensor& v, const Problem& pr, int64_t b) {
-  for (const Tensor* t : {&q, &k, &v}) {
-    const int64_t rows = t == &q ? pr.L : pr.S;
-    if (t->dtype() == kBFloat16) prefetch_problem<bfloat16>(*t, pr, b, rows);
-    else prefetch_problem<float>(*t, pr, b, rows);
-  }
-}
-
 // oneDNN runs a bf16 product on its fast kernels (brgemm on AMX) only when each matrix's
 // rows are packed; a head inside the rows of a wider tensor (MultiheadAttention's layout,
 // the heads of one projection) sends it to its gemm:jit code instead, 1.7-2x slower on a
@@ -451,7 +440,7 @@ void attention_mixed(const Tensor& q, const Tensor& k, const Tensor& v, const Te
     auto qh = packed(low_head<Low>(q, n, h), pr.L, pr.E, q_buf), kh = packed(low_head<Low>(k, n, h), pr.S, pr.E, k_buf),
          vh = packed(low_head<Low>(v, n, h), pr.S, pr.Ev, v_buf);
     auto oh = head<float>(out, n, h);
-    prefetch_low(q, k, v, pr, b + 1);
+    prefetch_problem(pr, b + 1, {&q, &k, &v});
     // scores (L, S) = q (L, E) @ k (S, E)ᵀ, scaled below
     gemm_low(false, true, pr.L, pr.S, pr.E, qh.data, qh.ld, kh.data, kh.ld, scores.data(), pr.S);
     if (pr.p > 0) problem_words(pr, b, words);
@@ -500,10 +489,7 @@ void attention_backward_mixed(const Tensor& g, const Tensor& q, const Tensor& k,
       return static_cast<float>(dot_bf16(gh.data + l * gh.ld, oh.data + l * oh.ld, pr.Ev));
     };
     auto gqh = head<float>(grad_q, n, h), gkh = head<float>(grad_k, n, h), gvh = head<float>(grad_v, n, h);
-    prefetch_low(q, k, v, pr, b + 1);
-    prefetch_problem<float>(g, pr, b + 1, pr.L);
-    if (out.dtype() == kFloat32) prefetch_problem<float>(out, pr, b + 1, pr.L);
-    else prefetch_problem<bfloat16>(out, pr, b + 1, pr.L);
+    prefetch_problem(pr, b + 1, {&q, &k, &v, &g, &out});
     // P (L, S) = exp(scale · q kᵀ + mask - lse)
     gemm_low(false, true, pr.L, pr.S, pr.E, qh.data, qh.ld, kh.data, kh.ld, probs.data(), pr.S);
     const MaskRows<float> masks = mask_rows<float>(mask, n, h);
