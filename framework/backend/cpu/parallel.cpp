@@ -78,7 +78,7 @@ FixedChunks fixed_chunks(int64_t n, int64_t min_size, int64_t max_count) {
 
 void parallel_for_chunks(int64_t n, int64_t grain, RangeFn f) {
   if (!worth_parallel(n, grain)) {
-    DenormalScope mode;
+    DenormalScope mode;  // as the tasks below: the same bits at one thread as at several
     f(0, n);
     return;
   }
