@@ -50,22 +50,34 @@ echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(n
 echo "| config | Kiln ms/step | PyTorch ms/step (BLAS x torch threads) | Kiln/PyTorch | PyTorch compiled ms/step | Kiln/compiled | Kiln tokens/s | Kiln GFLOP/s | Kiln peak MB | PyTorch peak MB | memory ratio |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 
+# One Kiln run of config $1: its JSON line.
+kiln_run() {
+  "$build/benchmarks/bench_train_step" --config "$1" --threads "$threads" "${kiln_flags[@]}"
+}
+
+# One PyTorch run of config $1 at $2 BLAS threads x $3 torch threads (more
+# torch_train_step.py flags after them): its JSON line.
+torch_run() {
+  local c=$1 b=$2 t=$3; shift 3
+  OPENBLAS_CORETYPE=$core OPENBLAS_NUM_THREADS=$b MKL_NUM_THREADS=$b OMP_NUM_THREADS=$t \
+    "$torch_python" benchmarks/torch_train_step.py --config "$c" --threads "$t" "$@"
+}
+
 # PyTorch's fastest run of config $1 (extra flags after it) over the thread splits and
-# torch_modes: one JSON line, with "split" added.
+# torch_modes: one JSON line, with "split" (its label) and "run" (torch_run's "b t [mode]")
+# added.
 torch_best() {
   local c=$1; shift
-  local best="" b t m
+  local best="" b t m r
   for m in "${torch_modes[@]}"; do
     for b in $(seq 1 "$threads"); do
       for t in $(seq 1 "$threads"); do
         [ $((b * t)) -le "$threads" ] || continue
-        local r
-        r=$(OPENBLAS_CORETYPE=$core OPENBLAS_NUM_THREADS=$b MKL_NUM_THREADS=$b OMP_NUM_THREADS=$t \
-            "$torch_python" benchmarks/torch_train_step.py --config "$c" --threads "$t" "$@" $m)
-        best=$("$torch_python" - "$best" "$r" "${b}x${t}${m:+,ftz}" <<'PY'
+        r=$(torch_run "$c" "$b" "$t" "$@" $m)
+        best=$("$torch_python" - "$best" "$r" "${b}x${t}${m:+,ftz}" "$b $t $m" <<'PY'
 import json, sys
-best, r, split = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
-r["split"] = split
+best, r, split, run = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
+r["split"], r["run"] = split, run
 if best and json.loads(best)["ms_per_step"] <= r["ms_per_step"]:
     print(best)
 else:
@@ -78,18 +90,17 @@ PY
   echo "$best"
 }
 
-# ROUNDS more runs of config $1, Kiln then PyTorch at split $2 ("BxT" or "BxT,ftz"),
+# ROUNDS more runs of config $1, Kiln then PyTorch as torch_best's JSON line $2 ran,
 # alternating (extra PyTorch flags after them): one line of per-round ratios.
 interleaved() {
-  local c=$1 split=$2; shift 2
-  local b=${split%%x*} rest=${split#*x} t m="" i
-  t=${rest%%,*}
-  [ "$rest" != "$t" ] && m=--flush-denormal
-  local ks=() ts=()
+  local c=$1 best=$2; shift 2
+  local split run b t m i ks=() ts=()
+  split=$(/usr/bin/python3 -c 'import json,sys; print(json.loads(sys.argv[1])["split"])' "$best")
+  run=$(/usr/bin/python3 -c 'import json,sys; print(json.loads(sys.argv[1])["run"])' "$best")
+  read -r b t m <<<"$run"
   for i in $(seq 1 "$rounds"); do
-    ks+=("$("$build/benchmarks/bench_train_step" --config "$c" --threads "$threads" "${kiln_flags[@]}")")
-    ts+=("$(OPENBLAS_CORETYPE=$core OPENBLAS_NUM_THREADS=$b MKL_NUM_THREADS=$b OMP_NUM_THREADS=$t \
-            "$torch_python" benchmarks/torch_train_step.py --config "$c" --threads "$t" "$@" $m)")
+    ks+=("$(kiln_run "$c")")
+    ts+=("$(torch_run "$c" "$b" "$t" "$@" $m)")
   done
   /usr/bin/python3 - "$c" "$split" "$rounds" "${ks[@]}" "${ts[@]}" <<'PY'
 import json, statistics, sys
@@ -107,7 +118,7 @@ rounds=${ROUNDS:-0}
 interleaved_lines=()
 seed_gflops=""
 for c in "${configs[@]}"; do
-  k=$("$build/benchmarks/bench_train_step" --config "$c" --threads "$threads" "${kiln_flags[@]}")
+  k=$(kiln_run "$c")
   [ "$c" = seed ] && seed_gflops=$(/usr/bin/python3 -c 'import json,sys; print(json.loads(sys.argv[1])["gflops"])' "$k")
   t=$(torch_best "$c" "${precision[@]}")
   tc="{}"
@@ -121,10 +132,7 @@ print(f"| {k['config']} | {k['ms_per_step']:.2f} | {t['ms_per_step']:.2f} ({t['s
       f"{k['tokens_per_s']:.0f} | {k['gflops']:.1f} | {k['peak_rss_mb']:.0f} | {t['peak_rss_mb']:.0f} | "
       f"{k['peak_rss_mb'] / t['peak_rss_mb']:.2f} |")
 PY
-  if [ "$rounds" -gt 0 ]; then
-    split=$(/usr/bin/python3 -c 'import json,sys; print(json.loads(sys.argv[1])["split"])' "$t")
-    interleaved_lines+=("$(interleaved "$c" "$split" "${precision[@]}")")
-  fi
+  if [ "$rounds" -gt 0 ]; then interleaved_lines+=("$(interleaved "$c" "$t" "${precision[@]}")"); fi
 done
 for line in "${interleaved_lines[@]}"; do echo "$line"; done
 if [ -n "$seed_gflops" ]; then
