@@ -8,9 +8,15 @@
 #   venv/bin/python benchmarks/torch_train_step.py --config tiny --threads 2 [--compile]
 #   OPENBLAS_CORETYPE=<core> /usr/bin/python3 benchmarks/torch_train_step.py --config tiny --threads 2
 #
-# --bf16: PyTorch's CPU mixed precision, torch.autocast("cpu", dtype=torch.bfloat16)
+# --bf16: PyTorch's mixed precision, torch.autocast(<device type>, dtype=torch.bfloat16)
 # around the forward pass and the loss (its documented use; backward and Adam run
 # outside it on the fp32 master weights), which Kiln's --bf16 autocast is compared with.
+#
+# --device cuda[:N] (bench_train_step's --device): the model, the ids and the masks on the
+# GPU, float32 with TF32 off (torch.backends.cuda.matmul.allow_tf32 and cudnn's, as Kiln's
+# cuBLAS calls use plain fp32), the step timed up to loss.item() (which waits for the
+# GPU); "peak_gpu_mb" is torch.cuda.max_memory_allocated, the tensors' peak (Kiln's
+# peak_tensor_mb), "reserved_gpu_mb" its caching allocator's peak.
 #
 # Prints one JSON line like bench_train_step.
 import argparse
@@ -65,7 +71,7 @@ class Seq2Seq(nn.Module):
 
     def forward(self, src, tgt):
         src_pad, tgt_pad = src.eq(0), tgt.eq(0)
-        causal = torch.triu(torch.ones(tgt.size(1), tgt.size(1), dtype=torch.bool), 1)
+        causal = torch.triu(torch.ones(tgt.size(1), tgt.size(1), dtype=torch.bool, device=tgt.device), 1)
         y = self.transformer(self.embed(self.src_embedding, src), self.embed(self.tgt_embedding, tgt),
                              tgt_mask=causal, src_key_padding_mask=src_pad, tgt_key_padding_mask=tgt_pad,
                              memory_key_padding_mask=src_pad)
@@ -80,6 +86,7 @@ def main():
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (PyTorch 2.x)")
     ap.add_argument("--bf16", action="store_true", help="bf16 autocast around forward and loss")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
     ap.add_argument("--flush-denormal", action="store_true", help="torch.set_flush_denormal(True) (FTZ and DAZ)")
     a = ap.parse_args()
     if a.flush_denormal and not torch.set_flush_denormal(True):
@@ -88,16 +95,21 @@ def main():
     steps = a.steps or {"seed": 3, "small": 20, "tiny": 200}[a.config]
     if a.threads:
         torch.set_num_threads(a.threads)
+    device = torch.device(a.device)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.cuda.set_device(device)
     torch.manual_seed(0)
-    model = Seq2Seq(vocab, d, heads, layers, d_ff, max(seq + 1, 128))
+    model = Seq2Seq(vocab, d, heads, layers, d_ff, max(seq + 1, 128)).to(device)
     model.train()
     fwd = torch.compile(model) if a.compile else model
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
     loss_fn = nn.CrossEntropyLoss(ignore_index=0)
-    src, tgt_in, labels = ids(batch, seq, vocab, 1), ids(batch, seq, vocab, 2), ids(batch, seq, vocab, 3)
+    src, tgt_in, labels = (ids(batch, seq, vocab, salt).to(device) for salt in (1, 2, 3))
 
     def step():
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=a.bf16):
             logits = fwd(src, tgt_in)
             loss = loss_fn(logits.reshape(-1, vocab), labels.reshape(-1))
         opt.zero_grad()
@@ -107,6 +119,8 @@ def main():
 
     for _ in range(a.warmup):
         step()
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
     ms = []
     loss = 0.0
     for _ in range(steps):
@@ -117,12 +131,17 @@ def main():
     median = ms[len(ms) // 2]
     tokens = batch * seq
     params = sum(p.numel() for p in model.parameters())
+    gpu = {}
+    if device.type == "cuda":
+        gpu = {"device": str(device), "gpu": torch.cuda.get_device_name(device),
+               "peak_gpu_mb": round(torch.cuda.max_memory_allocated(device) / 2**20, 1),
+               "reserved_gpu_mb": round(torch.cuda.max_memory_reserved(device) / 2**20, 1)}
     print(json.dumps({
         "framework": "torch", "config": a.config, "threads": torch.get_num_threads(), "steps": steps, "compiled": a.compile, "bf16": a.bf16, "flush_denormal": a.flush_denormal,
         "ms_per_step": round(median, 3), "tokens_per_s": round(tokens / (median / 1000), 1),
         "gflops": round(6 * params * tokens / (median / 1000) / 1e9, 2),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "parameters": params, "loss": round(loss, 4), "torch": torch.__version__}))
+        "parameters": params, "loss": round(loss, 4), "torch": torch.__version__, **gpu}))
 
 
 if __name__ == "__main__":

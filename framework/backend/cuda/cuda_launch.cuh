@@ -40,12 +40,29 @@ constexpr int kMaxDims = 16;
 template <int N>
 struct Strided {
   int ndim = 0;
+  bool fits32 = false;  // fewer than 2^32 elements: indices fit 32-bit arithmetic
   int64_t sizes[kMaxDims];
   int64_t strides[N][kMaxDims];
 
-  // Element offsets of linear (row-major) element i in each operand.
+  // Element offsets of linear (row-major) element i in each operand. Operands of one
+  // layout merge to a single dimension (contiguous ones: stride 1), which needs no
+  // division: the 64-bit divisions of the general loop cost more than the memory
+  // traffic of a simple kernel.
   __device__ void offsets(int64_t i, int64_t (&off)[N]) const {
+    if (ndim == 1) {
+      for (int k = 0; k < N; ++k) off[k] = i * strides[k][0];
+      return;
+    }
     for (int k = 0; k < N; ++k) off[k] = 0;
+    if (fits32) {  // 32-bit division: several times cheaper than 64-bit
+      uint32_t j = static_cast<uint32_t>(i);
+      for (int d = ndim - 1; d >= 0; --d) {
+        const uint32_t size = static_cast<uint32_t>(sizes[d]), idx = j % size;
+        j /= size;
+        for (int k = 0; k < N; ++k) off[k] += static_cast<int64_t>(idx) * strides[k][d];
+      }
+      return;
+    }
     for (int d = ndim - 1; d >= 0; --d) {
       const int64_t idx = i % sizes[d];
       i /= sizes[d];
@@ -75,6 +92,7 @@ Strided<N> make_strided(const char* op, const std::array<const Tensor*, N>& ops)
     for (int k = 0; k < N; ++k) L.strides[k][L.ndim] = ops[k]->strides()[d];
     ++L.ndim;
   }
+  L.fits32 = ops[0]->numel() < (int64_t{1} << 32);
   if (L.ndim == 0) {  // a single element
     L.ndim = 1;
     L.sizes[0] = 1;

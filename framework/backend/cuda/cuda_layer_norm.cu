@@ -2,6 +2,7 @@
 // after a residual add (add_layer_norm), and the backward. The arithmetic is the CPU's
 // (cpu_layer_norm.cpp): two passes (mean, then centred squares) with double sums, one
 // block per row; weight and bias gradients are column sums over the rows.
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cuda/cuda_backend.h"
@@ -81,38 +82,57 @@ __global__ void layer_norm_grad_x_kernel(const T* g, const T* x, const T* w, con
   }
 }
 
-// dw (n) = Σ_rows g · x̂, db (n) = Σ_rows g; either may be null. A block of (32, 8)
-// threads takes 32 neighbouring columns, its 8 rows of threads split the rows.
+// The column sums of the weight and bias gradients: blocks of (32, 8) threads.
 constexpr int kColX = 32, kColY = 8;
 
+// Stage 1 of dw (n) = Σ_r g (r, n) · x̂ (r, n) and db (n) = Σ_r g (r, n), x̂ = (x - mean) · rstd,
+// over row splits: part_w, part_b (splits, n) in double, split s summing rows
+// [s·rows_per_split, (s+1)·rows_per_split). A block takes a 32-column chunk (coalesced
+// reads along n) of one split; its 8 rows of threads split the rows, then combine.
 template <class T>
-__global__ void layer_norm_grad_wb_kernel(const T* g, const T* x, const T* mean, const T* rstd, T* dw, T* db,
-                                          int64_t rows, int64_t n) {
-  __shared__ double part_w[kColY][kColX], part_b[kColY][kColX];
+__global__ void layer_norm_grad_wb_parts_kernel(const T* g, const T* x, const T* mean, const T* rstd, double* part_w,
+                                                double* part_b, int64_t rows, int64_t n, int64_t rows_per_split) {
+  __shared__ double sw_s[kColY][kColX], sb_s[kColY][kColX];
   const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_split, r1 = min(rows, r0 + rows_per_split);
   for (int64_t c0 = static_cast<int64_t>(blockIdx.x) * kColX; c0 < n; c0 += static_cast<int64_t>(gridDim.x) * kColX) {
     const int64_t j = c0 + tx;
     double sw = 0, sb = 0;
     if (j < n) {
-      for (int64_t r = ty; r < rows; r += kColY) {
+      for (int64_t r = r0 + ty; r < r1; r += kColY) {
         const T gv = g[r * n + j];
         sw += static_cast<double>(gv * ((x[r * n + j] - mean[r]) * rstd[r]));
         sb += static_cast<double>(gv);
       }
     }
     __syncthreads();  // the previous columns' sums have been read
-    part_w[ty][tx] = sw;
-    part_b[ty][tx] = sb;
+    sw_s[ty][tx] = sw;
+    sb_s[ty][tx] = sb;
     __syncthreads();
     if (ty == 0 && j < n) {
       double tw = 0, tb = 0;
       for (int k = 0; k < kColY; ++k) {
-        tw += part_w[k][tx];
-        tb += part_b[k][tx];
+        tw += sw_s[k][tx];
+        tb += sb_s[k][tx];
       }
-      if (dw) dw[j] = static_cast<T>(tw);
-      if (db) db[j] = static_cast<T>(tb);
+      part_w[blockIdx.y * n + j] = tw;
+      part_b[blockIdx.y * n + j] = tb;
     }
+  }
+}
+
+// Stage 2: dw, db (n) = the splits of part_w, part_b (splits, n) added in order.
+template <class T>
+__global__ void layer_norm_grad_wb_finish_kernel(const double* part_w, const double* part_b, int64_t splits,
+                                                 int64_t n, T* dw, T* db) {
+  KILN_GRID_STRIDE_LOOP(j, n) {
+    double tw = 0, tb = 0;
+    for (int64_t sp = 0; sp < splits; ++sp) {
+      tw += part_w[sp * n + j];
+      tb += part_b[sp * n + j];
+    }
+    if (dw) dw[j] = static_cast<T>(tw);
+    if (db) db[j] = static_cast<T>(tb);
   }
 }
 
@@ -169,11 +189,22 @@ void CudaBackend::layer_norm_backward(const Tensor& g, const Tensor& x, const Te
       KILN_CUDA_LAUNCH_CHECK("layer_norm_backward");
     }
     if (grad_weight.defined() || grad_bias.defined()) {
-      const int64_t blocks = (n + kColX - 1) / kColX;
-      layer_norm_grad_wb_kernel<T><<<grid_for_rows(blocks), dim3(kColX, kColY), 0, s>>>(
-          g.data<T>(), x.data<T>(), mean.data<T>(), rstd.data<T>(),
-          grad_weight.defined() ? grad_weight.data<T>() : nullptr, grad_bias.defined() ? grad_bias.data<T>() : nullptr,
-          rows, n);
+      // Row splits so that about 1024 blocks share the rows (16 column chunks alone would
+      // leave most of the GPU idle), none shorter than 64 rows.
+      const int64_t chunks = (n + kColX - 1) / kColX;
+      const int64_t splits = std::clamp<int64_t>(std::min<int64_t>(rows / 64, 1024 / chunks), 1, 65535);
+      const int64_t rows_per_split = (rows + splits - 1) / splits;
+      Tensor part = Tensor::empty({2, splits, n}, TensorOptions(kFloat64).device(x.device()));
+      double* part_w = part.data<double>();
+      double* part_b = part_w + splits * n;
+      layer_norm_grad_wb_parts_kernel<T><<<dim3(grid_for_rows(chunks), static_cast<unsigned>(splits)),
+                                           dim3(kColX, kColY), 0, s>>>(g.data<T>(), x.data<T>(), mean.data<T>(),
+                                                                       rstd.data<T>(), part_w, part_b, rows, n,
+                                                                       rows_per_split);
+      KILN_CUDA_LAUNCH_CHECK("layer_norm_backward");
+      layer_norm_grad_wb_finish_kernel<T><<<grid_for(n), kThreads, 0, s>>>(
+          part_w, part_b, splits, n, grad_weight.defined() ? grad_weight.data<T>() : nullptr,
+          grad_bias.defined() ? grad_bias.data<T>() : nullptr);
       KILN_CUDA_LAUNCH_CHECK("layer_norm_backward");
     }
   });

@@ -146,6 +146,52 @@ __global__ void sum_finish_kernel(const AccT* partial, int64_t A, int64_t P, T* 
   }
 }
 
+// Column sums over many rows, split: x (A, R, B) -> part (splits, A, B), split s summing
+// rows [s·rows_per_split, (s+1)·rows_per_split) of each column (a 32-column chunk per
+// block, its 8 rows of threads combined in shared memory). With few columns one block per
+// chunk would leave most of the GPU idle (a bias gradient: 512 columns of 6400 rows is 16
+// blocks); the fixed order of sum_cols_finish_kernel keeps the result deterministic.
+template <class T, class AccT>
+__global__ void sum_cols_parts_kernel(const T* x, int64_t A, int64_t R, int64_t B, int64_t rows_per_split,
+                                      AccT* part) {
+  __shared__ AccT sum_s[kColY][kColX];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t chunks = (B + kColX - 1) / kColX;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rows_per_split, r1 = min(R, r0 + rows_per_split);
+  for (int64_t task = blockIdx.x; task < A * chunks; task += gridDim.x) {
+    const int64_t a = task / chunks, b = (task % chunks) * kColX + tx;
+    const bool live = b < B;
+    AccT acc = 0;
+    if (live)
+      for (int64_t r = r0 + ty; r < r1; r += kColY) acc += static_cast<AccT>(x[(a * R + r) * B + b]);
+    __syncthreads();  // the previous task's combining threads are done with the slots
+    sum_s[ty][tx] = acc;
+    __syncthreads();
+    if (ty == 0 && live) {
+      AccT total = 0;
+      for (int k = 0; k < kColY; ++k) total += sum_s[k][tx];
+      part[(static_cast<int64_t>(blockIdx.y) * A + a) * B + b] = total;
+    }
+  }
+}
+
+// part (splits, A·B) -> out (A·B), the splits added in order.
+template <class T, class AccT>
+__global__ void sum_cols_finish_kernel(const AccT* part, int64_t splits, int64_t AB, T* out) {
+  KILN_GRID_STRIDE_LOOP(i, AB) {
+    AccT acc = 0;
+    for (int64_t sp = 0; sp < splits; ++sp) acc += part[sp * AB + i];
+    out[i] = static_cast<T>(acc);
+  }
+}
+
+// Splits of a column reduction: enough blocks to fill the GPU (about 1024), none shorter
+// than 64 rows.
+int64_t col_splits(int64_t A, int64_t R, int64_t B) {
+  const int64_t blocks = A * ((B + kColX - 1) / kColX);
+  return std::clamp<int64_t>(std::min<int64_t>(R / 64, 1024 / std::max<int64_t>(blocks, 1)), 1, 65535);
+}
+
 // Rows this long with this few of them keep one block per row from filling the GPU.
 constexpr int64_t kSplitRowLength = 1 << 16, kSplitMaxRows = 128, kSplitChunk = 1 << 14;
 
@@ -164,8 +210,19 @@ void reduce_block(ReduceOp op, const T* x, int64_t A, int64_t R, int64_t B, T* o
     KILN_CUDA_LAUNCH_CHECK("reduce");
     return;  // `partial` goes back to the cache; later users queue behind these kernels
   }
+  const int64_t splits = B > 1 && op == ReduceOp::Sum ? col_splits(A, R, B) : 1;
   if (B == 1) {
     reduce_rows_kernel<T><<<grid_for_rows(A), kThreads, 0, s>>>(op, x, A, R, out, idx);
+  } else if (splits > 1) {
+    using AccT = sum_accumulator_t<T>;
+    const int64_t rows_per_split = (R + splits - 1) / splits;
+    Tensor part = Tensor::empty({splits, A * B}, TensorOptions(dtype_of<AccT>::value).device(device));
+    AccT* pp = static_cast<AccT*>(part.data_ptr());
+    const int64_t tasks = A * ((B + kColX - 1) / kColX);
+    sum_cols_parts_kernel<T, AccT><<<dim3(grid_for_rows(tasks), static_cast<unsigned>(splits)), dim3(kColX, kColY), 0,
+                                     s>>>(x, A, R, B, rows_per_split, pp);
+    KILN_CUDA_LAUNCH_CHECK("reduce");
+    sum_cols_finish_kernel<T, AccT><<<grid_for(A * B), kThreads, 0, s>>>(pp, splits, A * B, out);
   } else {
     const int64_t tasks = A * ((B + kColX - 1) / kColX);
     reduce_cols_kernel<T><<<grid_for_rows(tasks), dim3(kColX, kColY), 0, s>>>(op, x, A, R, B, out, idx);

@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# Kiln's CUDA backend on a machine with an NVIDIA GPU, in one command:
+#
+#   bash scripts/gpu_check.sh [--prebuilt TARBALL] [--out DIR] [--only STAGES]
+#
+# 1. Builds Kiln there (meson, -Dcuda=enabled -Dgpu_arch=sm_<the GPU's>, no oneDNN/MPI),
+#    unless --prebuilt gives a tree packed by scripts/gpu_pack.sh on another machine with
+#    the same CUDA major version (it carries its own OpenBLAS/oneTBB runtime libraries).
+#    A machine without OpenBLAS, oneTBB or doctest (a CUDA image with no apt) gets them
+#    from Debian 12's .deb files in .gpu-debs/ (scripts/gpu_fetch_debs.sh downloads them
+#    on a Debian machine), unpacked into a private prefix (/tmp/kiln-prefix), never into /.
+# 2. tests: every test program of the suite (test_cuda must run, not skip), and
+#    translate_toy trained on the GPU.
+# 3. sanitize: compute-sanitizer memcheck, racecheck and initcheck over test_cuda, one
+#    process per test case, in parallel; 0 errors required.
+# 4. bench: bench_train_step against benchmarks/torch_train_step.py on the same GPU, small
+#    and seed, float32 (TF32 off on both sides) and bf16 autocast, with peak GPU memory.
+#
+# --only tests,sanitize,bench picks stages (the build or unpacking always runs). Logs
+# go to --out (default gpu_check_out/); the summary is printed last. Exit status 0 only
+# when every stage run passed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+prebuilt="" out="$ROOT/gpu_check_out" only="tests,sanitize,bench"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --prebuilt) prebuilt=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --only) only=$2; shift 2 ;;
+    *) echo "gpu_check.sh: unknown argument '$1' (expected --prebuilt TARBALL, --out DIR, --only STAGES)" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$out"
+summary="$out/summary.txt"
+: >"$summary"
+note() { echo "$*" | tee -a "$summary"; }
+status=0
+fail() { note "FAIL: $*"; status=1; }
+stage() { [[ ",$only," == *",$1,"* ]]; }
+
+command -v nvidia-smi >/dev/null || { echo "gpu_check.sh: nvidia-smi not found: is this a GPU machine?" >&2; exit 2; }
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | sed 's/^/gpu: /' | tee -a "$summary"
+nvcc_version=$(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')
+note "nvcc: ${nvcc_version:-none}; host: $(nproc) cores"
+cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
+
+# Debian's runtime libraries (and, for a build, headers) in a private prefix.
+prefix=/tmp/kiln-prefix
+use_debs() {
+  [ -d "$ROOT/.gpu-debs" ] || { echo "gpu_check.sh: no .gpu-debs/: run scripts/gpu_fetch_debs.sh on Debian 12 first" >&2; exit 2; }
+  mkdir -p "$prefix"
+  for f in "$ROOT"/.gpu-debs/*.deb; do dpkg-deb -x "$f" "$prefix"; done
+  local lib=$prefix/usr/lib/x86_64-linux-gnu
+  export CPATH=$prefix/usr/include:$prefix/usr/include/x86_64-linux-gnu/openblas-pthread${CPATH:+:$CPATH}
+  export LIBRARY_PATH=$lib:$lib/openblas-pthread${LIBRARY_PATH:+:$LIBRARY_PATH}
+  export LD_LIBRARY_PATH=$lib:$lib/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export PKG_CONFIG_PATH=$lib/pkgconfig:$lib/openblas-pthread/pkgconfig
+  export PKG_CONFIG_SYSROOT_DIR=$prefix
+  export CMAKE_PREFIX_PATH=$prefix/usr
+}
+
+if [ -n "$prebuilt" ]; then
+  build=/tmp/kiln-gpu-build
+  rm -rf "$build" && mkdir -p "$build" && tar -xf "$prebuilt" -C "$build"
+  export LD_LIBRARY_PATH=$build/libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  note "build: prebuilt $(cat "$build/BUILD_INFO" 2>/dev/null)"
+else
+  build=$ROOT/build-gpu
+  if ! { command -v pkg-config >/dev/null && pkg-config --exists openblas tbb; }; then use_debs; fi
+  if [ ! -d "$build" ]; then
+    meson setup "$build" --buildtype=release -Dcuda=enabled -Dgpu_arch="sm_$cc" -Donednn=disabled -Dmpi=disabled \
+      >"$out/setup.log" 2>&1 || { tail -30 "$out/setup.log"; fail "meson setup (log: setup.log)"; exit 1; }
+  fi
+  t0=$(date +%s)
+  ninja -C "$build" >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; fail "build (log: build.log)"; exit 1; }
+  note "build: $build, sm_$cc, $(($(date +%s) - t0)) s"
+fi
+export KILN_FIXTURES=$ROOT/tests/fixtures KILN_SAVE_LOOP=$build/tests/save_loop
+
+if stage tests; then
+  # Every test program; each prints doctest's summary. test_cuda exits 77 where no GPU is
+  # usable: here that is a failure.
+  for t in "$build"/tests/test_*; do
+    [ -x "$t" ] && [ -f "$t" ] || continue
+    name=$(basename "$t")
+    t0=$(date +%s%N)
+    (cd "$build/tests" && timeout 900 "$t" >"$out/$name.log" 2>&1)
+    rc=$?
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    secs=$((ms / 1000)).$((ms % 1000 / 100))
+    line=$(grep -E '^\[doctest\] (test cases|assertions)' "$out/$name.log" | tr '\n' ' ')
+    if [ $rc -eq 0 ]; then note "ok   $name (${secs} s) $line"; else fail "$name rc=$rc (${secs} s) $line"; fi
+  done
+  toy=$build/examples/translate_toy/translate_toy
+  if [ -x "$toy" ]; then
+    (cd "$out" && timeout 600 "$toy" --device cuda:0 >"$out/translate_toy.log" 2>&1)
+    rc=$?
+    line=$(grep -iE 'exact|accuracy' "$out/translate_toy.log" | tail -1)
+    if [ $rc -eq 0 ]; then note "ok   translate_toy --device cuda:0: $line"; else fail "translate_toy rc=$rc: $line"; fi
+  fi
+fi
+
+if stage sanitize; then
+  # One compute-sanitizer process per test case of test_cuda's GPU suite, eight at a time.
+  cases=$("$build/tests/test_cuda" --list-test-cases --no-intro 2>/dev/null | sed -n 's/^\(.*[a-z].*\)$/\1/p' |
+    grep -v '^\[doctest\]' | grep -v '^=*$')
+  # racecheck (shared-memory hazards) runs a kernel tens of times slower: it checks each
+  # process's first KILN_RACECHECK_LAUNCHES launches (default 4000: every kernel of the
+  # op cases, and the first training steps of the translator cases, with their shapes);
+  # the rest run unchecked. memcheck and initcheck check every launch.
+  for tool in memcheck racecheck initcheck; do
+    limit=""
+    [ $tool = racecheck ] && limit="--launch-count ${KILN_RACECHECK_LAUNCHES:-4000}"
+    rm -rf "${out:?}/$tool" && mkdir -p "$out/$tool"
+    t0=$(date +%s)
+    i=0
+    while IFS= read -r c; do
+      i=$((i + 1))
+      # doctest's filters treat , and * specially: match the case by its text up to any.
+      pat=$(printf '%s' "$c" | sed 's/[,*?\[]/*/g')
+      printf '%s\0%s\0' "$i" "$pat"
+    done <<<"$cases" | xargs -0 -n 2 -P 8 sh -c '
+      timeout ${KILN_SANITIZE_TIMEOUT:-900} compute-sanitizer --tool '"$tool"' '"$limit"' --error-exitcode 99 --print-limit 20 \
+        '"$build"'/tests/test_cuda --test-case="$1" >'"$out/$tool"'/case$0.log 2>&1
+      echo "$? $1" >>'"$out/$tool"'/rc.txt'
+    bad=$(awk '$1 != 0' "$out/$tool/rc.txt" | wc -l)
+    errs=$(grep -h 'ERROR SUMMARY' "$out/$tool"/case*.log | awk '{s += $4} END {print s + 0}')
+    n=$(wc -l <"$out/$tool/rc.txt")
+    # A filter that matched nothing passes too: every process must have run its case.
+    ran=$(grep -l '^\[doctest\] test cases: *1 ' "$out/$tool"/case*.log | wc -l)
+    [ "$ran" -eq "$n" ] || bad=$((bad + n - ran))
+    if [ "$bad" -eq 0 ]; then
+      note "ok   compute-sanitizer $tool: $n test cases, $errs errors ($(($(date +%s) - t0)) s)"
+    else
+      fail "compute-sanitizer $tool: $bad of $n test cases failed, $errs errors: $(awk '$1 != 0 {$1=""; print}' "$out/$tool/rc.txt" | head -5 | tr '\n' ';')"
+    fi
+  done
+fi
+
+if stage bench; then
+  py=${TORCH_PYTHON:-python3}
+  for config in small seed; do
+    steps=$([ $config = seed ] && echo 30 || echo 100)
+    for mode in fp32 bf16; do
+      flag=$([ $mode = bf16 ] && echo --bf16 || true)
+      k=$("$build/benchmarks/bench_train_step" --config $config --device cuda:0 --steps $steps --warmup 5 $flag 2>&1 | tail -1)
+      t=$($py "$ROOT/benchmarks/torch_train_step.py" --config $config --device cuda:0 --steps $steps --warmup 5 $flag 2>&1 | tail -1)
+      echo "$k" >>"$out/bench.jsonl"
+      echo "$t" >>"$out/bench.jsonl"
+      note "bench $config $mode: kiln $(echo "$k" | grep -o '"ms_per_step": [0-9.]*\|"peak_tensor_mb": [0-9.]*\|"loss": [0-9.]*' | tr '\n' ' ')"
+      note "bench $config $mode: torch $(echo "$t" | grep -o '"ms_per_step": [0-9.]*\|"peak_gpu_mb": [0-9.]*\|"loss": [0-9.]*' | tr '\n' ' ')"
+    done
+  done
+fi
+
+echo "==== summary"
+cat "$summary"
+exit $status

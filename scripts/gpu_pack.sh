@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Packs a CUDA build tree for scripts/gpu_check.sh --prebuilt on another machine (a GPU
+# machine with no compiler time to spare, or without OpenBLAS/oneTBB): the libraries,
+# test programs, bench_train_step and translate_toy, stripped, in the tree's layout (their
+# RUNPATH is relative), with the OpenBLAS, oneTBB and gfortran runtime libraries they
+# load in libs/. The GPU machine needs the same CUDA major version (cuBLAS is not packed).
+#
+#   bash scripts/gpu_pack.sh build-gpu .gpu/kiln-gpu.tar.xz
+set -euo pipefail
+build=${1:?usage: gpu_pack.sh BUILD_DIR OUT.tar.xz}
+tarball=${2:?usage: gpu_pack.sh BUILD_DIR OUT.tar.xz}
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+files=$(cd "$build" && ls framework/libkiln.so* models/transformer/libkiln_transformer.so* tests/test_* tests/save_loop \
+  benchmarks/bench_train_step examples/translate_toy/translate_toy 2>/dev/null | grep -v '\.p$')
+for f in $files; do
+  [ -f "$build/$f" ] || [ -L "$build/$f" ] || continue
+  mkdir -p "$stage/$(dirname "$f")"
+  cp -P "$build/$f" "$stage/$f"
+  [ -L "$stage/$f" ] || strip --strip-unneeded "$stage/$f"
+done
+mkdir -p "$stage/libs"
+for lib in $(ldd "$build/tests/test_cuda" | awk '/openblas|tbb|gfortran|quadmath/ {print $3}'); do
+  cp -L "$lib" "$stage/libs/"
+done
+echo "$(git rev-parse --short HEAD) $(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/nvcc \1/p') $(grep -o "gpu_arch=[^ ]*\|gpu_arch *: [^ ]*" "$build/meson-logs/meson-log.txt" | head -1)" >"$stage/BUILD_INFO"
+mkdir -p "$(dirname "$tarball")"
+tar -C "$stage" -cJf "$tarball" .
+ls -l "$tarball"
