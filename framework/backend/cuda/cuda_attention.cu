@@ -192,32 +192,6 @@ void gemm_heads(cublasHandle_t handle, bool ta, bool tb, int64_t M, int64_t Nc, 
   }
 }
 
-// Whether t's (N, H) problems sit at one stride (problem n·H + h at (n·H + h)·stride),
-// so that gemm_heads takes all N·H of them in one strided-batched call.
-bool one_batch_stride(const Tensor& t) {
-  return t.size(1) == 1 || t.size(0) == 1 || t.stride(0) == t.size(1) * t.stride(1);
-}
-
-// An operand read by gemm_heads: t itself, or a contiguous copy when its heads are
-// interleaved (q, k, v as views of a (N, L, H·E) projection). One copy and one cuBLAS
-// call beat a call per n or per h: the seed model's 8 heads of 64 sequences made 8
-// launches of tiny products per GEMM, half of attention's time on an H200.
-Tensor batched_input(CudaBackend& be, const Tensor& t) {
-  if (one_batch_stride(t)) return t;
-  Tensor c = Tensor::empty(t.shape(), TensorOptions(t.dtype()).device(t.device()));
-  be.copy(t, c);
-  return c;
-}
-
-// An output written by gemm_heads: t itself, or a contiguous temporary that
-// finish_output copies back into t.
-Tensor batched_output(const Tensor& t) {
-  return one_batch_stride(t) ? t : Tensor::empty(t.shape(), TensorOptions(t.dtype()).device(t.device()));
-}
-void finish_output(CudaBackend& be, const Tensor& tmp, const Tensor& t) {
-  if (tmp.data_ptr() != t.data_ptr()) be.copy(tmp, t);
-}
-
 MaskView mask_view(const Tensor& mask) {
   MaskView m;
   if (!mask.defined()) return m;
@@ -228,13 +202,10 @@ MaskView mask_view(const Tensor& mask) {
 }
 
 template <class T>
-void attention_typed(CudaBackend& be, const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& mask,
-                     double scale, double p, uint64_t seed, uint64_t block, const Tensor& out_t, const Tensor& lse) {
-  const int64_t N = q_in.size(0), H = q_in.size(1), L = q_in.size(2), S = k_in.size(2), E = q_in.size(3),
-                Ev = v_in.size(3);
+void attention_typed(CudaBackend& be, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                     double scale, double p, uint64_t seed, uint64_t block, const Tensor& out, const Tensor& lse) {
+  const int64_t N = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2), E = q.size(3), Ev = v.size(3);
   if (N * H * L == 0) return;
-  const Tensor q = batched_input(be, q_in), k = batched_input(be, k_in), v = batched_input(be, v_in);
-  const Tensor out = batched_output(out_t);
   cudaStream_t stream = stream_of(out);
   cublasHandle_t handle = blas_handle(out.device().index);
   Tensor scores = Tensor::empty({N, H, L, S}, TensorOptions(q.dtype()).device(q.device()));
@@ -254,29 +225,24 @@ void attention_typed(CudaBackend& be, const Tensor& q_in, const Tensor& k_in, co
   KILN_CUDA_LAUNCH_CHECK("attention");
   // out (L, Ev) = P' (L, S) @ v (S, Ev)
   if (Ev == 0) return;
-  if (S == 0) return be.fill(out_t, 0.0);
+  if (S == 0) return be.fill(out, 0.0);
   gemm_heads<T>(handle, false, false, L, Ev, S, T(1), scores.data<T>(), heads_of(scores), v.data<T>(), heads_of(v),
                 out.data<T>(), heads_of(out), N, H);
-  finish_output(be, out, out_t);
 }
 
 template <class T>
-void attention_backward_typed(CudaBackend& be, const Tensor& g_in, const Tensor& q_in, const Tensor& k_in,
-                              const Tensor& v_in, const Tensor& mask, const Tensor& out, const Tensor& lse,
-                              double scale, double p, uint64_t seed, uint64_t block, const Tensor& grad_q_t,
-                              const Tensor& grad_k_t, const Tensor& grad_v_t) {
-  const int64_t N = q_in.size(0), H = q_in.size(1), L = q_in.size(2), S = k_in.size(2), E = q_in.size(3),
-                Ev = v_in.size(3);
+void attention_backward_typed(CudaBackend& be, const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v,
+                              const Tensor& mask, const Tensor& out, const Tensor& lse, double scale, double p,
+                              uint64_t seed, uint64_t block, const Tensor& grad_q, const Tensor& grad_k,
+                              const Tensor& grad_v) {
+  const int64_t N = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2), E = q.size(3), Ev = v.size(3);
   if (N * H == 0) return;
   if (L == 0 || S == 0) {  // every product below is an empty sum
-    be.fill(grad_q_t, 0.0);
-    be.fill(grad_k_t, 0.0);
-    be.fill(grad_v_t, 0.0);
+    be.fill(grad_q, 0.0);
+    be.fill(grad_k, 0.0);
+    be.fill(grad_v, 0.0);
     return;
   }
-  const Tensor g = batched_input(be, g_in), q = batched_input(be, q_in), k = batched_input(be, k_in),
-               v = batched_input(be, v_in);
-  const Tensor grad_q = batched_output(grad_q_t), grad_k = batched_output(grad_k_t), grad_v = batched_output(grad_v_t);
   cudaStream_t stream = stream_of(grad_q);
   cublasHandle_t handle = blas_handle(grad_q.device().index);
   const TensorOptions scratch = TensorOptions(q.dtype()).device(q.device());
@@ -309,9 +275,6 @@ void attention_backward_typed(CudaBackend& be, const Tensor& g_in, const Tensor&
     gemm_heads<T>(handle, true, false, S, E, L, tscale, dprobs.data<T>(), ph, q.data<T>(), heads_of(q),
                   grad_k.data<T>(), heads_of(grad_k), N, H);
   }
-  finish_output(be, grad_v, grad_v_t);
-  finish_output(be, grad_q, grad_q_t);
-  finish_output(be, grad_k, grad_k_t);
 }
 
 }  // namespace
