@@ -94,10 +94,8 @@ PY
 # alternating (extra PyTorch flags after them): one line of per-round ratios.
 interleaved() {
   local c=$1 best=$2; shift 2
-  local split run b t m i ks=() ts=()
-  split=$(/usr/bin/python3 -c 'import json,sys; print(json.loads(sys.argv[1])["split"])' "$best")
-  run=$(/usr/bin/python3 -c 'import json,sys; print(json.loads(sys.argv[1])["run"])' "$best")
-  read -r b t m <<<"$run"
+  local split b t m i ks=() ts=()
+  read -r split b t m < <(/usr/bin/python3 -c 'import json,sys; j = json.loads(sys.argv[1]); print(j["split"], j["run"])' "$best")
   for i in $(seq 1 "$rounds"); do
     ks+=("$(kiln_run "$c")")
     ts+=("$(torch_run "$c" "$b" "$t" "$@" $m)")

@@ -47,26 +47,25 @@ struct Strided {
   // Element offsets of linear (row-major) element i in each operand. Operands of one
   // layout merge to a single dimension (contiguous ones: stride 1), which needs no
   // division: the 64-bit divisions of the general loop cost more than the memory
-  // traffic of a simple kernel.
+  // traffic of a simple kernel, and 32-bit ones, where the tensor allows, several times less.
   __device__ void offsets(int64_t i, int64_t (&off)[N]) const {
     if (ndim == 1) {
       for (int k = 0; k < N; ++k) off[k] = i * strides[k][0];
       return;
     }
+    if (fits32) return offsets_in<uint32_t>(static_cast<uint32_t>(i), off);
+    offsets_in<int64_t>(i, off);
+  }
+
+ private:
+  // offsets() over every dimension in index type I.
+  template <class I>
+  __device__ void offsets_in(I i, int64_t (&off)[N]) const {
     for (int k = 0; k < N; ++k) off[k] = 0;
-    if (fits32) {  // 32-bit division: several times cheaper than 64-bit
-      uint32_t j = static_cast<uint32_t>(i);
-      for (int d = ndim - 1; d >= 0; --d) {
-        const uint32_t size = static_cast<uint32_t>(sizes[d]), idx = j % size;
-        j /= size;
-        for (int k = 0; k < N; ++k) off[k] += static_cast<int64_t>(idx) * strides[k][d];
-      }
-      return;
-    }
     for (int d = ndim - 1; d >= 0; --d) {
-      const int64_t idx = i % sizes[d];
-      i /= sizes[d];
-      for (int k = 0; k < N; ++k) off[k] += idx * strides[k][d];
+      const I size = static_cast<I>(sizes[d]), idx = i % size;
+      i /= size;
+      for (int k = 0; k < N; ++k) off[k] += static_cast<int64_t>(idx) * strides[k][d];
     }
   }
 };

@@ -2,11 +2,11 @@
 // after a residual add (add_layer_norm), and the backward. The arithmetic is the CPU's
 // (cpu_layer_norm.cpp): two passes (mean, then centred squares) with double sums, one
 // block per row; weight and bias gradients are column sums over the rows.
-#include <algorithm>
 #include <cmath>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_block_reduce.cuh"
+#include "backend/cuda/cuda_col_sums.cuh"
 #include "backend/cuda/cuda_launch.cuh"
 
 namespace kiln::cuda {
@@ -81,9 +81,6 @@ __global__ void layer_norm_grad_x_kernel(const T* g, const T* x, const T* w, con
     }
   }
 }
-
-// The column sums of the weight and bias gradients: blocks of (32, 8) threads.
-constexpr int kColX = 32, kColY = 8;
 
 // Stage 1 of dw (n) = Σ_r g (r, n) · x̂ (r, n) and db (n) = Σ_r g (r, n), x̂ = (x - mean) · rstd,
 // over row splits: part_w, part_b (splits, n) in double, split s summing rows
@@ -189,10 +186,8 @@ void CudaBackend::layer_norm_backward(const Tensor& g, const Tensor& x, const Te
       KILN_CUDA_LAUNCH_CHECK("layer_norm_backward");
     }
     if (grad_weight.defined() || grad_bias.defined()) {
-      // Row splits so that about 1024 blocks share the rows (16 column chunks alone would
-      // leave most of the GPU idle), none shorter than 64 rows.
       const int64_t chunks = (n + kColX - 1) / kColX;
-      const int64_t splits = std::clamp<int64_t>(std::min<int64_t>(rows / 64, 1024 / chunks), 1, 65535);
+      const int64_t splits = col_splits(1, rows, n);
       const int64_t rows_per_split = (rows + splits - 1) / splits;
       Tensor part = Tensor::empty({2, splits, n}, TensorOptions(kFloat64).device(x.device()));
       double* part_w = part.data<double>();

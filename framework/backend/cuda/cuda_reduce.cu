@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_block_reduce.cuh"
+#include "backend/cuda/cuda_col_sums.cuh"
 #include "backend/cuda/cuda_launch.cuh"
 #include "backend/reduce_plan.h"
 #include "backend/sum_accumulator.h"
@@ -72,10 +73,8 @@ __global__ void reduce_rows_kernel(ReduceOp op, const T* x, int64_t A, int64_t R
   }
 }
 
-// Columns of a reduction with B > 1: a block of (32, 8) threads takes 32 neighbouring b
-// of one a (coalesced reads along b); its 8 rows of threads split r, then combine.
-constexpr int kColX = 32, kColY = 8;
-
+// Columns of a reduction with B > 1: a block of (kColX, kColY) threads takes 32
+// neighbouring b of one a; its 8 rows of threads split r, then combine.
 // x (A, R, B) -> out (A, B) [, idx (A, B)]
 template <class T>
 __global__ void reduce_cols_kernel(ReduceOp op, const T* x, int64_t A, int64_t R, int64_t B, T* out, int64_t* idx) {
@@ -146,11 +145,9 @@ __global__ void sum_finish_kernel(const AccT* partial, int64_t A, int64_t P, T* 
   }
 }
 
-// Column sums over many rows, split: x (A, R, B) -> part (splits, A, B), split s summing
-// rows [s·rows_per_split, (s+1)·rows_per_split) of each column (a 32-column chunk per
-// block, its 8 rows of threads combined in shared memory). With few columns one block per
-// chunk would leave most of the GPU idle (a bias gradient: 512 columns of 6400 rows is 16
-// blocks); the fixed order of sum_cols_finish_kernel keeps the result deterministic.
+// Column sums over many rows, split (col_splits): x (A, R, B) -> part (splits, A, B),
+// split s summing rows [s·rows_per_split, (s+1)·rows_per_split) of each column (a
+// 32-column chunk per block, its 8 rows of threads combined in shared memory).
 template <class T, class AccT>
 __global__ void sum_cols_parts_kernel(const T* x, int64_t A, int64_t R, int64_t B, int64_t rows_per_split,
                                       AccT* part) {
@@ -185,13 +182,6 @@ __global__ void sum_cols_finish_kernel(const AccT* part, int64_t splits, int64_t
   }
 }
 
-// Splits of a column reduction: enough blocks to fill the GPU (about 1024), none shorter
-// than 64 rows.
-int64_t col_splits(int64_t A, int64_t R, int64_t B) {
-  const int64_t blocks = A * ((B + kColX - 1) / kColX);
-  return std::clamp<int64_t>(std::min<int64_t>(R / 64, 1024 / std::max<int64_t>(blocks, 1)), 1, 65535);
-}
-
 // Rows this long with this few of them keep one block per row from filling the GPU.
 constexpr int64_t kSplitRowLength = 1 << 16, kSplitMaxRows = 128, kSplitChunk = 1 << 14;
 
@@ -210,6 +200,7 @@ void reduce_block(ReduceOp op, const T* x, int64_t A, int64_t R, int64_t B, T* o
     KILN_CUDA_LAUNCH_CHECK("reduce");
     return;  // `partial` goes back to the cache; later users queue behind these kernels
   }
+  const int64_t tasks = A * ((B + kColX - 1) / kColX);  // column chunks
   const int64_t splits = B > 1 && op == ReduceOp::Sum ? col_splits(A, R, B) : 1;
   if (B == 1) {
     reduce_rows_kernel<T><<<grid_for_rows(A), kThreads, 0, s>>>(op, x, A, R, out, idx);
@@ -218,13 +209,11 @@ void reduce_block(ReduceOp op, const T* x, int64_t A, int64_t R, int64_t B, T* o
     const int64_t rows_per_split = (R + splits - 1) / splits;
     Tensor part = Tensor::empty({splits, A * B}, TensorOptions(dtype_of<AccT>::value).device(device));
     AccT* pp = static_cast<AccT*>(part.data_ptr());
-    const int64_t tasks = A * ((B + kColX - 1) / kColX);
     sum_cols_parts_kernel<T, AccT><<<dim3(grid_for_rows(tasks), static_cast<unsigned>(splits)), dim3(kColX, kColY), 0,
                                      s>>>(x, A, R, B, rows_per_split, pp);
     KILN_CUDA_LAUNCH_CHECK("reduce");
     sum_cols_finish_kernel<T, AccT><<<grid_for(A * B), kThreads, 0, s>>>(pp, splits, A * B, out);
   } else {
-    const int64_t tasks = A * ((B + kColX - 1) / kColX);
     reduce_cols_kernel<T><<<grid_for_rows(tasks), dim3(kColX, kColY), 0, s>>>(op, x, A, R, B, out, idx);
   }
   KILN_CUDA_LAUNCH_CHECK("reduce");
