@@ -139,6 +139,8 @@ if stage sanitize; then
 fi
 
 if stage bench; then
+  # The step time, peak tensor memory (Kiln's peak_tensor_mb, PyTorch's peak_gpu_mb) and loss of a JSON line.
+  fields() { echo "$1" | grep -o '"\(ms_per_step\|peak_tensor_mb\|peak_gpu_mb\|loss\)": [0-9.]*' | tr '\n' ' '; }
   py=${TORCH_PYTHON:-python3}
   for config in small seed; do
     steps=$([ $config = seed ] && echo 30 || echo 100)
@@ -148,8 +150,8 @@ if stage bench; then
       t=$($py "$ROOT/benchmarks/torch_train_step.py" --config $config --device cuda:0 --steps $steps --warmup 5 $flag 2>&1 | tail -1)
       echo "$k" >>"$out/bench.jsonl"
       echo "$t" >>"$out/bench.jsonl"
-      note "bench $config $mode: kiln $(echo "$k" | grep -o '"ms_per_step": [0-9.]*\|"peak_tensor_mb": [0-9.]*\|"loss": [0-9.]*' | tr '\n' ' ')"
-      note "bench $config $mode: torch $(echo "$t" | grep -o '"ms_per_step": [0-9.]*\|"peak_gpu_mb": [0-9.]*\|"loss": [0-9.]*' | tr '\n' ' ')"
+      note "bench $config $mode: kiln $(fields "$k")"
+      note "bench $config $mode: torch $(fields "$t")"
     done
   done
 fi
