@@ -157,6 +157,42 @@ TEST_CASE("autocast: matmul's and linear's backward run the mixed GEMMs; float32
   CHECK(equal(bias.grad(), sum(c2m, {0})));  // the bias gradient is float32 as without autocast
 }
 
+TEST_CASE("autocast: a linear's output gradient is rounded and summed for the bias in one pass, with sum's bits") {
+  // Shapes through every split of the column sums: R cut into slices (few columns), column
+  // chunks walking all rows (B > 1024), one column, one row, no rows.
+  Backend& be = backend_for(Device(DeviceType::CPU));
+  for (const auto& [R, N] : std::vector<std::pair<int64_t, int64_t>>{
+           {3000, 300}, {6400, 512}, {100, 2500}, {40, 7}, {1, 33}, {500, 1}, {0, 5}}) {
+    CAPTURE(R);
+    CAPTURE(N);
+    manual_seed(R + N);
+    const Tensor x = mul(randn({R, N}), 3.0);
+    const Tensor low = empty({R, N}, TensorOptions(kBFloat16)), sums = empty({N});
+    be.round_bf16_and_column_sums(x, low, sums);
+    CHECK(equal(low, x.to(kBFloat16)));  // bit for bit: equal() on bfloat16 compares every element
+    CHECK(sums.to_vector<float>() == sum(x, {0}).to_vector<float>());
+  }
+  // Through linear's backward under autocast (rows 3000: the sliced sum).
+  manual_seed(21);
+  Tensor x = leaf({3000, 24}), w = leaf({300, 24}, 0.2), bias = leaf({300});
+  const Tensor c = randn({3000, 300});
+  {
+    AutocastGuard autocast(kBFloat16);
+    sum(mul(linear(x, w, bias), c)).backward();
+  }
+  CHECK(bias.grad().to_vector<float>() == sum(c, {0}).to_vector<float>());
+  // Refusals name the op and what was given.
+  const Tensor f = randn({4, 3});
+  CHECK_ERROR_STARTS("[round_bf16_and_column_sums]",
+                     be.round_bf16_and_column_sums(f.t(), empty({3, 4}, TensorOptions(kBFloat16)), empty({4})),
+                     "contiguous");
+  CHECK_ERROR_STARTS("[round_bf16_and_column_sums]",
+                     be.round_bf16_and_column_sums(f, empty({4, 3}), empty({3})), "bfloat16", "float32");
+  CHECK_ERROR_STARTS("[round_bf16_and_column_sums]",
+                     be.round_bf16_and_column_sums(f, empty({4, 3}, TensorOptions(kBFloat16)), empty({4})),
+                     "shape (3,)", "got shape (4,)");
+}
+
 TEST_CASE("autocast: gradients stay within bfloat16 tolerance of float32, a bfloat16 input gets bfloat16 ones") {
   manual_seed(5);
   Tensor x = leaf({3, 8, 24}), w1 = leaf({32, 24}, 0.2), w2 = leaf({24, 32}, 0.2);

@@ -207,5 +207,17 @@ Tensor autocast_share(const Tensor& t, const char* op) {
   return to_bfloat16(t, op);
 }
 
+std::pair<Tensor, Tensor> autocast_operand_and_column_sums(const Tensor& g, const char* op) {
+  KILN_CHECK(g.dim() == 2, op, "expected a 2-D gradient, got shape ", shape_str(g.shape()));
+  if (g.dtype() != kFloat32 || !g.is_contiguous()) return {autocast_operand(g, op), sum(g, {0})};
+  if (state().depth > 0) {
+    if (Tensor low = from_cache(state(), g); low.defined()) return {low, sum(g, {0})};
+  }
+  Tensor low = detail::empty_for(op, g.shape(), TensorOptions(kBFloat16).device(g.device()));
+  Tensor sums = detail::empty_for(op, {g.size(1)}, TensorOptions(kFloat32).device(g.device()));
+  backend_for(g.device()).round_bf16_and_column_sums(g.detach(), low, sums);
+  return {low, sums};
+}
+
 }  // namespace detail
 }  // namespace kiln

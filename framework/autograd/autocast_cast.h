@@ -2,6 +2,7 @@
 // What the ops see of autocast (autocast.h): whether it applies to an op's operands and
 // the bfloat16 operand a product takes. Private to the library.
 #include <initializer_list>
+#include <utility>
 
 #include "../core/tensor.h"
 
@@ -28,5 +29,10 @@ Tensor autocast_operand(const Tensor& t, const char* op);
 // of one projection) caches that tensor whole. Inside a guard only; otherwise as
 // autocast_operand.
 Tensor autocast_share(const Tensor& t, const char* op);
+
+// g (R, N) float32 as autocast_operand gives it, and its column sums (N, float32, the
+// bits of sum(g, {0})): a linear's output gradient, the GEMMs' operand and the bias
+// gradient's input, read once by the backend where g is contiguous and not cached.
+std::pair<Tensor, Tensor> autocast_operand_and_column_sums(const Tensor& g, const char* op);
 
 }  // namespace kiln::detail

@@ -32,6 +32,27 @@ void Backend::matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, 
   matmul(a, b, out, /*accumulate=*/true);
 }
 
+void check_round_bf16_and_column_sums(const Tensor& x, const Tensor& low, const Tensor& sums) {
+  const char* op = "round_bf16_and_column_sums";
+  KILN_CHECK(x.dim() == 2 && x.dtype() == kFloat32 && x.is_contiguous(), op,
+             "x must be a contiguous 2-D float32 tensor, got shape ", shape_str(x.shape()), " and dtype ",
+             dtype_name(x.dtype()));
+  KILN_CHECK(low.shape() == x.shape() && low.dtype() == kBFloat16 && low.is_contiguous(), op,
+             "low must be contiguous bfloat16 of x's shape ", shape_str(x.shape()), ", got shape ",
+             shape_str(low.shape()), " and dtype ", dtype_name(low.dtype()));
+  KILN_CHECK(sums.dim() == 1 && sums.size(0) == x.size(1) && sums.dtype() == kFloat32, op,
+             "sums must be float32 of shape ", shape_str({x.size(1)}), ", got shape ", shape_str(sums.shape()), " and dtype ",
+             dtype_name(sums.dtype()));
+  KILN_CHECK(low.device() == x.device() && sums.device() == x.device(), op, "expected all tensors on ",
+             x.device().str(), ", got ", low.device().str(), " and ", sums.device().str());
+}
+
+void Backend::round_bf16_and_column_sums(const Tensor& x, const Tensor& low, const Tensor& sums) {
+  check_round_bf16_and_column_sums(x, low, sums);
+  copy(x, low);
+  reduce(ReduceOp::Sum, x, {0}, sums, nullptr);
+}
+
 void Backend::relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y) {
   unary(UnaryOp::Relu, x, y, 0, 0);
   dropout(y, seed, block, p, y);  // elementwise, so in place is safe

@@ -98,6 +98,12 @@ class Backend {
   // adds a bias itself (the CPU's oneDNN: the mixed product, and float32 from 2 MFLOP)
   // saves that pass and the read of it back.
   virtual void matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out);
+  // low (R, N) = x (R, N) rounded to bfloat16 and sums (N) = Σ_r x, with the bits
+  // reduce(Sum, x, {0}) gives: x float32 and low bfloat16, both contiguous, sums float32.
+  // A linear's output gradient under autocast is both the GEMMs' operand and the bias
+  // gradient's input; a backend that does the two in one pass (the CPU's) reads it once.
+  // The default is copy, then reduce.
+  virtual void round_bf16_and_column_sums(const Tensor& x, const Tensor& low, const Tensor& sums);
   // Whether matmul takes bfloat16 operands (and output) itself. backend_for's wrapper
   // (bfloat16_staged.h) otherwise runs it on float32 copies, as every other kernel.
   virtual bool matmul_takes_bfloat16() const { return false; }
@@ -268,5 +274,9 @@ void register_backend(DeviceType type, Backend* backend);
 // The backend an op on these tensors runs on; throws "[op] expected all tensors on the
 // same device, got cpu and cuda:0".
 Backend& backend_of(const char* op, std::initializer_list<const Tensor*> tensors);
+
+// Throws "[round_bf16_and_column_sums] …" unless x (R, N) is float32, low (R, N) bfloat16
+// (both contiguous) and sums (N) float32, all on one device.
+void check_round_bf16_and_column_sums(const Tensor& x, const Tensor& low, const Tensor& sums);
 
 }  // namespace kiln

@@ -47,6 +47,10 @@ class BFloat16Staged final : public Backend {
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) override;
   bool matmul_takes_bfloat16() const override { return true; }
   void matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) override;
+  // Knows bfloat16 itself, as copy does.
+  void round_bf16_and_column_sums(const Tensor& x, const Tensor& low, const Tensor& sums) override {
+    inner_.round_bf16_and_column_sums(x, low, sums);
+  }
   void softmax(const Tensor& x, int64_t dim, bool log, const Tensor& out) override;
   void softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log, const Tensor& grad_x) override;
   void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,

@@ -1,6 +1,8 @@
 // torch.matmul semantics on top of one batched kernel. Under autocast (autograd/autocast.h)
 // float32 operands are rounded to bfloat16 and the kernel's mixed product (float32
 // accumulation and output) runs, in forward and in backward.
+#include <tuple>
+
 #include "autograd/autocast_cast.h"
 #include "ops/op_helpers.h"
 
@@ -129,7 +131,8 @@ namespace {
 // to copy, every step, for every weight. Where the input's gradient already has a
 // buffer (a residual connection's), the GEMM adds into it (BLAS beta = 1). Under
 // autocast the saved x and W are their bfloat16 copies and g is rounded once for both
-// products (mixed: float32 accumulation and gradients).
+// products (mixed: float32 accumulation and gradients), in the pass that sums it for the
+// bias gradient.
 class LinearBackward final : public Node {
  public:
   struct Spec {
@@ -151,10 +154,17 @@ class LinearBackward final : public Node {
     Tensor* acc_w = acc.size() > 1 ? acc[1] : nullptr;
     const int64_t out_f = g.size(-1), rows = spec_.rows;
     const Tensor g2 = g.reshape({rows, out_f});  // (rows, out)
-    const Tensor gl = spec_.autocast ? detail::autocast_operand(g2, "linear") : g2;  // what the GEMMs read
+    Tensor gl = g2, gb;  // what the GEMMs read; the bias gradient
+    if (spec_.autocast && spec_.grad_bias) {
+      std::tie(gl, gb) = detail::autocast_operand_and_column_sums(g2, "linear");  // g read once for both
+    } else if (spec_.autocast) {
+      gl = detail::autocast_operand(g2, "linear");
+    } else if (spec_.grad_bias) {
+      gb = sum(g2, {0});
+    }
     const DType grad_dtype = spec_.autocast ? kFloat32 : g.dtype();
     Backend& be = backend_for(g.device());
-    Tensor gx, gw, gb;
+    Tensor gx, gw;
     if (spec_.grad_x) {
       const Tensor w = weight_.get().detach();  // (out, in)
       if (can_accumulate(acc_x, spec_.x_shape, spec_.x_dtype, grad_dtype, g)) {
@@ -172,7 +182,7 @@ class LinearBackward final : public Node {
         gw = product(gl.t(), x2, grad_dtype).to(spec_.weight_dtype);
       }
     }
-    if (spec_.grad_bias) gb = sum(g2, {0}).to(spec_.bias_dtype);
+    if (gb.defined()) gb = gb.to(spec_.bias_dtype);
     return {gx, gw, gb};
   }
 

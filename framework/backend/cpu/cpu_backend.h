@@ -24,6 +24,7 @@ class CpuBackend final : public Backend {
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) override;
   bool matmul_takes_mixed_bfloat16() const override { return true; }
   void matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) override;
+  void round_bf16_and_column_sums(const Tensor& x, const Tensor& low, const Tensor& sums) override;
   bool attention_takes_mixed_bfloat16() const override { return true; }
   void softmax(const Tensor& x, int64_t dim, bool log, const Tensor& out) override;
   void softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log,

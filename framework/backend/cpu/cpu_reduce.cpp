@@ -8,6 +8,7 @@
 
 #include "backend/reduce_plan.h"
 #include "backend/sum_accumulator.h"
+#include "backend/cpu/bfloat16_convert.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/multiversion.h"
 #include "backend/cpu/parallel.h"
@@ -46,16 +47,34 @@ KILN_MULTIVERSION void add_rows(const T* rows, int64_t count, int64_t stride, in
   }
 }
 
-// out (A, B) = Σ_r x (A, R, B), R cut into `slices` parts summed apart (in parallel),
-// then added in slice order.
+// add_rows, and each of the rows' n elements rounded to bfloat16 into `low` (the same
+// layout as rows) when low is non-null (float only): a row is read from memory once,
+// rounded while in cache and added. The sums' bits are add_rows' (the same order).
 template <class T, class AccT>
-void sum_in_slices(const T* x, int64_t A, int64_t R, int64_t B, int64_t slices, T* out) {
+void add_rows_rounding(const T* rows, int64_t count, int64_t stride, int64_t n, AccT* acc, uint16_t* low) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (low) {
+      for (int64_t r = 0; r < count; ++r) {
+        float_to_bf16(rows + r * stride, low + r * stride, n);
+        add_rows<T, AccT>(rows + r * stride, 1, stride, n, acc);
+      }
+      return;
+    }
+  }
+  add_rows<T, AccT>(rows, count, stride, n, acc);
+}
+
+// out (A, B) = Σ_r x (A, R, B), R cut into `slices` parts summed apart (in parallel),
+// then added in slice order; `low` as add_rows_rounding's, over all of x.
+template <class T, class AccT>
+void sum_in_slices(const T* x, int64_t A, int64_t R, int64_t B, int64_t slices, T* out, uint16_t* low) {
   const int64_t rows = (R + slices - 1) / slices;
   std::vector<AccT> partial(static_cast<size_t>(A * slices * B), AccT(0));  // (A, slices, B)
   parallel_for(A * slices, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t a = t / slices, r0 = (t % slices) * rows, r1 = std::min(R, r0 + rows);
-      if (r1 > r0) add_rows<T, AccT>(x + (a * R + r0) * B, r1 - r0, B, B, partial.data() + t * B);
+      const int64_t first = (a * R + r0) * B;
+      if (r1 > r0) add_rows_rounding<T, AccT>(x + first, r1 - r0, B, B, partial.data() + t * B, low ? low + first : nullptr);
     }
   });
   for (int64_t a = 0; a < A; ++a) {
@@ -65,6 +84,31 @@ void sum_in_slices(const T* x, int64_t A, int64_t R, int64_t B, int64_t slices, 
       out[a * B + b] = static_cast<T>(s);
     }
   }
+}
+
+// Column chunks of at most this many: a task's accumulators stay in L1.
+constexpr int64_t kColumnChunk = 1024;
+
+// out (A, B) = Σ_r x (A, R, B) for B > 1, x contiguous: in slices of R where (A, B) is
+// too few columns to keep every thread busy, else tasks over (a, chunk of b) that each
+// walk all of R. `low` as add_rows_rounding's. The split depends on the shape only.
+template <class T, class AccT>
+void column_sums(const T* x, int64_t A, int64_t R, int64_t B, T* out, uint16_t* low) {
+  const int64_t bchunk = std::min<int64_t>(B, kColumnChunk);
+  const int64_t slices = sum_slices(A, R, B, bchunk);
+  if (slices > 1) return sum_in_slices<T, AccT>(x, A, R, B, slices, out, low);
+  const int64_t nchunks = (B + bchunk - 1) / bchunk;
+  parallel_for(A * nchunks, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(R * bchunk, 1)),
+               [&](int64_t t0, int64_t t1) {
+    std::vector<AccT> acc(bchunk);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t a = t / nchunks, b0 = (t % nchunks) * bchunk, nb = std::min(bchunk, B - b0);
+      const int64_t first = a * R * B + b0;
+      std::fill(acc.begin(), acc.begin() + nb, AccT(0));
+      add_rows_rounding<T, AccT>(x + first, R, B, nb, acc.data(), low ? low + first : nullptr);
+      for (int64_t b = 0; b < nb; ++b) out[a * B + b0 + b] = static_cast<T>(acc[b]);
+    }
+  });
 }
 
 // out (A, B), idx (A, B) or null; x (A, R, B) contiguous.
@@ -91,37 +135,27 @@ void reduce_block(ReduceOp op, const T* x, int64_t A, int64_t R, int64_t B, T* o
     });
     return;
   }
-  // Tasks over (a, chunk of b); each walks r with a vectorisable inner loop over b.
-  const int64_t bchunk = std::min<int64_t>(B, 1024);
-  if (op == ReduceOp::Sum) {
-    const int64_t slices = sum_slices(A, R, B, bchunk);
-    if (slices > 1) return sum_in_slices<T, AccT>(x, A, R, B, slices, out);
-  }
+  if (op == ReduceOp::Sum) return column_sums<T, AccT>(x, A, R, B, out, nullptr);
+  // Max/min: tasks over (a, chunk of b); each walks r with a vectorisable inner loop over b.
+  const int64_t bchunk = std::min<int64_t>(B, kColumnChunk);
   const int64_t nchunks = (B + bchunk - 1) / bchunk;
   parallel_for(A * nchunks, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(R * bchunk, 1)),
                [&](int64_t t0, int64_t t1) {
-    std::vector<AccT> acc(bchunk);
     for (int64_t t = t0; t < t1; ++t) {
       int64_t a = t / nchunks, b0 = (t % nchunks) * bchunk, nb = std::min(bchunk, B - b0);
       const T* base = x + a * R * B + b0;
       T* o = out + a * B + b0;
-      if (op == ReduceOp::Sum) {
-        for (int64_t b = 0; b < nb; ++b) acc[b] = 0;
-        add_rows<T, AccT>(base, R, B, nb, acc.data());
-        for (int64_t b = 0; b < nb; ++b) o[b] = static_cast<T>(acc[b]);
-      } else {
-        int64_t* oi = idx ? idx + a * B + b0 : nullptr;
+      int64_t* oi = idx ? idx + a * B + b0 : nullptr;
+      for (int64_t b = 0; b < nb; ++b) {
+        o[b] = base[b];
+        if (oi) oi[b] = 0;
+      }
+      for (int64_t r = 1; r < R; ++r) {
+        const T* row = base + r * B;
         for (int64_t b = 0; b < nb; ++b) {
-          o[b] = base[b];
-          if (oi) oi[b] = 0;
-        }
-        for (int64_t r = 1; r < R; ++r) {
-          const T* row = base + r * B;
-          for (int64_t b = 0; b < nb; ++b) {
-            if (better(op, row[b], o[b])) {
-              o[b] = row[b];
-              if (oi) oi[b] = r;
-            }
+          if (better(op, row[b], o[b])) {
+            o[b] = row[b];
+            if (oi) oi[b] = r;
           }
         }
       }
@@ -146,6 +180,20 @@ void CpuBackend::reduce(ReduceOp op, const Tensor& x_in, const std::vector<int64
     });
     cur = dst;
   }
+}
+
+// low (R, N) = x rounded to bfloat16, sums (N) = Σ_r x (R, N): column_sums' split and
+// order, so the sums have reduce's bits.
+void CpuBackend::round_bf16_and_column_sums(const Tensor& x, const Tensor& low, const Tensor& sums) {
+  check_round_bf16_and_column_sums(x, low, sums);
+  const int64_t R = x.size(0), N = x.size(1);
+  if (R == 0 || N == 0) return Backend::round_bf16_and_column_sums(x, low, sums);
+  if (N == 1) {  // reduce's B == 1 path: one row sum; the rounding is one straight pass
+    copy(x, low);
+    return reduce(ReduceOp::Sum, x, {0}, sums, nullptr);
+  }
+  column_sums<float, sum_accumulator_t<float>>(x.data<float>(), 1, R, N, sums.data<float>(),
+                                               reinterpret_cast<uint16_t*>(low.data<bfloat16>()));
 }
 
 }  // namespace kiln::cpu
