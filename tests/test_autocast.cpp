@@ -280,6 +280,34 @@ TEST_CASE("autocast: relu_dropout and attention keep the bfloat16 copy the next 
   CHECK(rel_norm(w1.grad(), g1) <= 5e-2);
 }
 
+TEST_CASE("autocast: relu_dropout's backward reads the bfloat16 copy of y as it is, with float32's bits") {
+  // y (bfloat16) with the values where "y > 0" could go wrong: zeros of both signs, the
+  // least subnormals, infinities, NaN; then random values, long enough to be cut in tasks.
+  const std::vector<float> special = {0.0f, -0.0f, 9.2e-41f, -9.2e-41f, INFINITY, -INFINITY, NAN, 1.5f, -2.0f, 3e38f};
+  manual_seed(31);
+  const int64_t n = 100003;
+  std::vector<float> values = randn({n}).to_vector<float>();
+  std::copy(special.begin(), special.end(), values.begin());
+  Tensor y = from_vector<float>(values, {n}).to(kBFloat16);
+  // And bit patterns at the edges of "> 0": +inf, the least NaN (no float32 rounds to
+  // it), other NaNs, the least subnormals of both signs.
+  std::vector<bfloat16> low = y.to_vector<bfloat16>();
+  for (const uint16_t bits : {0x7F80, 0x7F81, 0xFF81, 0x7FFF, 0xFFFF, 0x0001, 0x8001}) low.push_back(bfloat16::from_bits(bits));
+  y = from_vector<bfloat16>(low, {static_cast<int64_t>(low.size())});
+  const Tensor g = randn({y.numel()});
+  CHECK(y.to(kFloat32).to_vector<float>()[2] > 0);  // 9.2e-41 is a bfloat16 subnormal, not 0
+  Backend& be = backend_for(Device(DeviceType::CPU));
+  const Tensor got = empty({y.numel()}), want = empty({y.numel()});
+  be.relu_dropout_backward(g, y, 0.3, got);                  // the mixed kernel
+  be.relu_dropout_backward(g, y.to(kFloat32), 0.3, want);    // float32's
+  CHECK(got.to_vector<float>() == want.to_vector<float>());
+  // A strided g takes the staged path, with the same values.
+  const Tensor g2 = randn({y.numel(), 2}).select(1, 0);
+  be.relu_dropout_backward(g2, y, 0.3, got);
+  be.relu_dropout_backward(g2.contiguous(), y.to(kFloat32), 0.3, want);
+  CHECK(got.to_vector<float>() == want.to_vector<float>());
+}
+
 // ====================================================================== attention
 
 namespace {

@@ -184,8 +184,12 @@ class Backend {
   // (y > 0 exactly where x > 0 and the element was kept). Same shapes, one floating dtype,
   // any strides; 0 <= p < 1. The defaults run relu then dropout, and ReluBackward then a
   // scale (two passes each); a backend that fuses them gives the same bits in one.
+  // Under autocast the backward's y is the bfloat16 copy the next product read (g and gx
+  // float32): a backend that reads it so says relu_dropout_takes_mixed_bfloat16(); for
+  // another, backend_for's wrapper hands it y widened to float32.
   virtual void relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y);
   virtual void relu_dropout_backward(const Tensor& g, const Tensor& y, double p, const Tensor& gx);
+  virtual bool relu_dropout_takes_mixed_bfloat16() const { return false; }
 
   // Fused attention over N·H independent problems, keeping no (L, S) tensor:
   //   scores = scale · q kᵀ + mask, P = softmax(scores) by row, lse = logsumexp of each

@@ -335,7 +335,9 @@ void BFloat16Staged::relu_dropout(const Tensor& x, uint64_t seed, uint64_t block
 }
 
 void BFloat16Staged::relu_dropout_backward(const Tensor& g, const Tensor& y, double p, const Tensor& gx) {
-  if (!any_bf16({&g, &y, &gx})) return inner_.relu_dropout_backward(g, y, p, gx);
+  if (!any_bf16({&g, &y, &gx}) ||
+      (mixed(y, gx) && !is_bf16(g) && inner_.relu_dropout_takes_mixed_bfloat16()))
+    return inner_.relu_dropout_backward(g, y, p, gx);
   Backend::relu_dropout_backward(g, y, p, gx);
 }
 

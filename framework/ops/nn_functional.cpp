@@ -217,9 +217,9 @@ Tensor relu_dropout(const Tensor& x, double p, bool training, Generator* gen) {
   const bool share = dtype == kFloat32 && detail::autocast_applies({&x});
   SavedTensor sy(share ? detail::autocast_share(y, op) : y, op);
   return record(op, y, {x}, [sy, p, op, dtype](const Tensor& gy) -> TensorList {
-    const Tensor yv = sy.get().to(dtype);
+    const Tensor yv = sy.get();  // autocast's bfloat16 copy: the backend reads it as it is
     Tensor gc = gy.shape() == yv.shape() ? gy : gy.expand(yv.shape());
-    Tensor gx = detail::new_tensor(yv.shape(), yv.dtype(), yv);
+    Tensor gx = detail::new_tensor(yv.shape(), dtype, yv);
     if (gx.numel() > 0) backend_of(op, {&gc, &yv}).relu_dropout_backward(gc, yv, p, gx);
     return {gx};
   });

@@ -88,6 +88,14 @@ KILN_MULTIVERSION void relu_dropout_backward_range(const T* g, const T* y, T* gx
   for (int64_t i = 0; i < n; ++i) gx[i] = y[i] > T(0) ? g[i] * scale : T(0);
 }
 
+// The same with y bfloat16 (autocast's copy): y > 0 exactly for the bits 0x0001 (the
+// least positive) to 0x7F80 (+inf), so one unsigned compare of bits - 1 tests it (0,
+// negatives and NaN fall outside).
+KILN_MULTIVERSION void relu_dropout_backward_mixed_range(const float* g, const uint16_t* y, float* gx, int64_t n,
+                                                         float scale) {
+  for (int64_t i = 0; i < n; ++i) gx[i] = static_cast<uint16_t>(y[i] - 1u) < 0x7F80u ? g[i] * scale : 0.0f;
+}
+
 // Elements [i0, i1) of a dropout-style pass cut into chunks of whole Philox batches, so
 // that no block is computed twice.
 template <class F>
@@ -148,9 +156,18 @@ void CpuBackend::relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, do
 }
 
 void CpuBackend::relu_dropout_backward(const Tensor& g, const Tensor& y, double p, const Tensor& gx) {
-  if (!g.is_contiguous() || !y.is_contiguous() || !gx.is_contiguous() || g.dtype() != y.dtype() ||
-      gx.dtype() != y.dtype())
-    return Backend::relu_dropout_backward(g, y, p, gx);
+  const bool dense = g.is_contiguous() && y.is_contiguous() && gx.is_contiguous();
+  if (dense && y.dtype() == kBFloat16 && g.dtype() == kFloat32 && gx.dtype() == kFloat32) {
+    const float* pg = g.data<float>();
+    const uint16_t* py = reinterpret_cast<const uint16_t*>(y.data<bfloat16>());
+    float* pgx = gx.data<float>();
+    const float scale = static_cast<float>(1.0 / (1.0 - p));
+    return parallel_for(y.numel(), kGrainElements, [&](int64_t i0, int64_t i1) {
+      relu_dropout_backward_mixed_range(pg + i0, py + i0, pgx + i0, i1 - i0, scale);
+    });
+  }
+  if (y.dtype() == kBFloat16) return Backend::relu_dropout_backward(g, y.to(kFloat32), p, gx);
+  if (!dense || g.dtype() != y.dtype() || gx.dtype() != y.dtype()) return Backend::relu_dropout_backward(g, y, p, gx);
   visit_floating("relu_dropout", y.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* pg = g.data<T>();
