@@ -161,8 +161,9 @@ TEST_CASE("autocast: a linear's output gradient is rounded and summed for the bi
   // Shapes through every split of the column sums: R cut into slices (few columns), column
   // chunks walking all rows (B > 1024), one column, one row, no rows.
   Backend& be = backend_for(Device(DeviceType::CPU));
-  for (const auto& [R, N] : std::vector<std::pair<int64_t, int64_t>>{
+  for (const auto& shape : std::vector<std::pair<int64_t, int64_t>>{
            {3000, 300}, {6400, 512}, {100, 2500}, {40, 7}, {1, 33}, {500, 1}, {0, 5}}) {
+    const int64_t R = shape.first, N = shape.second;  // not a structured binding: CAPTURE's lambda takes them
     CAPTURE(R);
     CAPTURE(N);
     manual_seed(R + N);
