@@ -187,11 +187,9 @@ void CpuBackend::reduce(ReduceOp op, const Tensor& x_in, const std::vector<int64
 void CpuBackend::round_bf16_and_column_sums(const Tensor& x, const Tensor& low, const Tensor& sums) {
   check_round_bf16_and_column_sums(x, low, sums);
   const int64_t R = x.size(0), N = x.size(1);
-  if (R == 0 || N == 0) return Backend::round_bf16_and_column_sums(x, low, sums);
-  if (N == 1) {  // reduce's B == 1 path: one row sum; the rounding is one straight pass
-    copy(x, low);
-    return reduce(ReduceOp::Sum, x, {0}, sums, nullptr);
-  }
+  // Nothing to read, or one column (reduce's B == 1 path, a single row sum): the default's
+  // copy then reduce.
+  if (R == 0 || N <= 1) return Backend::round_bf16_and_column_sums(x, low, sums);
   column_sums<float, sum_accumulator_t<float>>(x.data<float>(), 1, R, N, sums.data<float>(),
                                                reinterpret_cast<uint16_t*>(low.data<bfloat16>()));
 }
