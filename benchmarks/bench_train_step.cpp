@@ -3,6 +3,7 @@
 //
 //   bench_train_step --config seed|small|tiny [--steps N] [--warmup W] [--threads T]
 //                    [--device cpu|cuda:N] [--bf16] [--flush-denormal] [--curve K]
+//                    [--attention auto|tiled|materialized]
 //
 // Prints one JSON line: ms/step (median of the timed steps), tokens/s (target tokens,
 // batch·seq), achieved GFLOP/s as 6·parameters·tokens/time, and the process's peak
@@ -15,6 +16,7 @@
 // step (from the first), to compare precisions' loss curves (--warmup 0 --steps 200).
 // --flush-denormal: kiln::set_flush_denormal(true) first, as torch_train_step.py
 // --flush-denormal runs torch.set_flush_denormal(True); the line then says so.
+// --attention: kiln::cuda::set_attention_kernel's choice for a GPU (default auto).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -47,7 +49,15 @@ struct Args {
   std::string config = "tiny", device = "cpu";
   int steps = 0, warmup = 2, threads = 0, curve = 0;
   bool bf16 = false, flush_denormal = false;
+  std::optional<kiln::cuda::AttentionKernel> attention;  // --attention: the GPU's attention kernels
 };
+
+kiln::cuda::AttentionKernel attention_option(const std::string& v) {
+  if (v == "auto") return kiln::cuda::AttentionKernel::Auto;
+  if (v == "tiled") return kiln::cuda::AttentionKernel::Tiled;
+  if (v == "materialized") return kiln::cuda::AttentionKernel::Materialized;
+  throw std::invalid_argument("--attention takes auto, tiled or materialized, got '" + v + "'");
+}
 
 int run(const Args& a);
 
@@ -64,7 +74,7 @@ int main(int argc, char** argv) {
         continue;
       }
       if (f != "--config" && f != "--steps" && f != "--warmup" && f != "--threads" && f != "--device" &&
-          f != "--curve")
+          f != "--curve" && f != "--attention")
         throw std::invalid_argument("unknown option " + f);
       if (i + 1 >= argc) throw std::invalid_argument(f + " needs a value");
       const std::string v = argv[++i];
@@ -73,6 +83,7 @@ int main(int argc, char** argv) {
       else if (f == "--warmup") a.warmup = bench::int_option(f, v, 0);
       else if (f == "--threads") a.threads = bench::int_option(f, v, 0);  // 0: the default
       else if (f == "--device") a.device = v;
+      else if (f == "--attention") a.attention = attention_option(v);
       else a.curve = bench::int_option(f, v, 1);
     }
   } catch (const std::invalid_argument& e) {
@@ -97,6 +108,7 @@ int run(const Args& a) {
   const kiln::Device device(a.device);
   const int steps = a.steps > 0 ? a.steps : c.name == "seed" ? 3 : c.name == "small" ? 20 : 200;
   if (a.threads > 0) kiln::set_num_threads(a.threads);
+  if (a.attention) kiln::cuda::set_attention_kernel(*a.attention);
   if (a.flush_denormal && !kiln::set_flush_denormal(true))
     throw std::invalid_argument("--flush-denormal: this CPU cannot flush denormals");
   kiln::manual_seed(0);

@@ -14,7 +14,8 @@
 # 3. sanitize: compute-sanitizer memcheck, racecheck and initcheck over test_cuda, one
 #    process per test case, in parallel; 0 errors required.
 # 4. bench: bench_train_step against benchmarks/torch_train_step.py on the same GPU, small
-#    and seed, float32 (TF32 off on both sides) and bf16 autocast, with peak GPU memory.
+#    and seed, float32 (TF32 off on both sides) and bf16 autocast, with peak GPU memory;
+#    bench_attention at 1024 and 4096 tokens on the tiled and the materialising kernels.
 #
 # --only tests,sanitize,bench picks stages (the build or unpacking always runs). Logs
 # go to --out (default gpu_check_out/); the summary is printed last. Exit status 0 only
@@ -152,6 +153,14 @@ if stage bench; then
       echo "$t" >>"$out/bench.jsonl"
       note "bench $config $mode: kiln $(fields "$k")"
       note "bench $config $mode: torch $(fields "$t")"
+    done
+  done
+  # Attention alone at long sequences, on each of the GPU's attention kernels.
+  for seq in 1024 4096; do
+    for kernel in tiled materialized; do
+      a=$("$build/benchmarks/bench_attention" --seq $seq --attention $kernel 2>&1 | tail -1)
+      echo "$a" >>"$out/bench.jsonl"
+      note "bench attention seq $seq $kernel: $(echo "$a" | grep -o '"\(ms\|peak_mb\)": [0-9.]*' | tr '\n' ' ')"
     done
   done
 fi

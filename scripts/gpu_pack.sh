@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs a CUDA build tree for scripts/gpu_check.sh --prebuilt on another machine (a GPU
 # machine with no compiler time to spare, or without OpenBLAS/oneTBB): the libraries,
-# test programs, bench_train_step and translate_toy, stripped, in the tree's layout (their
+# test programs, bench_train_step, bench_attention and translate_toy, stripped, in the tree's layout (their
 # RUNPATH is relative), with the OpenBLAS, oneTBB and gfortran runtime libraries they
 # load in libs/. The GPU machine needs the same CUDA major version (cuBLAS is not packed).
 #
@@ -12,7 +12,7 @@ tarball=${2:?usage: gpu_pack.sh BUILD_DIR OUT.tar.xz}
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 files=$(cd "$build" && ls framework/libkiln.so* models/transformer/libkiln_transformer.so* tests/test_* tests/save_loop \
-  benchmarks/bench_train_step examples/translate_toy/translate_toy 2>/dev/null | grep -v '\.p$')
+  benchmarks/bench_train_step benchmarks/bench_attention examples/translate_toy/translate_toy 2>/dev/null | grep -v '\.p$')
 for f in $files; do
   [ -f "$build/$f" ] || [ -L "$build/$f" ] || continue
   mkdir -p "$stage/$(dirname "$f")"

@@ -768,12 +768,13 @@ TEST_SUITE("gpu") {
     });
   }
 
-  TEST_CASE("scaled_dot_product_attention, forward and backward") {
+  // Every case runs on both of the GPU's attention kernels (set_attention_kernel).
+  std::vector<Case> attention_cases() {
     auto allowed = [](Device d) {
       return from_vector<bool>({1, 1, 0, 1, 0, 1, 0, 1, 1, 1, 0, 0, 1, 0, 1}, {3, 5}).to(d);
     };
     auto key_ok = [](Device d) { return from_vector<bool>({1, 1, 1, 0, 0, 1, 1, 1, 1, 0}, {2, 1, 1, 5}).to(d); };
-    run_table({
+    return {
         {"sdpa 4-D", [](V x, Device) { return scaled_dot_product_attention(x[0], x[1], x[2]); },
          {R({2, 2, 3, 4}), R({2, 2, 5, 4}), R({2, 2, 5, 3})}},
         {"sdpa 3-D, bool mask", [allowed](V x, Device d) { return scaled_dot_product_attention(x[0], x[1], x[2], allowed(d)); },
@@ -818,7 +819,66 @@ TEST_SUITE("gpu") {
                   0.0 * ones({1}, TensorOptions(x[0].dtype()).device(d));
          },
          {R({2, 300, 4, 16}), R({2, 300, 4, 16}), R({2, 300, 4, 8})}},
-    });
+        // Heads of 64: several query and key tiles of the tiled kernels, neither a multiple
+        // of the tile, a key-padding mask and dropout.
+        {"sdpa 70 queries, 100 keys, heads of 64, bool mask, dropout",
+         [](V x, Device d) {
+           Generator g(11);
+           Tensor pad = gt(arange(0, 100, 1, TensorOptions(kFloat64)).reshape({1, 1, 1, 100}), 80.5).to(d);
+           return scaled_dot_product_attention(x[0], x[1], x[2], pad, 0.2, false, std::nullopt, &g);
+         },
+         {R({2, 2, 70, 64}), R({2, 2, 100, 64}), R({2, 2, 100, 48})}},
+        {"sdpa causal, 45 queries and keys, heads of 128",
+         [](V x, Device) { return scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, true); },
+         {R({1, 2, 45, 128}), R({1, 2, 45, 128}), R({1, 2, 45, 128})}},
+        // Heads wider than 128 take the path that materialises the scores.
+        {"sdpa heads of 136, float mask, dropout",
+         [](V x, Device) {
+           Generator g(13);
+           return scaled_dot_product_attention(x[0], x[1], x[2], x[3], 0.1, false, std::nullopt, &g);
+         },
+         {R({1, 2, 5, 136}), R({1, 2, 7, 136}), R({1, 2, 7, 130}), R({5, 7})}},
+    };
+  }
+
+  // Sets the GPU's attention kernels for a scope, and Auto again after.
+  struct AttentionKernelScope {
+    explicit AttentionKernelScope(cuda::AttentionKernel k) { cuda::set_attention_kernel(k); }
+    ~AttentionKernelScope() { cuda::set_attention_kernel(cuda::AttentionKernel::Auto); }
+  };
+
+  TEST_CASE("scaled_dot_product_attention, forward and backward: tiled kernels") {
+    AttentionKernelScope scope(cuda::AttentionKernel::Tiled);
+    run_table(attention_cases());
+  }
+
+  TEST_CASE("scaled_dot_product_attention, forward and backward: materialised scores") {
+    AttentionKernelScope scope(cuda::AttentionKernel::Materialized);
+    run_table(attention_cases());
+  }
+
+
+  TEST_CASE("attention keeps no (L, S) scores on the GPU, forward or backward") {
+    if (on_cpu_stand_in()) return;  // the CPU keeps a block of rows per task: not this check
+    const int64_t L = 1024;
+    const int64_t scores_bytes = L * L * 4;  // one (L, S) float32 matrix: 4 MiB
+    auto growth = [&](cuda::AttentionKernel kernel) {
+      AttentionKernelScope scope(kernel);
+      Tensor q = randn({1, 1, L, 32}).to(gpu()).requires_grad_(), k = randn({1, 1, L, 32}).to(gpu()).requires_grad_(),
+             v = randn({1, 1, L, 32}).to(gpu()).requires_grad_();
+      reset_peak_memory(gpu());
+      const int64_t before = memory_stats(gpu()).allocated_bytes;
+      // No causal flag: its (L, S) bool mask would be made by the op, a quarter of the scores.
+      Tensor out = scaled_dot_product_attention(q, k, v, Tensor(), 0.1);
+      out.sum().backward();
+      CHECK(q.grad().defined());
+      return memory_stats(gpu()).peak_bytes - before;
+    };
+    const int64_t tiled = growth(cuda::AttentionKernel::Tiled), materialized = growth(cuda::AttentionKernel::Materialized);
+    CAPTURE(tiled);
+    CAPTURE(materialized);
+    CHECK(tiled < scores_bytes / 4);  // the inputs' gradients, out and lse: 0.7 MB
+    CHECK(materialized >= scores_bytes);  // the check sees scores where they are kept
   }
 
   TEST_CASE("to(device) is differentiable: the gradient comes back to the CPU") {
@@ -853,6 +913,52 @@ TEST_SUITE("gpu") {
     CHECK(error_of([&] { (void)embedding(w.to(gpu()), bad); }).rfind("[embedding] expected all tensors", 0) == 0);
     CHECK(error_of([&] { (void)layer_norm(b, {3}, ones({3})); }).rfind("[layer_norm] expected all tensors", 0) == 0);
     CHECK(error_of([&] { b.add_(a); }).rfind("[add_] expected all tensors on the same device", 0) == 0);
+  }
+
+  TEST_CASE("embedding's backward: the CPU's bits, the same on every run") {
+    // 4000 rows into 50: each index repeats ~80 times, where float atomics would add in
+    // a different order on every run.
+    Generator gen(21);
+    Tensor idx = randint(0, 50, {4000}, TensorOptions(kInt64), &gen);
+    Tensor g = randn({4000, 33}, TensorOptions(kFloat32), &gen);
+    auto grad_on = [&](Device d) {
+      Tensor w = randn({50, 33}, TensorOptions(kFloat32), nullptr).to(d).detach().requires_grad_();
+      embedding(w, idx.to(d), 3).backward(g.to(d));
+      return w.grad().to(kCPU).to_vector<float>();
+    };
+    const std::vector<float> want = grad_on(kCPU), first = grad_on(gpu()), second = grad_on(gpu());
+    CHECK(first == want);
+    CHECK(second == first);
+    CHECK(want[3 * 33] == 0.0f);  // padding_idx 3 gets no gradient
+  }
+
+  TEST_CASE("set_cache_limit caps what the CUDA cache keeps") {
+    CHECK(error_of([] { cuda::set_cache_limit(-1); }) == "[set_cache_limit] the cap must be at least 0 bytes, got -1");
+    if (on_cpu_stand_in()) return;  // the CPU's cache is another one
+    const int64_t cap = int64_t{1} << 20, big = int64_t{1} << 20;  // 4 MiB float32 blocks
+    cuda::empty_cache();
+    cuda::set_cache_limit(cap);
+    CHECK(cuda::cache_limit() == cap);
+    {
+      std::vector<Tensor> blocks;
+      for (int i = 0; i < 8; ++i) blocks.push_back(empty({big}, TensorOptions().device(gpu())));
+    }  // 32 MiB freed: none of it fits under the cap
+    Tensor small = zeros({16}, TensorOptions().device(gpu()));  // this allocation gives them back
+    CHECK(memory_stats(gpu()).cached_bytes <= cap);
+    const int64_t before = memory_stats(gpu()).system_allocations;
+    { Tensor again = empty({big}, TensorOptions().device(gpu())); }
+    CHECK(memory_stats(gpu()).system_allocations == before + 1);  // not kept, so cudaMalloc again
+    { Tensor a = empty({1000}, TensorOptions().device(gpu())); }
+    { Tensor b = empty({1000}, TensorOptions().device(gpu())); }  // small blocks still come back
+    CHECK(memory_stats(gpu()).system_allocations == before + 2);
+    CHECK(memory_stats(gpu()).cached_bytes > 0);
+    cuda::set_cache_limit(0);  // lowering the cap gives back what is kept beyond it now
+    CHECK(memory_stats(gpu()).cached_bytes == 0);
+    cuda::set_cache_limit(std::nullopt);
+    CHECK_FALSE(cuda::cache_limit().has_value());
+    { Tensor c = empty({big}, TensorOptions().device(gpu())); }
+    CHECK(memory_stats(gpu()).cached_bytes > 0);  // no cap: kept again
+    check_same("after the caps", small, zeros({16}));
   }
 
   // ---------------------------------------------------------------- optimizers
@@ -1021,7 +1127,9 @@ TEST_SUITE("gpu") {
     resumed.load(ckpt);
     CHECK(resumed.global_step() == 3);
     for (const auto& [name, p] : model.state_dict()) check_same("reloaded " + name, again.state_dict().at(name), p.to(kCPU));
-    CHECK(resumed.train_step(batch) == doctest::Approx(trainer.train_step(batch)).epsilon(1e-4));
+    // Every kernel of a step adds in a fixed order (no float atomics): the resumed run is
+    // the uninterrupted one, bit for bit.
+    CHECK(resumed.train_step(batch) == trainer.train_step(batch));
     io::save_state_dict((dir / "model.safetensors").string(), model);
     tr::Seq2SeqTransformer on_cpu(o);
     io::load_state_dict((dir / "model.safetensors").string(), on_cpu);

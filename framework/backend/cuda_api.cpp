@@ -2,11 +2,44 @@
 // code; a CUDA build asks the plug-in (which starts the runtime on the first question).
 #include "core/cuda.h"
 
+#include <atomic>
+
+#include "core/error.h"
+
 #ifdef KILN_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
 
 namespace kiln::cuda {
+namespace {
+std::atomic<int64_t> g_limit{-1};  // -1: no cap
+}  // namespace
+
+void set_cache_limit(std::optional<int64_t> bytes) {
+  KILN_CHECK(!bytes || *bytes >= 0, "set_cache_limit", "the cap must be at least 0 bytes, got ", bytes.value_or(0));
+  g_limit.store(bytes.value_or(-1));
+#ifdef KILN_WITH_CUDA
+  set_cache_limit_bytes(bytes ? static_cast<size_t>(*bytes) : SIZE_MAX);
+#endif
+}
+
+namespace {
+std::atomic<AttentionKernel> g_attention{AttentionKernel::Auto};
+}  // namespace
+
+void set_attention_kernel(AttentionKernel kernel) {
+  KILN_CHECK(kernel == AttentionKernel::Auto || kernel == AttentionKernel::Tiled ||
+                 kernel == AttentionKernel::Materialized,
+             "set_attention_kernel", "unknown kernel choice ", static_cast<int>(kernel));
+  g_attention.store(kernel);
+}
+
+AttentionKernel attention_kernel() { return g_attention.load(); }
+
+std::optional<int64_t> cache_limit() {
+  const int64_t v = g_limit.load();
+  return v < 0 ? std::nullopt : std::optional<int64_t>(v);
+}
 
 #ifdef KILN_WITH_CUDA
 

@@ -39,6 +39,24 @@ std::vector<void*> BlockCache::take_all() {
   return blocks;
 }
 
+std::vector<void*> BlockCache::set_limit(size_t limit) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  limit_ = limit;
+  std::vector<size_t> sizes;
+  for (const auto& [size, list] : free_) sizes.push_back(size);
+  std::sort(sizes.rbegin(), sizes.rend());
+  std::vector<void*> released;
+  for (size_t size : sizes) {
+    std::vector<void*>& list = free_[size];
+    while (cached_ > limit_ && !list.empty()) {
+      released.push_back(list.back());
+      list.pop_back();
+      cached_ -= size;
+    }
+  }
+  return released;
+}
+
 size_t BlockCache::cached_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return cached_;

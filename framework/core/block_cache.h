@@ -27,10 +27,14 @@ class BlockCache {
   bool put(void* p, size_t size);
   // Every kept block, removed from the cache, for the caller to free.
   std::vector<void*> take_all();
+  // Sets the limit; the kept blocks beyond it (largest classes first) are removed and
+  // returned for the caller to free.
+  std::vector<void*> set_limit(size_t limit);
   size_t cached_bytes() const;
 
  private:
-  const size_t granule_, small_limit_, limit_;
+  const size_t granule_, small_limit_;
+  size_t limit_;
   mutable std::mutex mutex_;
   std::unordered_map<size_t, std::vector<void*>> free_;
   size_t cached_ = 0;

@@ -3,6 +3,8 @@
 // CPU-only build answers "not built", a CUDA build on a machine without a usable GPU
 // answers with the runtime's reason. Nothing here starts the CUDA runtime before it is
 // first called.
+#include <cstdint>
+#include <optional>
 #include <string>
 
 namespace kiln::cuda {
@@ -22,5 +24,25 @@ void synchronize();
 // Returns the CUDA caching allocator's unused blocks to the driver (cudaFree); a no-op
 // without CUDA. See memory_stats(Device("cuda")) for what it holds.
 void empty_cache();
+// Caps the bytes the CUDA caching allocator keeps for reuse on each GPU (no cap by
+// default; std::nullopt removes it). A tensor freed while the cache is full gives its
+// block back to the driver at the next allocation on that GPU (which waits for the
+// GPU then); lowering the cap gives back the blocks beyond it at once, largest first.
+// A negative cap is an error. Without CUDA it is only remembered.
+void set_cache_limit(std::optional<int64_t> bytes);
+// The cap set last (std::nullopt: none).
+std::optional<int64_t> cache_limit();
+
+// Which kernels attention (scaled_dot_product_attention, MultiheadAttention) runs on a
+// GPU, for every thread (torch.backends.cuda.enable_flash_sdp / enable_math_sdp's idea):
+//   Auto: the tiled kernels where the (N, H, L, S) scores would take more than 1 GiB,
+//         else cuBLAS around the materialised scores (about 3x faster on an H200, at
+//         7-25x the memory: benchmarks/RESULTS.md);
+//   Tiled: the tiled kernels wherever they fit (heads up to 128 wide);
+//   Materialized: always the scores in a temporary, as before.
+// Every choice gives the same results to rounding; CPU attention is not affected.
+enum class AttentionKernel { Auto, Tiled, Materialized };
+void set_attention_kernel(AttentionKernel kernel);
+AttentionKernel attention_kernel();
 
 }  // namespace kiln::cuda

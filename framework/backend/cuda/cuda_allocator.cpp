@@ -5,8 +5,14 @@
 //
 // Reuse needs no events because the backend is stream-ordered on one stream per GPU
 // (cuda_backend.h): a block freed while kernels still read it goes to a new tensor
-// whose kernels are queued behind those. Only cudaFree (empty_cache, or a retry after
-// an out-of-memory) must wait for the device first.
+// whose kernels are queued behind those. Only cudaFree (empty_cache, a retry after an
+// out-of-memory, a block beyond the cache's limit) must wait for the device first.
+//
+// set_cache_limit caps the bytes kept. A freed block that would pass the cap cannot be
+// given back at once (deallocate runs in a destructor and must not wait for the device),
+// so it is set aside, unused, and given back by the next allocation on that GPU.
+#include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <vector>
 
@@ -17,6 +23,8 @@
 namespace kiln::cuda {
 namespace {
 
+size_t cache_limit_bytes();
+
 // Freed blocks are kept by size class (core/block_cache.h): 512-byte classes up to
 // 4 KiB, then steps of 1/8 of a power of two.
 class CudaCachingAllocator final : public Allocator {
@@ -24,6 +32,7 @@ class CudaCachingAllocator final : public Allocator {
   explicit CudaCachingAllocator(int index) : device_(DeviceType::CUDA, index) {}
 
   void* allocate(size_t nbytes) override {
+    release_over_limit();
     const size_t size = cache_.size_class(nbytes);
     void* p = cache_.take(size);
     if (!p) {
@@ -55,26 +64,54 @@ class CudaCachingAllocator final : public Allocator {
   // Called from Storage's destructor: never throws, never waits.
   void deallocate(void* ptr, size_t nbytes) override {
     detail::record_memory(device_, -static_cast<int64_t>(nbytes));
-    cache_.put(ptr, cache_.size_class(nbytes));  // no limit: always kept
+    if (!cache_.put(ptr, cache_.size_class(nbytes))) {
+      std::lock_guard<std::mutex> lock(over_limit_mutex_);
+      over_limit_.push_back(ptr);
+    }
   }
+
+  // Keeps at most `limit` bytes from now on; blocks beyond it are given back now.
+  void set_limit(size_t limit) { free_blocks(cache_.set_limit(limit), "set_cache_limit"); }
 
   // Waits for the device (kernels may still use the cached blocks), then frees them. If
   // the wait fails the context is broken (CUDA errors there are sticky) and the blocks
   // are dropped with it.
   void release_cached() {
-    const std::vector<void*> blocks = cache_.take_all();
-    if (blocks.empty()) return;
-    DeviceGuard guard(device_.index);
-    KILN_CUDA_CHECK(cudaDeviceSynchronize(), "empty_cache");
-    for (void* p : blocks) (void)cudaFree(p);
+    release_over_limit();
+    free_blocks(cache_.take_all(), "empty_cache");
   }
 
   int64_t cached_bytes() const { return static_cast<int64_t>(cache_.cached_bytes()); }
 
  private:
+  void free_blocks(const std::vector<void*>& blocks, const char* op) {
+    if (blocks.empty()) return;
+    DeviceGuard guard(device_.index);
+    KILN_CUDA_CHECK(cudaDeviceSynchronize(), op);
+    for (void* p : blocks) (void)cudaFree(p);
+  }
+
+  // The blocks deallocate set aside because the cache was full.
+  void release_over_limit() {
+    std::vector<void*> blocks;
+    {
+      std::lock_guard<std::mutex> lock(over_limit_mutex_);
+      if (over_limit_.empty()) return;
+      blocks.swap(over_limit_);
+    }
+    free_blocks(blocks, "cuda");
+  }
+
   const Device device_;
-  BlockCache cache_{512, 4096};
+  BlockCache cache_{512, 4096, cache_limit_bytes()};
+  std::mutex over_limit_mutex_;
+  std::vector<void*> over_limit_;
 };
+
+// The cap set_cache_limit sets for every GPU, also for allocators made after it.
+std::atomic<size_t> g_cache_limit{SIZE_MAX};
+
+size_t cache_limit_bytes() { return g_cache_limit.load(); }
 
 // One allocator per device, made on the device's first allocation. Never destroyed:
 // tensors held by static objects may be freed after main returns.
@@ -98,6 +135,13 @@ Allocator& allocator_for_device(Device device) {
 int64_t cached_bytes(Device device) {
   CudaCachingAllocator* a = existing(device.index);
   return a ? a->cached_bytes() : 0;
+}
+
+void set_cache_limit_bytes(size_t bytes) {
+  g_cache_limit.store(bytes);
+  for (int i = 0; i < kMaxDevices; ++i) {
+    if (CudaCachingAllocator* a = existing(i)) a->set_limit(bytes);
+  }
 }
 
 void release_cached_blocks() {

@@ -1,9 +1,10 @@
 // Dropout, and attention over N·H independent problems, with the CPU backend's
 // arithmetic and random stream (cpu_attention.cpp, cpu_random.cpp):
 //   q (N, H, L, E), k (N, H, S, E), v (N, H, S, Ev) -> out (N, H, L, Ev), lse (N, H, L)
-// Unlike the CPU, which keeps an (L, S) block per task, the GPU materialises the (N, H,
-// L, S) scores in a temporary from the caching allocator: cuBLAS strided-batched GEMMs
-// around one row kernel (one block per query row). Dropout element (n, h, l, s) is
+// Heads up to 128 wide take the tiled kernels of cuda_flash_attention.cu. Wider ones
+// (and tiles beyond the GPU's shared memory) take this file's path, which materialises
+// the (N, H, L, S) scores in a temporary from the caching allocator: cuBLAS
+// strided-batched GEMMs around one row kernel (one block per query row). Dropout element (n, h, l, s) is
 // number ((n·H + h)·L + l)·S + s of the Philox word stream at (seed, block): word e % 4
 // of block (block + e / 4), as for bernoulli(1 - p).
 #include <algorithm>
@@ -11,19 +12,14 @@
 #include <limits>
 #include <type_traits>
 
-#include "backend/cpu/philox_words.h"
+#include "backend/cuda/cuda_attention.cuh"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_block_reduce.cuh"
 #include "backend/cuda/cuda_launch.cuh"
+#include "core/cuda.h"
 
 namespace kiln::cuda {
 namespace {
-
-// Whether element e of the stream at (seed, block) is kept.
-__device__ inline bool kept(uint64_t seed, uint64_t block, int64_t e, uint64_t threshold) {
-  const std::array<uint32_t, 4> w = philox4x32(seed, block + static_cast<uint64_t>(e / 4));
-  return static_cast<uint64_t>(w[e % 4]) < threshold;
-}
 
 // out (n) = x (n) · keep / (1 - p): one thread per Philox block, four elements each.
 template <class T>
@@ -38,19 +34,6 @@ __global__ void dropout_kernel(const T* x, T* out, int64_t n, uint64_t seed, uin
   }
 }
 
-// A 4-D operand (N, H, rows, cols) by value: element (n, h, r, c) at n·s0 + h·s1 + r·s2 + c·s3.
-struct View4 {
-  int64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-};
-View4 view_of(const Tensor& t) { return {t.stride(0), t.stride(1), t.stride(2), t.stride(3)}; }
-
-// The mask of the scores: none, bool (true = -inf) or added (T).
-struct MaskView {
-  const void* data = nullptr;
-  bool is_bool = false;
-  View4 at;
-};
-
 // scores (N·H·L, S) of one query row: + mask, softmax in place, its logsumexp, then
 // dropout: P' = P · keep / (1 - p). A row whose every score is -inf (a query that may
 // attend to nothing) becomes zeros with lse -inf, as torch's _safe_softmax, not NaN.
@@ -63,14 +46,7 @@ __global__ void attention_rows_kernel(T* scores, T* lse, int64_t rows, int64_t H
     T* row = scores + r * S;
     T mx = -inf;
     for (int64_t s = threadIdx.x; s < S; s += blockDim.x) {
-      if (mask.data) {
-        const int64_t off = n * mask.at.s0 + h * mask.at.s1 + l * mask.at.s2 + s * mask.at.s3;
-        if (mask.is_bool) {
-          if (static_cast<const bool*>(mask.data)[off]) row[s] = -inf;
-        } else {
-          row[s] += static_cast<const T*>(mask.data)[off];
-        }
-      }
+      row[s] = masked_score(row[s], mask, n, h, l, s);
       mx = row[s] > mx ? row[s] : mx;
     }
     mx = block_max(mx, -inf);
@@ -105,35 +81,38 @@ __global__ void attention_backward_rows_kernel(T* probs, T* dprobs, const T* lse
                                                View4 ov, int64_t rows, int64_t H, int64_t L, int64_t S, int64_t Ev,
                                                MaskView mask, bool drop, uint64_t seed, uint64_t block,
                                                uint64_t threshold, T keep_scale) {
-  const T inf = std::numeric_limits<T>::infinity(), nan = std::numeric_limits<T>::quiet_NaN();
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t b = r / L, l = r % L, n = b / H, h = b % H;
     double dot = 0;
     for (int64_t e = threadIdx.x; e < Ev; e += blockDim.x) {
-      dot += static_cast<double>(g[n * gv.s0 + h * gv.s1 + l * gv.s2 + e * gv.s3]) *
-             out[n * ov.s0 + h * ov.s1 + l * ov.s2 + e * ov.s3];
+      dot += static_cast<double>(g[offset_of(gv, n, h, l, e)]) * out[offset_of(ov, n, h, l, e)];
     }
     const T d = static_cast<T>(block_sum(dot));
     const T row_lse = lse[r];
-    const bool finite = isfinite(row_lse), all_masked = row_lse == -inf;
     T* p_row = probs + r * S;
     T* dp_row = dprobs + r * S;
     for (int64_t s = threadIdx.x; s < S; s += blockDim.x) {
-      T x = p_row[s];
-      if (mask.data) {
-        const int64_t off = n * mask.at.s0 + h * mask.at.s1 + l * mask.at.s2 + s * mask.at.s3;
-        if (mask.is_bool) {
-          if (static_cast<const bool*>(mask.data)[off]) x = -inf;
-        } else {
-          x += static_cast<const T*>(mask.data)[off];
-        }
-      }
-      const T pv = finite ? exp(x - row_lse) : all_masked ? T(0) : nan;
+      const T x = masked_score(p_row[s], mask, n, h, l, s);
+      const T pv = prob_from_lse(x, row_lse);
       const T keep = !drop || kept(seed, block, r * S + s, threshold) ? keep_scale : T(0);
       dp_row[s] = pv * (dp_row[s] * keep - d);
       p_row[s] = pv * keep;
     }
   }
+}
+
+// Whether set_attention_kernel's choice takes the tiled kernels for scores of this many
+// bytes (they may still not fit, and then the scores are materialised).
+bool tiled_attention_wanted(int64_t score_bytes) {
+  switch (attention_kernel()) {
+    case AttentionKernel::Tiled: return true;
+    case AttentionKernel::Materialized: return false;
+    case AttentionKernel::Auto: break;
+  }
+  // Measured on an H200 (benchmarks/RESULTS.md): the materialising path is about 3x
+  // faster at 1024-4096 tokens, the tiled one holds 7-25x less; past 1 GiB of scores
+  // (2 GiB of temporaries in the backward) memory wins.
+  return score_bytes > (int64_t{1} << 30);
 }
 
 int as_int(int64_t v) {
@@ -192,20 +171,14 @@ void gemm_heads(cublasHandle_t handle, bool ta, bool tb, int64_t M, int64_t Nc, 
   }
 }
 
-MaskView mask_view(const Tensor& mask) {
-  MaskView m;
-  if (!mask.defined()) return m;
-  m.data = mask.data_ptr();
-  m.is_bool = mask.dtype() == kBool;
-  m.at = view_of(mask);
-  return m;
-}
-
 template <class T>
 void attention_typed(CudaBackend& be, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                      double scale, double p, uint64_t seed, uint64_t block, const Tensor& out, const Tensor& lse) {
   const int64_t N = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2), E = q.size(3), Ev = v.size(3);
   if (N * H * L == 0) return;
+  if (tiled_attention_wanted(N * H * L * S * static_cast<int64_t>(sizeof(T))) &&
+      flash_attention<T>(q, k, v, mask, scale, p, seed, block, out, lse))
+    return;
   cudaStream_t stream = stream_of(out);
   cublasHandle_t handle = blas_handle(out.device().index);
   Tensor scores = Tensor::empty({N, H, L, S}, TensorOptions(q.dtype()).device(q.device()));
@@ -243,6 +216,9 @@ void attention_backward_typed(CudaBackend& be, const Tensor& g, const Tensor& q,
     be.fill(grad_v, 0.0);
     return;
   }
+  if (tiled_attention_wanted(N * H * L * S * static_cast<int64_t>(sizeof(T))) &&
+      flash_attention_backward<T>(g, q, k, v, mask, out, lse, scale, p, seed, block, grad_q, grad_k, grad_v))
+    return;
   cudaStream_t stream = stream_of(grad_q);
   cublasHandle_t handle = blas_handle(grad_q.device().index);
   const TensorOptions scratch = TensorOptions(q.dtype()).device(q.device());
