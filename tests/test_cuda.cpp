@@ -215,6 +215,22 @@ TEST_SUITE("everywhere") {
     CHECK(config().find("  - CUDA: ") != std::string::npos);
   }
 
+  TEST_CASE("the CUDA cache cap and the attention kernel choice, in every build") {
+    CHECK(error_of([] { cuda::set_cache_limit(-5); }) == "[set_cache_limit] the cap must be at least 0 bytes, got -5");
+    CHECK_FALSE(cuda::cache_limit().has_value());  // none by default
+    cuda::set_cache_limit(int64_t{1} << 30);
+    CHECK(cuda::cache_limit() == (int64_t{1} << 30));
+    cuda::set_cache_limit(std::nullopt);
+    CHECK_FALSE(cuda::cache_limit().has_value());
+    CHECK(cuda::attention_kernel() == cuda::AttentionKernel::Auto);
+    cuda::set_attention_kernel(cuda::AttentionKernel::Tiled);
+    CHECK(cuda::attention_kernel() == cuda::AttentionKernel::Tiled);
+    CHECK(error_of([] { cuda::set_attention_kernel(static_cast<cuda::AttentionKernel>(7)); }) ==
+          "[set_attention_kernel] unknown kernel choice 7");
+    CHECK(cuda::attention_kernel() == cuda::AttentionKernel::Tiled);  // unchanged by the error
+    cuda::set_attention_kernel(cuda::AttentionKernel::Auto);
+  }
+
   TEST_CASE("a CPU-only build: asking for CUDA is an error that names the device") {
     if (cuda::is_built()) return;
     const std::string msg = "[device] CUDA is not available in this build of Kiln (asked for cuda:0)";
