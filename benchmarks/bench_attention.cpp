@@ -26,16 +26,9 @@ struct Args {
   std::string device = "cuda:0", attention = "auto";
 };
 
-kiln::cuda::AttentionKernel kernel_of(const std::string& v) {
-  if (v == "auto") return kiln::cuda::AttentionKernel::Auto;
-  if (v == "tiled") return kiln::cuda::AttentionKernel::Tiled;
-  if (v == "materialized") return kiln::cuda::AttentionKernel::Materialized;
-  throw std::invalid_argument("--attention takes auto, tiled or materialized, got '" + v + "'");
-}
-
 int run(const Args& a) {
   const kiln::Device device(a.device);
-  kiln::cuda::set_attention_kernel(kernel_of(a.attention));
+  kiln::cuda::set_attention_kernel(bench::attention_option(a.attention));
   kiln::manual_seed(0);
   const kiln::Shape shape{a.batch, a.heads, a.seq, a.head_dim};
   auto input = [&] { return kiln::randn(shape).to(device).requires_grad_(); };

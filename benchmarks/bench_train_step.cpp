@@ -52,12 +52,6 @@ struct Args {
   std::optional<kiln::cuda::AttentionKernel> attention;  // --attention: the GPU's attention kernels
 };
 
-kiln::cuda::AttentionKernel attention_option(const std::string& v) {
-  if (v == "auto") return kiln::cuda::AttentionKernel::Auto;
-  if (v == "tiled") return kiln::cuda::AttentionKernel::Tiled;
-  if (v == "materialized") return kiln::cuda::AttentionKernel::Materialized;
-  throw std::invalid_argument("--attention takes auto, tiled or materialized, got '" + v + "'");
-}
 
 int run(const Args& a);
 
@@ -83,7 +77,7 @@ int main(int argc, char** argv) {
       else if (f == "--warmup") a.warmup = bench::int_option(f, v, 0);
       else if (f == "--threads") a.threads = bench::int_option(f, v, 0);  // 0: the default
       else if (f == "--device") a.device = v;
-      else if (f == "--attention") a.attention = attention_option(v);
+      else if (f == "--attention") a.attention = bench::attention_option(v);
       else a.curve = bench::int_option(f, v, 1);
     }
   } catch (const std::invalid_argument& e) {

@@ -62,4 +62,12 @@ inline int int_option(const std::string& flag, const std::string& v, int lo) {
   return n;
 }
 
+// --attention's value: kiln::cuda::set_attention_kernel's choice for a GPU.
+inline kiln::cuda::AttentionKernel attention_option(const std::string& v) {
+  if (v == "auto") return kiln::cuda::AttentionKernel::Auto;
+  if (v == "tiled") return kiln::cuda::AttentionKernel::Tiled;
+  if (v == "materialized") return kiln::cuda::AttentionKernel::Materialized;
+  throw std::invalid_argument("--attention takes auto, tiled or materialized, got '" + v + "'");
+}
+
 }  // namespace bench

@@ -99,6 +99,44 @@ __device__ inline void scores_of_row(const T* a, const T* b, int n, int step, T 
   }
 }
 
+// Where a block and a thread are: block x covers rows first … first + kTile - 1 (queries,
+// or keys in the key-side backward) of problem b = n·H + h; thread (r, t) is thread t of
+// row r of the tile, row = first + r, ok when it is a real row (< rows).
+struct TileRow {
+  int64_t b, first, n, h, row;
+  int r, t;
+  bool ok;
+};
+
+__device__ inline TileRow tile_row(int64_t rows, int64_t H) {
+  const int64_t tiles = (rows + kTile - 1) / kTile;
+  TileRow p;
+  p.b = blockIdx.x / tiles;
+  p.first = (blockIdx.x % tiles) * kTile;
+  p.n = p.b / H;
+  p.h = p.b % H;
+  p.r = threadIdx.x / kGroup;
+  p.t = threadIdx.x % kGroup;
+  p.row = p.first + p.r;
+  p.ok = p.row < rows;
+  return p;
+}
+
+// acc[c] += Σ_{j < rows} w[j] · m[j·ld + col], col = t + kGroup·c < cols: a row of one
+// tile (weights over its columns) times another tile, for the columns thread t keeps.
+template <class T, int kAcc>
+__device__ inline void add_row_times_tile(T (&acc)[kAcc], const T* w, const T* m, int ld, int64_t rows, int cols,
+                                          int t) {
+  for (int j = 0; j < static_cast<int>(rows); ++j) {
+    const T wj = w[j];
+#pragma unroll
+    for (int c = 0; c < kAcc; ++c) {
+      const int col = t + kGroup * c;
+      if (col < cols) acc[c] += wj * m[j * ld + col];
+    }
+  }
+}
+
 // Shared memory of each kernel, in elements of T (E + 1 / Ev + 1 row strides: the rows a
 // warp reads at once fall in different banks).
 int64_t forward_smem(int E, int Ev) { return kTile * (E + 1) * 2 + kTile * Ev + kTile * (kTile + kPad); }
@@ -118,11 +156,10 @@ __global__ void __launch_bounds__(kFlashThreads)
   T* const Vs = Ks + kTile * (a.E + 1);             // (kTile, Ev)
   T* const Ps = Vs + kTile * a.Ev;                  // (kTile, kTile + kPad)
   const T inf = std::numeric_limits<T>::infinity();
-  const int64_t tiles = (a.L + kTile - 1) / kTile;
-  const int64_t b = blockIdx.x / tiles, l0 = (blockIdx.x % tiles) * kTile, n = b / a.H, h = b % a.H;
-  const int r = threadIdx.x / kGroup, t = threadIdx.x % kGroup;
-  const int64_t l = l0 + r;
-  const bool row_ok = l < a.L;
+  const TileRow p = tile_row(a.L, a.H);
+  const int64_t b = p.b, l0 = p.first, n = p.n, h = p.h, l = p.row;
+  const int r = p.r, t = p.t;
+  const bool row_ok = p.ok;
   load_tile(Qs, a.E + 1, a.q, a.qv, n, h, l0, a.L, a.E);
   const int64_t mask_row = a.mask.data ? offset_of(a.mask.at, n, h, l, 0) : 0;
   const int64_t stream_row = (b * a.L + l) * a.S;  // the dropout number of (n, h, l, 0)
@@ -159,15 +196,7 @@ __global__ void __launch_bounds__(kFlashThreads)
 #pragma unroll
     for (int c = 0; c < kAcc; ++c) acc[c] *= alpha;
     __syncthreads();
-    const int keys = static_cast<int>(std::min<int64_t>(kTile, a.S - s0));
-    for (int j = 0; j < keys; ++j) {
-      const T pj = Ps[r * (kTile + kPad) + j];
-#pragma unroll
-      for (int c = 0; c < kAcc; ++c) {
-        const int col = t + kGroup * c;
-        if (col < a.Ev) acc[c] += pj * Vs[j * a.Ev + col];
-      }
-    }
+    add_row_times_tile(acc, Ps + r * (kTile + kPad), Vs, a.Ev, std::min<int64_t>(kTile, a.S - s0), a.Ev, t);
   }
   if (!row_ok) return;
   const T inv = sum > 0 ? T(1) / sum : T(0);  // sum 0: every score was -inf
@@ -191,11 +220,10 @@ __global__ void __launch_bounds__(kFlashThreads)
   T* const Ks = Gs + kTile * (a.Ev + 1);            // (kTile, E + 1)
   T* const Vs = Ks + kTile * (a.E + 1);             // (kTile, Ev + 1)
   T* const dSs = Vs + kTile * (a.Ev + 1);           // (kTile, kTile + kPad)
-  const int64_t tiles = (a.L + kTile - 1) / kTile;
-  const int64_t b = blockIdx.x / tiles, l0 = (blockIdx.x % tiles) * kTile, n = b / a.H, h = b % a.H;
-  const int r = threadIdx.x / kGroup, t = threadIdx.x % kGroup;
-  const int64_t l = l0 + r;
-  const bool row_ok = l < a.L;
+  const TileRow p = tile_row(a.L, a.H);
+  const int64_t b = p.b, l0 = p.first, n = p.n, h = p.h, l = p.row;
+  const int r = p.r, t = p.t;
+  const bool row_ok = p.ok;
   load_tile(Qs, a.E + 1, a.q, a.qv, n, h, l0, a.L, a.E);
   load_tile(Gs, a.Ev + 1, g, gv, n, h, l0, a.L, a.Ev);
   __syncthreads();
@@ -232,15 +260,7 @@ __global__ void __launch_bounds__(kFlashThreads)
       dSs[r * (kTile + kPad) + j] = ds;
     }
     __syncthreads();
-    const int keys = static_cast<int>(std::min<int64_t>(kTile, a.S - s0));
-    for (int j = 0; j < keys; ++j) {
-      const T dsj = dSs[r * (kTile + kPad) + j];
-#pragma unroll
-      for (int c = 0; c < kAcc; ++c) {
-        const int col = t + kGroup * c;
-        if (col < a.E) acc[c] += dsj * Ks[j * (a.E + 1) + col];
-      }
-    }
+    add_row_times_tile(acc, dSs + r * (kTile + kPad), Ks, a.E + 1, std::min<int64_t>(kTile, a.S - s0), a.E, t);
   }
   if (!row_ok) return;
 #pragma unroll
@@ -266,11 +286,10 @@ __global__ void __launch_bounds__(kFlashThreads)
   T* const dSs = Ps + kTile * (kTile + kPad);       // (kTile keys, kTile + kPad queries): dS
   T* const lses = dSs + kTile * (kTile + kPad);     // (kTile)
   T* const Ds = lses + kTile;                       // (kTile)
-  const int64_t tiles = (a.S + kTile - 1) / kTile;
-  const int64_t b = blockIdx.x / tiles, s0 = (blockIdx.x % tiles) * kTile, n = b / a.H, h = b % a.H;
-  const int r = threadIdx.x / kGroup, t = threadIdx.x % kGroup;
-  const int64_t s = s0 + r;
-  const bool key_ok = s < a.S;
+  const TileRow p = tile_row(a.S, a.H);
+  const int64_t b = p.b, s0 = p.first, n = p.n, h = p.h, s = p.row;
+  const int r = p.r, t = p.t;
+  const bool key_ok = p.ok;
   load_tile(Ks, a.E + 1, a.k, a.kv, n, h, s0, a.S, a.E);
   load_tile(Vs, a.Ev + 1, a.v, a.vv, n, h, s0, a.S, a.Ev);
   const int64_t mask_col = a.mask.data ? offset_of(a.mask.at, n, h, 0, s) : 0;
@@ -304,16 +323,9 @@ __global__ void __launch_bounds__(kFlashThreads)
       dSs[r * (kTile + kPad) + i] = ds;
     }
     __syncthreads();
-    const int rows = static_cast<int>(std::min<int64_t>(kTile, a.L - l0));
-    for (int i = 0; i < rows; ++i) {
-      const T pi = Ps[r * (kTile + kPad) + i], dsi = dSs[r * (kTile + kPad) + i];
-#pragma unroll
-      for (int c = 0; c < kAcc; ++c) {
-        const int col = t + kGroup * c;
-        if (col < a.Ev) acc_v[c] += pi * Gs[i * (a.Ev + 1) + col];
-        if (col < a.E) acc_k[c] += dsi * Qs[i * (a.E + 1) + col];
-      }
-    }
+    const int64_t rows = std::min<int64_t>(kTile, a.L - l0);
+    add_row_times_tile(acc_v, Ps + r * (kTile + kPad), Gs, a.Ev + 1, rows, a.Ev, t);
+    add_row_times_tile(acc_k, dSs + r * (kTile + kPad), Qs, a.E + 1, rows, a.E, t);
   }
   if (!key_ok) return;
 #pragma unroll
