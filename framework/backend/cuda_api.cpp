@@ -12,7 +12,8 @@
 
 namespace kiln::cuda {
 namespace {
-std::atomic<int64_t> g_limit{-1};  // -1: no cap
+std::atomic<int64_t> g_limit{-1};  // set_cache_limit's cap; -1: none
+std::atomic<AttentionKernel> g_attention{AttentionKernel::Auto};
 }  // namespace
 
 void set_cache_limit(std::optional<int64_t> bytes) {
@@ -23,9 +24,10 @@ void set_cache_limit(std::optional<int64_t> bytes) {
 #endif
 }
 
-namespace {
-std::atomic<AttentionKernel> g_attention{AttentionKernel::Auto};
-}  // namespace
+std::optional<int64_t> cache_limit() {
+  const int64_t v = g_limit.load();
+  return v < 0 ? std::nullopt : std::optional<int64_t>(v);
+}
 
 void set_attention_kernel(AttentionKernel kernel) {
   KILN_CHECK(kernel == AttentionKernel::Auto || kernel == AttentionKernel::Tiled ||
@@ -35,11 +37,6 @@ void set_attention_kernel(AttentionKernel kernel) {
 }
 
 AttentionKernel attention_kernel() { return g_attention.load(); }
-
-std::optional<int64_t> cache_limit() {
-  const int64_t v = g_limit.load();
-  return v < 0 ? std::nullopt : std::optional<int64_t>(v);
-}
 
 #ifdef KILN_WITH_CUDA
 

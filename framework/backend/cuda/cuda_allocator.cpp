@@ -14,16 +14,22 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_device.h"
 #include "core/block_cache.h"
+#include "core/cuda.h"
 
 namespace kiln::cuda {
 namespace {
 
-size_t cache_limit_bytes();
+// set_cache_limit's cap in bytes (SIZE_MAX: none).
+size_t cap_bytes() {
+  const std::optional<int64_t> cap = cache_limit();
+  return cap ? static_cast<size_t>(*cap) : SIZE_MAX;
+}
 
 // Freed blocks are kept by size class (core/block_cache.h): 512-byte classes up to
 // 4 KiB, then steps of 1/8 of a power of two.
@@ -32,7 +38,7 @@ class CudaCachingAllocator final : public Allocator {
   explicit CudaCachingAllocator(int index) : device_(DeviceType::CUDA, index) {}
 
   void* allocate(size_t nbytes) override {
-    release_over_limit();
+    if (has_over_limit_.load(std::memory_order_acquire)) release_over_limit();
     const size_t size = cache_.size_class(nbytes);
     void* p = cache_.take(size);
     if (!p) {
@@ -67,6 +73,7 @@ class CudaCachingAllocator final : public Allocator {
     if (!cache_.put(ptr, cache_.size_class(nbytes))) {
       std::lock_guard<std::mutex> lock(over_limit_mutex_);
       over_limit_.push_back(ptr);
+      has_over_limit_.store(true, std::memory_order_release);
     }
   }
 
@@ -96,22 +103,19 @@ class CudaCachingAllocator final : public Allocator {
     std::vector<void*> blocks;
     {
       std::lock_guard<std::mutex> lock(over_limit_mutex_);
-      if (over_limit_.empty()) return;
       blocks.swap(over_limit_);
+      has_over_limit_.store(false, std::memory_order_relaxed);
     }
     free_blocks(blocks, "cuda");
   }
 
   const Device device_;
-  BlockCache cache_{512, 4096, cache_limit_bytes()};
+  // The cap set before this GPU's first allocation holds from it on.
+  BlockCache cache_{512, 4096, cap_bytes()};
   std::mutex over_limit_mutex_;
   std::vector<void*> over_limit_;
+  std::atomic<bool> has_over_limit_{false};  // over_limit_ is not empty: allocate reads it without the lock
 };
-
-// The cap set_cache_limit sets for every GPU, also for allocators made after it.
-std::atomic<size_t> g_cache_limit{SIZE_MAX};
-
-size_t cache_limit_bytes() { return g_cache_limit.load(); }
 
 // One allocator per device, made on the device's first allocation. Never destroyed:
 // tensors held by static objects may be freed after main returns.
@@ -138,7 +142,6 @@ int64_t cached_bytes(Device device) {
 }
 
 void set_cache_limit_bytes(size_t bytes) {
-  g_cache_limit.store(bytes);
   for (int i = 0; i < kMaxDevices; ++i) {
     if (CudaCachingAllocator* a = existing(i)) a->set_limit(bytes);
   }

@@ -1,11 +1,11 @@
 // Dropout, and attention over N·H independent problems, with the CPU backend's
 // arithmetic and random stream (cpu_attention.cpp, cpu_random.cpp):
 //   q (N, H, L, E), k (N, H, S, E), v (N, H, S, Ev) -> out (N, H, L, Ev), lse (N, H, L)
-// Heads up to 128 wide take the tiled kernels of cuda_flash_attention.cu. Wider ones
-// (and tiles beyond the GPU's shared memory) take this file's path, which materialises
+// set_attention_kernel (core/cuda.h) picks between the tiled kernels of
+// cuda_flash_attention.cu (heads up to 128 wide) and this file's path, which materialises
 // the (N, H, L, S) scores in a temporary from the caching allocator: cuBLAS
-// strided-batched GEMMs around one row kernel (one block per query row). Dropout element (n, h, l, s) is
-// number ((n·H + h)·L + l)·S + s of the Philox word stream at (seed, block): word e % 4
+// strided-batched GEMMs around one row kernel (one block per query row), also the path
+// of whatever the tiled kernels do not fit. Dropout element (n, h, l, s) is number ((n·H + h)·L + l)·S + s of the Philox word stream at (seed, block): word e % 4
 // of block (block + e / 4), as for bernoulli(1 - p).
 #include <algorithm>
 #include <climits>

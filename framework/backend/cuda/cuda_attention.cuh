@@ -88,7 +88,9 @@ __device__ inline bool kept(uint64_t seed, uint64_t block, int64_t e, uint64_t t
 
 // The tiled kernels: false (and nothing done) where the shapes do not fit them, and the
 // caller takes the materialising path. Same arguments as Backend::attention and
-// attention_backward (T float or double, every tensor on the device of out / grad_q).
+// attention_backward (T float or double, every tensor on the device of out / grad_q),
+// after the caller's return for no rows (N·H·L = 0) and, in the backward, its zero
+// gradients where L or S is 0.
 template <class T>
 bool flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale, double p,
                      uint64_t seed, uint64_t block, const Tensor& out, const Tensor& lse);

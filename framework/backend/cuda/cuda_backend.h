@@ -75,7 +75,8 @@ Allocator& allocator_for_device(Device device);
 
 // Bytes the caching allocator of a device keeps for reuse (0 before its first use).
 int64_t cached_bytes(Device device);
-// The cap of core/cuda.h's set_cache_limit, for every GPU (SIZE_MAX: none).
+// Applies core/cuda.h's set_cache_limit to the GPUs' allocators made so far (SIZE_MAX:
+// none); one made later reads cache_limit() itself.
 void set_cache_limit_bytes(size_t bytes);
 
 // What core/cuda.h reports in a CUDA build. The first call starts the CUDA runtime.

@@ -20,6 +20,7 @@
 //   by query tile: D = rowsum(g ∘ out), dS = P ∘ (g vᵀ · keep / (1 - p) - D), grad_q = scale · dS k;
 //   by key tile:   grad_v = P'ᵀ g, grad_k = scale · dSᵀ q (reading the first kernel's D).
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cmath>
 
@@ -66,8 +67,8 @@ __device__ inline U group_sum(U x) {
 }
 
 // dst (kTile, cols) with row stride ld = rows r0 … r0 + kTile - 1 of problem (n, h) of
-// src; rows at or beyond `rows` are zeros.
-// A warp a row at a time, its lanes along the row (one 64-bit offset per row).
+// src; rows at or beyond `rows` are zeros. A warp takes a row at a time, its lanes along
+// the row (one 64-bit offset per row).
 template <class T>
 __device__ void load_tile(T* dst, int ld, const T* src, const View4& v, int64_t n, int64_t h, int64_t r0,
                           int64_t rows, int cols) {
@@ -336,10 +337,14 @@ __global__ void __launch_bounds__(kFlashThreads)
   }
 }
 
-// The shared memory a block may have on the current device (opt-in maximum).
+// The shared memory a block may have on a device (opt-in maximum), asked once per device.
 int64_t shared_limit(int device) {
-  int bytes = 0;
-  KILN_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "attention");
+  static std::atomic<int> known[kMaxDevices] = {};  // 0: not asked yet
+  int bytes = known[device].load(std::memory_order_relaxed);
+  if (bytes == 0) {
+    KILN_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "attention");
+    known[device].store(bytes, std::memory_order_relaxed);
+  }
   return bytes;
 }
 
@@ -408,7 +413,6 @@ bool flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Te
   const int64_t NH = q.size(0) * q.size(1), L = q.size(2), S = k.size(2), E = q.size(3), Ev = v.size(3);
   const int device = out.device().index;
   if (!fits<T>(NH, L, S, E, Ev, device)) return false;
-  if (NH * L == 0) return true;
   const FlashArgs<T> a = args_of<T>(q, k, v, mask, scale, p, seed, block);
   const int64_t blocks = NH * ((L + kTile - 1) / kTile);
   const int64_t bytes = forward_smem(a.E, a.Ev) * static_cast<int64_t>(sizeof(T));
@@ -427,7 +431,6 @@ bool flash_attention_backward(const Tensor& g, const Tensor& q, const Tensor& k,
   const int64_t NH = q.size(0) * q.size(1), L = q.size(2), S = k.size(2), E = q.size(3), Ev = v.size(3);
   const int device = grad_q.device().index;
   if (!fits<T>(NH, L, S, E, Ev, device)) return false;
-  if (NH * L == 0 || S == 0) return false;  // the caller's zero fills
   const FlashArgs<T> a = args_of<T>(q, k, v, mask, scale, p, seed, block);
   cudaStream_t stream = stream_of(grad_q);
   Tensor D = Tensor::empty({NH * L}, TensorOptions(q.dtype()).device(q.device()));  // rowsum(g ∘ out)
