@@ -20,6 +20,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <thread>
 
@@ -307,6 +308,67 @@ TEST_CASE("autocast: relu_dropout's backward reads the bfloat16 copy of y as it 
   be.relu_dropout_backward(g2, y, 0.3, got);
   be.relu_dropout_backward(g2.contiguous(), y.to(kFloat32), 0.3, want);
   CHECK(got.to_vector<float>() == want.to_vector<float>());
+}
+
+namespace {
+// The bits of a float32 or bfloat16 tensor's elements, NaNs included.
+std::vector<uint32_t> bits_of(const Tensor& t) {
+  const Tensor c = t.contiguous();
+  std::vector<uint32_t> out(static_cast<size_t>(c.numel()));
+  for (int64_t i = 0; i < c.numel(); ++i) {
+    if (c.dtype() == kBFloat16) {
+      out[i] = c.data<bfloat16>()[i].bits;
+    } else {
+      std::memcpy(&out[i], c.data<float>() + i, sizeof(float));
+    }
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("autocast: relu_dropout writes y and its bfloat16 copy in one pass, with relu_dropout's and the copy's bits") {
+  // x with the values where relu or the rounding could go wrong (zeros of both signs,
+  // subnormals, a halfway case of the rounding, infinities, NaN), then random values:
+  // long enough for several tasks and a last piece shorter than the others.
+  const std::vector<float> special = {0.0f, -0.0f, 9.2e-41f, -9.2e-41f, 1.00390625f, INFINITY, -INFINITY, NAN, 3e38f};
+  manual_seed(41);
+  const int64_t n = 100003;
+  std::vector<float> values = randn({n}).to_vector<float>();
+  std::copy(special.begin(), special.end(), values.begin());
+  const Tensor x = from_vector<float>(values, {n});
+  Backend& be = backend_for(Device(DeviceType::CPU));
+  for (const uint64_t block : {uint64_t{0}, uint64_t{7}}) {
+    CAPTURE(block);
+    const Tensor y = empty({n}), low = empty({n}, TensorOptions(kBFloat16)), want = empty({n});
+    be.relu_dropout_and_round_bf16(x, 5, block, 0.3, y, low);  // the fused kernel
+    be.relu_dropout(x, 5, block, 0.3, want);
+    CHECK(bits_of(y) == bits_of(want));
+    CHECK(bits_of(low) == bits_of(want.to(kBFloat16)));
+    // A strided x takes the default (relu_dropout, then copy): the same bits.
+    const Tensor xs = from_vector<float>(values, {n, 1}).expand({n, 2}).select(1, 1);
+    const Tensor y2 = empty({n}), low2 = empty({n}, TensorOptions(kBFloat16));
+    be.relu_dropout_and_round_bf16(xs, 5, block, 0.3, y2, low2);
+    CHECK(bits_of(y2) == bits_of(want));
+    CHECK(bits_of(low2) == bits_of(low));
+  }
+  // The op: under autocast y has the bits it has without, and the second product reads
+  // the copy written with it (a cache hit, no conversion of its own).
+  const Tensor w = leaf({32, 64}, 0.1);
+  const Tensor h = randn({300, 64}).requires_grad_(true);
+  Generator g1(9), g2(9);
+  const Tensor plain = relu_dropout(h, 0.25, true, &g1);
+  AutocastGuard guard(kBFloat16);
+  const AutocastCacheStats before = autocast_cache_stats();
+  const Tensor y = relu_dropout(h, 0.25, true, &g2);
+  CHECK(bits_of(y) == bits_of(plain));
+  const Tensor out = linear(y, w);
+  const AutocastCacheStats after = autocast_cache_stats();
+  CHECK(after.hits == before.hits + 1);
+  CHECK(after.conversions == before.conversions + 2);  // y's copy (the op's) and w's
+  AutocastGuard off(kBFloat16, false);
+  // float32 products of the rounded operands: exact, only the sums' order differs. A
+  // linear that read y unrounded would be ~2^-9 away.
+  CHECK(rel_norm(out, matmul(r16(y), r16(w).t())) <= 1e-5);
 }
 
 // ====================================================================== attention

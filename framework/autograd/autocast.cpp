@@ -207,6 +207,17 @@ Tensor autocast_share(const Tensor& t, const char* op) {
   return to_bfloat16(t, op);
 }
 
+Tensor autocast_adopt(const Tensor& t, const Tensor& low) {
+  AutocastState& s = state();
+  KILN_CHECK(s.depth > 0 && t.dtype() == kFloat32 && t.is_contiguous() && low.dtype() == kBFloat16 &&
+                 low.is_contiguous() && low.shape() == t.shape(),
+             "autocast", "internal: autocast_adopt takes a contiguous float32 tensor and its bfloat16 copy inside a guard");
+  const int64_t lo = t.offset(), hi = lo + t.numel();
+  s.cache[t.impl()->storage.get()] = Shadow{t.impl()->storage, t.version(), lo, hi, low.reshape({t.numel()})};
+  ++s.conversions;
+  return low;
+}
+
 std::pair<Tensor, Tensor> autocast_operand_and_column_sums(const Tensor& g, const char* op) {
   KILN_CHECK(g.dim() == 2, op, "expected a 2-D gradient, got shape ", shape_str(g.shape()));
   if (g.dtype() != kFloat32 || !g.is_contiguous()) return {autocast_operand(g, op), sum(g, {0})};

@@ -30,6 +30,11 @@ Tensor autocast_operand(const Tensor& t, const char* op);
 // autocast_operand.
 Tensor autocast_share(const Tensor& t, const char* op);
 
+// Makes low (bfloat16, contiguous, t's shape) the cached copy of t (float32, contiguous,
+// as it is now) that autocast_share would make, for an op that wrote both in one pass;
+// returns low. Inside a guard only (autocast_applies); counted as a conversion.
+Tensor autocast_adopt(const Tensor& t, const Tensor& low);
+
 // g (R, N) float32 as autocast_operand gives it, and its column sums (N, float32, the
 // bits of sum(g, {0})): a linear's output gradient, the GEMMs' operand and the bias
 // gradient's input, read once by the backend where g is contiguous and not cached.

@@ -58,6 +58,12 @@ void Backend::relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, doubl
   dropout(y, seed, block, p, y);  // elementwise, so in place is safe
 }
 
+void Backend::relu_dropout_and_round_bf16(const Tensor& x, uint64_t seed, uint64_t block, double p,
+                                          const Tensor& y, const Tensor& low) {
+  relu_dropout(x, seed, block, p, y);
+  copy(y, low);
+}
+
 void Backend::relu_dropout_backward(const Tensor& g, const Tensor& y, double p, const Tensor& gx) {
   binary(BinaryOp::ReluBackward, g, y, gx);
   unary(UnaryOp::MulScalar, gx, gx, 1.0 / (1.0 - p), 0);

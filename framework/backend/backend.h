@@ -189,6 +189,13 @@ class Backend {
   // another, backend_for's wrapper hands it y widened to float32.
   virtual void relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y);
   virtual void relu_dropout_backward(const Tensor& g, const Tensor& y, double p, const Tensor& gx);
+  // relu_dropout into y (float32) and y rounded to bfloat16 into low (autocast's copy
+  // for the next product), all contiguous and of one shape. The default is relu_dropout,
+  // then copy; a backend that writes both in one pass (the CPU's) saves reading y back.
+  // Under backend_for's wrapper only a backend that says relu_dropout_takes_mixed_bfloat16()
+  // is handed low as it is.
+  virtual void relu_dropout_and_round_bf16(const Tensor& x, uint64_t seed, uint64_t block, double p,
+                                           const Tensor& y, const Tensor& low);
   virtual bool relu_dropout_takes_mixed_bfloat16() const { return false; }
 
   // Fused attention over N·H independent problems, keeping no (L, S) tensor:

@@ -341,6 +341,13 @@ void BFloat16Staged::relu_dropout_backward(const Tensor& g, const Tensor& y, dou
   Backend::relu_dropout_backward(g, y, p, gx);
 }
 
+void BFloat16Staged::relu_dropout_and_round_bf16(const Tensor& x, uint64_t seed, uint64_t block, double p,
+                                                 const Tensor& y, const Tensor& low) {
+  if (!is_bf16(x) && !is_bf16(y) && inner_.relu_dropout_takes_mixed_bfloat16())
+    return inner_.relu_dropout_and_round_bf16(x, seed, block, p, y, low);
+  Backend::relu_dropout_and_round_bf16(x, seed, block, p, y, low);  // through this wrapper: staged
+}
+
 void BFloat16Staged::attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale,
                                double dropout_p, uint64_t seed, uint64_t block, const Tensor& out,
                                const Tensor& lse) {

@@ -196,6 +196,17 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   });
 }
 
+namespace {
+// relu_dropout's gradient from its saved y (or autocast's bfloat16 copy of y, which the
+// backend reads as it is): gy · (y > 0) / (1 - p), of the output's dtype.
+Tensor relu_dropout_grad(const Tensor& yv, const Tensor& gy, double p, DType dtype, const char* op) {
+  Tensor gc = gy.shape() == yv.shape() ? gy : gy.expand(yv.shape());
+  Tensor gx = detail::new_tensor(yv.shape(), dtype, yv);
+  if (gx.numel() > 0) backend_of(op, {&gc, &yv}).relu_dropout_backward(gc, yv, p, gx);
+  return gx;
+}
+}  // namespace
+
 Tensor relu_dropout(const Tensor& x, double p, bool training, Generator* gen) {
   const char* op = "relu_dropout";
   detail::check_floating(op, x);
@@ -206,22 +217,27 @@ Tensor relu_dropout(const Tensor& x, double p, bool training, Generator* gen) {
   const uint64_t seed = g.seed(), block = g.reserve(static_cast<uint64_t>(x.numel()));
   Tensor y = detail::new_tensor(x.shape(), x.dtype(), x);
   Backend& be = backend_of(op, {&x});
-  if (x.numel() > 0) be.relu_dropout(x.detach(), seed, block, p, y);
-  if (!any_requires_grad({&x})) return y;
   // y > 0 exactly where x > 0 and the element was kept (x · 1/(1-p) >= x > 0), so
   // y alone gives the gradient: g · (y > 0) / (1 - p). Under autocast the product that
   // reads y next (a feed-forward's second linear) reads it rounded to bfloat16: that copy
-  // is made here and kept instead of y (half the bytes, and not y and a copy); it is > 0
-  // where y is, but for y <= 2^-134, which rounds to 0.
+  // is written here with y, in the same pass, cached for that product and kept instead of
+  // y (half the bytes, and not y and a copy); it is > 0 where y is, but for y <= 2^-134,
+  // which rounds to 0.
   const DType dtype = y.dtype();
-  const bool share = dtype == kFloat32 && detail::autocast_applies({&x});
+  const bool share = dtype == kFloat32 && any_requires_grad({&x}) && detail::autocast_applies({&x});
+  if (share && x.numel() > 0) {
+    Tensor low = detail::new_tensor(x.shape(), kBFloat16, x);
+    be.relu_dropout_and_round_bf16(x.contiguous().detach(), seed, block, p, y, low);
+    SavedTensor sy(detail::autocast_adopt(y, low), op);
+    return record(op, y, {x}, [sy, p, op, dtype](const Tensor& gy) -> TensorList {
+      return {relu_dropout_grad(sy.get(), gy, p, dtype, op)};
+    });
+  }
+  if (x.numel() > 0) be.relu_dropout(x.detach(), seed, block, p, y);
+  if (!any_requires_grad({&x})) return y;
   SavedTensor sy(share ? detail::autocast_share(y, op) : y, op);
   return record(op, y, {x}, [sy, p, op, dtype](const Tensor& gy) -> TensorList {
-    const Tensor yv = sy.get();  // autocast's bfloat16 copy: the backend reads it as it is
-    Tensor gc = gy.shape() == yv.shape() ? gy : gy.expand(yv.shape());
-    Tensor gx = detail::new_tensor(yv.shape(), dtype, yv);
-    if (gx.numel() > 0) backend_of(op, {&gc, &yv}).relu_dropout_backward(gc, yv, p, gx);
-    return {gx};
+    return {relu_dropout_grad(sy.get(), gy, p, dtype, op)};
   });
 }
 

@@ -55,6 +55,8 @@ class CpuBackend final : public Backend {
   void dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& out) override;
   void relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y) override;
   void relu_dropout_backward(const Tensor& g, const Tensor& y, double p, const Tensor& gx) override;
+  void relu_dropout_and_round_bf16(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y,
+                                   const Tensor& low) override;
   bool relu_dropout_takes_mixed_bfloat16() const override { return true; }
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale,
                  double dropout_p, uint64_t seed, uint64_t block, const Tensor& out, const Tensor& lse) override;
