@@ -894,7 +894,82 @@ TEST_CASE("gradcheck: scaled_dot_product_attention") {
       {"sdpa float mask with a gradient",
        [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], x[3]); },
        {R({2, 3, 4}), R({2, 5, 4}), R({2, 5, 2}), R({3, 5})}},
+      // q, k, v chunks of one projection (N, L, 3·H·E), heads inside the rows: the
+      // gradients are written into the projection's buffer (ops/attention.cpp).
+      {"sdpa q, k, v chunks of one projection, causal",
+       [](V x) {
+         std::vector<Tensor> qkv = chunk(matmul(x[0], x[1]), 3, -1);  // (2, 4, 6) each
+         auto heads = [](const Tensor& t) { return t.reshape({2, 4, 2, 3}).transpose(1, 2); };
+         return scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), Tensor(), 0.0, true);
+       },
+       {R({2, 4, 5}), R({5, 18})}},
+      {"sdpa k, v chunks of one projection, dropout 0.2",
+       [key_ok](V x) {
+         Generator g(3);
+         std::vector<Tensor> kv = chunk(matmul(x[1], x[2]), 2, -1);  // (2, 5, 8) each
+         auto heads = [](const Tensor& t, int64_t L) { return t.reshape({2, L, 2, 4}).transpose(1, 2); };
+         return scaled_dot_product_attention(heads(x[0], 3), heads(kv[0], 5), heads(kv[1], 5), key_ok, 0.2, false,
+                                             std::nullopt, &g);
+       },
+       {R({2, 3, 8}), R({2, 5, 6}), R({6, 16})}},
+      {"sdpa q, k, v chunks, one of them used again",
+       [](V x) {
+         std::vector<Tensor> qkv = chunk(x[0], 3, -1);  // (3, 4) each of a leaf
+         return add(scaled_dot_product_attention(qkv[0], qkv[1], qkv[2]), mul(qkv[1], qkv[2]));
+       },
+       {R({3, 12})}},
   });
+}
+
+TEST_CASE("scaled_dot_product_attention writes q, k, v's gradients into the projection they are chunks of") {
+  // The node's inputs: the projection itself where q, k, v (or k, v) tile it, else q, k, v.
+  manual_seed(5);
+  const Tensor x = randn({2, 4, 5}, TensorOptions(kFloat64)).requires_grad_(true);
+  const Tensor w = randn({5, 18}, TensorOptions(kFloat64)).requires_grad_(true);
+  auto heads = [](const Tensor& t) { return t.reshape({2, 4, 2, 3}).transpose(1, 2); };
+  const Tensor proj = matmul(x, w);
+  std::vector<Tensor> qkv = chunk(proj, 3, -1);
+  const Tensor out = scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]));
+  REQUIRE(out.grad_fn());
+  REQUIRE(out.grad_fn()->next.size() == 1);
+  // (matmul's (2, 4, 18) is a view of its 2-D product: the edge is that product's node)
+  auto history = [](const Tensor& t) { return t.impl()->view_base ? Tensor(t.impl()->view_base).grad_fn() : t.grad_fn(); };
+  CHECK(out.grad_fn()->next[0] == history(proj));
+  std::vector<Tensor> kv = chunk(proj.narrow(-1, 0, 12), 2, -1);  // k, v tile a slice of proj: not contiguous
+  const Tensor cross = scaled_dot_product_attention(heads(qkv[0]), heads(kv[0]), heads(kv[1]));
+  CHECK(cross.grad_fn()->next.size() == 3);
+  // proj's last third and first two do tile it, in any order.
+  const Tensor rotated = scaled_dot_product_attention(heads(qkv[2]), heads(kv[0]), heads(kv[1]));
+  CHECK(rotated.grad_fn()->next.size() == 1);
+  const Tensor kv_proj = matmul(x, w.narrow(1, 0, 12));
+  kv = chunk(kv_proj, 2, -1);
+  const Tensor cross2 = scaled_dot_product_attention(heads(qkv[2]), heads(kv[0]), heads(kv[1]));
+  REQUIRE(cross2.grad_fn()->next.size() == 2);
+  CHECK(cross2.grad_fn()->next[1] == history(kv_proj));
+  // The gradients have the bits of the same attention on copies of q, k and v (their own
+  // gradients, scattered by the slices' backward): the kernels' arithmetic is the same.
+  const Tensor g = randn(out.shape(), TensorOptions(kFloat64));
+  auto grads = [&](bool copies) {
+    x.zero_grad();
+    w.zero_grad();
+    std::vector<Tensor> c = chunk(matmul(x, w), 3, -1);
+    auto operand = [&](const Tensor& t) { return copies ? heads(t).contiguous() : heads(t); };
+    const Tensor o = scaled_dot_product_attention(operand(c[0]), operand(c[1]), operand(c[2]), Tensor(), 0.0, true);
+    CHECK(o.grad_fn()->next.size() == (copies ? 3u : 1u));
+    o.backward(g);
+    return std::make_pair(x.grad().to_vector<double>(), w.grad().to_vector<double>());
+  };
+  const auto packed = grads(false), own = grads(true);
+  // A chunk whose gradient the caller keeps (retain_grad) gets it: that chunk's own path.
+  std::vector<Tensor> c = chunk(matmul(x, w), 3, -1);
+  Tensor k = heads(c[1]);
+  k.retain_grad();
+  const Tensor o = scaled_dot_product_attention(heads(c[0]), k, heads(c[2]));
+  CHECK(o.grad_fn()->next.size() == 3);
+  o.backward(g);
+  CHECK(k.grad().defined());
+  CHECK(packed.first == own.first);
+  CHECK(packed.second == own.second);
 }
 
 // ---- h5 (modules): a query that may attend to nothing gives zeros and zero gradients

@@ -3,8 +3,13 @@
 // backward rebuilds the weights from them, so no (L, S) tensor lives between the two.
 // Under autocast q, k and v are rounded to bfloat16 once and the kernels' mixed form runs
 // (bfloat16 GEMMs, float32 softmax, float32 output and gradients).
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "autograd/autocast_cast.h"
 #include "ops/op_helpers.h"
@@ -89,6 +94,120 @@ Tensor kernel_mask(const Tensor& q, const Tensor& k, const Tensor& attn_mask, bo
   return as_4d(m.expand(scores));
 }
 
+// ---- gradients written into a chunked projection
+//
+// MultiheadAttention's q, k and v are chunks of one projection (self-attention), or k and
+// v of one (cross-attention). Recorded as inputs themselves, each gradient would reach
+// the projection through its slice's backward: a zeroed buffer of the projection's shape
+// per layer and one pass adding each chunk into it. When the chunks tile the projection
+// exactly, the node records the projection instead, and backward writes grad_q, grad_k
+// and grad_v into their windows of one uninitialised buffer: every element written once.
+// The same gradient reaches the projection's history either way (a view's gradient is
+// its window of its base's, whatever its chain of views).
+
+// A view's place in its base's storage, as (N, H, L, X) (as_4d of the view).
+struct Window {
+  Shape shape;
+  Strides strides;
+  int64_t offset = 0;  // from the base's first element
+};
+
+// Whether view's history reaches base's through view ops alone (one input each), none of
+// them a tensor whose .grad() the caller keeps (retain_grad): skipping them then loses
+// nothing. A few steps at most (chunk, reshape, transpose, …).
+bool plain_view_chain(const Tensor& view, const Tensor& base) {
+  const std::shared_ptr<Node> target = gradient_edge(base);
+  std::shared_ptr<Node> n = view.grad_fn();
+  for (int step = 0; n && step < 16; ++step) {
+    if (n == target) return true;
+    if (!n->retained_output.expired() || n->next.size() != 1) return false;
+    n = n->next[0];
+  }
+  return false;
+}
+
+// The base the views tile exactly, or undefined: each an autograd view of one contiguous
+// base of their dtype that requires grad, all of one shape and strides, their dense inner
+// blocks (B elements) side by side at offsets 0, B, 2B, … and the rest of their dims dense
+// over rows of n·B elements that make up the base.
+Tensor tiled_base(const std::vector<const Tensor*>& views) {
+  const Tensor& first = *views.front();
+  const std::shared_ptr<TensorImpl>& base_impl = first.impl()->view_base;
+  if (!base_impl || (!base_impl->requires_grad && !base_impl->grad_fn)) return Tensor();
+  const Tensor base(base_impl);
+  if (base.dtype() != first.dtype() || !base.is_contiguous() || base.numel() == 0) return Tensor();
+  std::vector<int64_t> offsets;
+  for (const Tensor* v : views) {
+    if (v->impl()->view_base != base_impl || !v->requires_grad() || !plain_view_chain(*v, base) ||
+        v->shape() != first.shape() ||
+        v->strides() != first.strides() || v->impl()->storage != base_impl->storage)
+      return Tensor();
+    offsets.push_back(v->offset() - base.offset());
+  }
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of the dims of size > 1
+  for (int64_t d = 0; d < first.dim(); ++d)
+    if (first.size(d) > 1) dims.emplace_back(first.stride(d), first.size(d));
+  std::sort(dims.begin(), dims.end());
+  size_t i = 0;
+  int64_t block = 1;  // the dense inner block
+  for (; i < dims.size() && dims[i].first == block; ++i) block *= dims[i].second;
+  int64_t expected = block * static_cast<int64_t>(views.size());  // a row of the base
+  for (; i < dims.size() && dims[i].first == expected; ++i) expected *= dims[i].second;
+  if (i != dims.size() || expected != base.numel()) return Tensor();
+  std::sort(offsets.begin(), offsets.end());
+  for (size_t j = 0; j < offsets.size(); ++j)
+    if (offsets[j] != static_cast<int64_t>(j) * block) return Tensor();
+  return base;
+}
+
+// Which of q, k and v the node records as themselves and which through a base they tile.
+struct GradPlan {
+  std::vector<Tensor> inputs;        // what the node records
+  std::array<size_t, 3> slot{};      // the input that q's, k's, v's gradient goes to
+  std::array<bool, 3> in_base{};     // written into a window of that input's buffer
+  std::array<Window, 3> window;      // where, for those
+};
+
+// The window of view (rank >= 2) in base, as the kernels see it: as_4d of the view, which
+// must stay a view (undefined shape when it would copy) with rows of unit stride.
+std::optional<Window> kernel_window(const Tensor& view, const Tensor& base) {
+  const Tensor v4 = as_4d(view.detach());
+  if (v4.impl()->storage != base.impl()->storage || (v4.size(3) > 1 && v4.stride(3) != 1)) return std::nullopt;
+  return Window{v4.shape(), v4.strides(), v4.offset() - base.offset()};
+}
+
+GradPlan own_gradients(const Tensor& q, const Tensor& k, const Tensor& v) {
+  GradPlan plan;
+  plan.inputs = {q, k, v};
+  plan.slot = {0, 1, 2};
+  return plan;
+}
+
+GradPlan plan_gradients(const Tensor& q, const Tensor& k, const Tensor& v) {
+  const std::array<const Tensor*, 3> qkv = {&q, &k, &v};
+  GradPlan plan;
+  // Those of q, k, v (by index) that tile `base` go to it, as one input.
+  auto add_base = [&](const Tensor& base, std::initializer_list<size_t> which) {
+    for (size_t w : which) {
+      std::optional<Window> win = kernel_window(*qkv[w], base);
+      if (!win) return false;
+      plan.slot[w] = plan.inputs.size();
+      plan.in_base[w] = true;
+      plan.window[w] = *win;
+    }
+    plan.inputs.push_back(base);
+    return true;
+  };
+  if (Tensor base = tiled_base({&q, &k, &v}); base.defined()) {
+    if (add_base(base, {0, 1, 2})) return plan;
+  } else if (Tensor kv = tiled_base({&k, &v}); kv.defined()) {
+    plan.slot[0] = 0;
+    plan.inputs.push_back(q);
+    if (add_base(kv, {1, 2})) return plan;
+  }
+  return own_gradients(q, k, v);
+}
+
 }  // namespace
 
 // The fused kernels' rule for a fully masked row, composed (ops.h).
@@ -142,20 +261,38 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   // next (the output projection) shares, not in float32 besides that copy.
   SavedTensor sq(q4, kOp), sk(k4, kOp), sv(v4, kOp), smask(mask, kOp);
   SavedTensor so(autocast ? detail::autocast_share(out4, kOp) : out4, kOp);
-  const Shape q_shape = q.shape(), k_shape = k.shape(), v_shape = v.shape();
+  const std::array<Shape, 3> shapes = {q.shape(), k.shape(), v.shape()};
   const DType q_dtype = q.dtype();  // the gradients' (float32 from the mixed kernel, then cast)
-  return record(kOp, out, {q, k, v}, [=](const Tensor& g) -> TensorList {
+  // A projection's buffer takes the kernel's output as it is: only where that is its dtype.
+  const GradPlan plan = dtype == q_dtype && out4.numel() > 0 ? plan_gradients(q, k, v) : own_gradients(q, k, v);
+  std::vector<Shape> input_shapes;
+  for (const Tensor& t : plan.inputs) input_shapes.push_back(t.shape());
+  return record(kOp, out, plan.inputs, [=](const Tensor& g) -> TensorList {
     const Tensor &qs = sq.get(), &ks = sk.get(), &vs = sv.get(), &os = so.get();
-    if (os.numel() == 0) {  // L or Ev is 0: nothing reached the output
+    TensorList grads(plan.inputs.size());
+    if (os.numel() == 0) {  // L or Ev is 0: nothing reached the output (never a tiled base)
       TensorOptions opts = TensorOptions(q_dtype).device(qs.device());
-      return {zeros(q_shape, opts), zeros(k_shape, opts), zeros(v_shape, opts)};
+      return {zeros(shapes[0], opts), zeros(shapes[1], opts), zeros(shapes[2], opts)};
     }
+    for (size_t w = 0; w < 3; ++w) {
+      Tensor& buffer = grads[plan.slot[w]];
+      if (plan.in_base[w] && !buffer.defined())
+        buffer = detail::new_tensor(input_shapes[plan.slot[w]], dtype, qs, kOp);  // every element written below
+    }
+    // q's, k's, v's gradient as the kernel writes it: a window of its base's buffer, or its own.
+    auto grad_of = [&](size_t w, const Tensor& saved, int64_t rows, int64_t cols) {
+      if (!plan.in_base[w]) return new_heads(N, H, rows, cols, saved, dtype);
+      const Window& win = plan.window[w];
+      return detail::make_view(grads[plan.slot[w]], win.shape, win.strides, win.offset);
+    };
     Tensor g4 = rows_contiguous(g.to(dtype).reshape({N, H, L, Ev}));
-    Tensor gq = new_heads(N, H, L, qs.size(3), qs, dtype), gk = new_heads(N, H, S, ks.size(3), ks, dtype),
-           gv = new_heads(N, H, S, Ev, vs, dtype);
+    Tensor gq = grad_of(0, qs, L, qs.size(3)), gk = grad_of(1, ks, S, ks.size(3)), gv = grad_of(2, vs, S, Ev);
     backend_of(kOp, {&g4, &qs}).attention_backward(g4, qs, ks, vs, smask.get(), os, lse, scale, dropout_p, seed,
                                                   block, gq, gk, gv);
-    return {gq.reshape(q_shape).to(q_dtype), gk.reshape(k_shape).to(q_dtype), gv.reshape(v_shape).to(q_dtype)};
+    const std::array<Tensor, 3> own = {gq, gk, gv};
+    for (size_t w = 0; w < 3; ++w)
+      if (!plan.in_base[w]) grads[plan.slot[w]] = own[w].reshape(shapes[w]).to(q_dtype);
+    return grads;
   });
 }
 
