@@ -160,12 +160,19 @@ Tensor tiled_base(const std::vector<const Tensor*>& views) {
   return base;
 }
 
+// Where q's, k's and v's gradients go, which backward keeps (not the inputs themselves:
+// a projection whose chunks were rounded to bfloat16 under autocast is not kept).
+struct GradRoute {
+  std::array<size_t, 3> slot{};   // the input that q's, k's, v's gradient goes to
+  std::array<bool, 3> in_base{};  // written into a window of that input's buffer
+  std::array<Window, 3> window;   // where, for those
+  std::vector<Shape> input_shapes;
+};
+
 // Which of q, k and v the node records as themselves and which through a base they tile.
 struct GradPlan {
-  std::vector<Tensor> inputs;        // what the node records
-  std::array<size_t, 3> slot{};      // the input that q's, k's, v's gradient goes to
-  std::array<bool, 3> in_base{};     // written into a window of that input's buffer
-  std::array<Window, 3> window;      // where, for those
+  std::vector<Tensor> inputs;  // what the node records
+  GradRoute route;
 };
 
 // The window of view (rank >= 2) in base, as the kernels see it: as_4d of the view, which
@@ -179,7 +186,7 @@ std::optional<Window> kernel_window(const Tensor& view, const Tensor& base) {
 GradPlan own_gradients(const Tensor& q, const Tensor& k, const Tensor& v) {
   GradPlan plan;
   plan.inputs = {q, k, v};
-  plan.slot = {0, 1, 2};
+  plan.route.slot = {0, 1, 2};
   return plan;
 }
 
@@ -191,9 +198,9 @@ GradPlan plan_gradients(const Tensor& q, const Tensor& k, const Tensor& v) {
     for (size_t w : which) {
       std::optional<Window> win = kernel_window(*qkv[w], base);
       if (!win) return false;
-      plan.slot[w] = plan.inputs.size();
-      plan.in_base[w] = true;
-      plan.window[w] = *win;
+      plan.route.slot[w] = plan.inputs.size();
+      plan.route.in_base[w] = true;
+      plan.route.window[w] = *win;
     }
     plan.inputs.push_back(base);
     return true;
@@ -201,7 +208,7 @@ GradPlan plan_gradients(const Tensor& q, const Tensor& k, const Tensor& v) {
   if (Tensor base = tiled_base({&q, &k, &v}); base.defined()) {
     if (add_base(base, {0, 1, 2})) return plan;
   } else if (Tensor kv = tiled_base({&k, &v}); kv.defined()) {
-    plan.slot[0] = 0;
+    plan.route.slot[0] = 0;
     plan.inputs.push_back(q);
     if (add_base(kv, {1, 2})) return plan;
   }
@@ -265,25 +272,25 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   const DType q_dtype = q.dtype();  // the gradients' (float32 from the mixed kernel, then cast)
   // A projection's buffer takes the kernel's output as it is: only where that is its dtype.
   const GradPlan plan = dtype == q_dtype && out4.numel() > 0 ? plan_gradients(q, k, v) : own_gradients(q, k, v);
-  std::vector<Shape> input_shapes;
-  for (const Tensor& t : plan.inputs) input_shapes.push_back(t.shape());
+  GradRoute route = plan.route;
+  for (const Tensor& t : plan.inputs) route.input_shapes.push_back(t.shape());
   return record(kOp, out, plan.inputs, [=](const Tensor& g) -> TensorList {
     const Tensor &qs = sq.get(), &ks = sk.get(), &vs = sv.get(), &os = so.get();
-    TensorList grads(plan.inputs.size());
+    TensorList grads(route.input_shapes.size());
     if (os.numel() == 0) {  // L or Ev is 0: nothing reached the output (never a tiled base)
       TensorOptions opts = TensorOptions(q_dtype).device(qs.device());
       return {zeros(shapes[0], opts), zeros(shapes[1], opts), zeros(shapes[2], opts)};
     }
     for (size_t w = 0; w < 3; ++w) {
-      Tensor& buffer = grads[plan.slot[w]];
-      if (plan.in_base[w] && !buffer.defined())
-        buffer = detail::new_tensor(input_shapes[plan.slot[w]], dtype, qs, kOp);  // every element written below
+      Tensor& buffer = grads[route.slot[w]];
+      if (route.in_base[w] && !buffer.defined())
+        buffer = detail::new_tensor(route.input_shapes[route.slot[w]], dtype, qs, kOp);  // every element written below
     }
     // q's, k's, v's gradient as the kernel writes it: a window of its base's buffer, or its own.
     auto grad_of = [&](size_t w, const Tensor& saved, int64_t rows, int64_t cols) {
-      if (!plan.in_base[w]) return new_heads(N, H, rows, cols, saved, dtype);
-      const Window& win = plan.window[w];
-      return detail::make_view(grads[plan.slot[w]], win.shape, win.strides, win.offset);
+      if (!route.in_base[w]) return new_heads(N, H, rows, cols, saved, dtype);
+      const Window& win = route.window[w];
+      return detail::make_view(grads[route.slot[w]], win.shape, win.strides, win.offset);
     };
     Tensor g4 = rows_contiguous(g.to(dtype).reshape({N, H, L, Ev}));
     Tensor gq = grad_of(0, qs, L, qs.size(3)), gk = grad_of(1, ks, S, ks.size(3)), gv = grad_of(2, vs, S, Ev);
@@ -291,7 +298,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                                   block, gq, gk, gv);
     const std::array<Tensor, 3> own = {gq, gk, gv};
     for (size_t w = 0; w < 3; ++w)
-      if (!plan.in_base[w]) grads[plan.slot[w]] = own[w].reshape(shapes[w]).to(q_dtype);
+      if (!route.in_base[w]) grads[route.slot[w]] = own[w].reshape(shapes[w]).to(q_dtype);
     return grads;
   });
 }
