@@ -19,8 +19,10 @@
 // bfloat16 values): the same checks hold on both paths.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <thread>
 
@@ -371,6 +373,49 @@ TEST_CASE("autocast: relu_dropout writes y and its bfloat16 copy in one pass, wi
   CHECK(rel_norm(out, matmul(r16(y), r16(w).t())) <= 1e-5);
 }
 
+TEST_CASE("autocast: add_layer_norm writes y and its bfloat16 copy, with add_layer_norm's and the copy's bits") {
+  manual_seed(43);
+  Backend& be = backend_for(Device(DeviceType::CPU));
+  for (const int64_t n : {int64_t{37}, int64_t{512}}) {
+    CAPTURE(n);
+    const int64_t rows = 301;  // several tasks
+    const Tensor x = randn({rows, n}), r = randn({rows, n}), w = randn({n}), b = randn({n});
+    for (const bool keep_sum : {true, false}) {
+      CAPTURE(keep_sum);
+      auto outputs = [&] {
+        return std::array<Tensor, 4>{keep_sum ? empty({rows, n}) : Tensor(), empty({rows, n}), empty({rows}),
+                                     empty({rows})};
+      };
+      const std::array<Tensor, 4> got = outputs(), want = outputs();
+      const Tensor low = empty({rows, n}, TensorOptions(kBFloat16));
+      be.add_layer_norm_and_round_bf16(x, r, w, b, 1e-5, got[0], got[1], got[2], got[3], low);
+      be.add_layer_norm(x, r, w, b, 1e-5, want[0], want[1], want[2], want[3]);
+      for (size_t i = keep_sum ? 0 : 1; i < 4; ++i) CHECK(bits_of(got[i]) == bits_of(want[i]));
+      CHECK(bits_of(low) == bits_of(want[1].to(kBFloat16)));
+    }
+  }
+  // The op: under autocast y has its bits without autocast, and the linear after it
+  // reads the copy written with it (a cache hit).
+  const Tensor x = randn({64, 32}).requires_grad_(true), r = randn({64, 32});
+  const Tensor w = leaf({16, 32}, 0.1);
+  const Tensor plain = add_layer_norm(x, r, {32});
+  AutocastGuard guard(kBFloat16);
+  const AutocastCacheStats before = autocast_cache_stats();
+  const Tensor y = add_layer_norm(x, r, {32});
+  CHECK(bits_of(y) == bits_of(plain));
+  const Tensor out = linear(y, w);
+  const AutocastCacheStats after = autocast_cache_stats();
+  CHECK(after.hits == before.hits + 1);
+  CHECK(after.conversions == before.conversions + 2);  // y's copy (the op's) and w's
+  AutocastGuard off(kBFloat16, false);
+  CHECK(rel_norm(out, matmul(r16(y), r16(w).t())) <= 1e-5);
+  // Backward through both is float32's within bfloat16's tolerance.
+  sum(out).backward();
+  const Tensor x32 = x.detach().requires_grad_(true);
+  sum(linear(add_layer_norm(x32, r, {32}), w.detach())).backward();
+  CHECK(rel_norm(x.grad(), x32.grad()) <= 1e-2);
+}
+
 // ====================================================================== attention
 
 namespace {
@@ -384,6 +429,28 @@ Tensor mixed_attention_ref(const Tensor& q, const Tensor& k, const Tensor& v, co
 }
 
 }  // namespace
+
+TEST_CASE("autocast: attention on chunks of a projection keeps their bfloat16 copies, not the float32 projection") {
+  // Its gradients are written into the projection's buffer (ops/attention.cpp), but the
+  // node must not hold the float32 projection itself: backward reads the rounded chunks.
+  manual_seed(47);
+  const Tensor x = randn({2, 6, 8}), w = leaf({24, 8}, 0.3);
+  std::weak_ptr<Storage> projection;
+  Tensor out;
+  {
+    AutocastGuard guard(kBFloat16);
+    const Tensor proj = linear(x, w);
+    projection = proj.impl()->storage;
+    std::vector<Tensor> qkv = chunk(proj, 3, -1);
+    auto heads = [](const Tensor& t) { return t.reshape({2, 6, 2, 4}).transpose(1, 2); };
+    out = scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), Tensor(), 0.0, true);
+    REQUIRE(out.grad_fn()->next.size() == 1);  // the projection's gradient in one buffer
+  }
+  CHECK(projection.expired());
+  sum(out).backward();
+  CHECK(w.grad().defined());
+  CHECK(w.grad().dtype() == kFloat32);
+}
 
 TEST_CASE("autocast: scaled_dot_product_attention's GEMMs read bfloat16 (q, k, v and the weights rounded)") {
   manual_seed(7);

@@ -58,6 +58,13 @@ void Backend::relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, doubl
   dropout(y, seed, block, p, y);  // elementwise, so in place is safe
 }
 
+void Backend::add_layer_norm_and_round_bf16(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                                            const Tensor& bias, double eps, const Tensor& sum, const Tensor& y,
+                                            const Tensor& mean, const Tensor& rstd, const Tensor& low) {
+  add_layer_norm(x, residual, weight, bias, eps, sum, y, mean, rstd);
+  copy(y, low);
+}
+
 void Backend::relu_dropout_and_round_bf16(const Tensor& x, uint64_t seed, uint64_t block, double p,
                                           const Tensor& y, const Tensor& low) {
   relu_dropout(x, seed, block, p, y);

@@ -136,6 +136,15 @@ class Backend {
   virtual void add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
                               double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
                               const Tensor& rstd) = 0;
+  // add_layer_norm for float32 x, and y rounded to bfloat16 into low (y's shape,
+  // contiguous): under autocast, the copy the next sublayer's first product reads. The
+  // default is add_layer_norm, then copy; a backend that writes each row's copy while the
+  // row is in cache (the CPU's) says add_layer_norm_rounds_bf16(), and only such a backend
+  // is handed low by backend_for's wrapper.
+  virtual void add_layer_norm_and_round_bf16(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                                             const Tensor& bias, double eps, const Tensor& sum, const Tensor& y,
+                                             const Tensor& mean, const Tensor& rstd, const Tensor& low);
+  virtual bool add_layer_norm_rounds_bf16() const { return false; }
 
   // out (*idx, D) = weight[idx]; throws "[embedding] index … out of range" on bad ids.
   virtual void embedding(const Tensor& weight, const Tensor& indices, const Tensor& out) = 0;

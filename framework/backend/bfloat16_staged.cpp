@@ -341,6 +341,14 @@ void BFloat16Staged::relu_dropout_backward(const Tensor& g, const Tensor& y, dou
   Backend::relu_dropout_backward(g, y, p, gx);
 }
 
+void BFloat16Staged::add_layer_norm_and_round_bf16(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                                                   const Tensor& bias, double eps, const Tensor& sum, const Tensor& y,
+                                                   const Tensor& mean, const Tensor& rstd, const Tensor& low) {
+  if (!any_bf16({&x, &residual, &weight, &bias, &sum, &y}) && inner_.add_layer_norm_rounds_bf16())
+    return inner_.add_layer_norm_and_round_bf16(x, residual, weight, bias, eps, sum, y, mean, rstd, low);
+  Backend::add_layer_norm_and_round_bf16(x, residual, weight, bias, eps, sum, y, mean, rstd, low);  // staged
+}
+
 void BFloat16Staged::relu_dropout_and_round_bf16(const Tensor& x, uint64_t seed, uint64_t block, double p,
                                                  const Tensor& y, const Tensor& low) {
   if (!is_bf16(x) && !is_bf16(y) && inner_.relu_dropout_takes_mixed_bfloat16())

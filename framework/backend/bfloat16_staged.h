@@ -79,6 +79,9 @@ class BFloat16Staged final : public Backend {
   void dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& out) override;
   void relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y) override;
   void relu_dropout_backward(const Tensor& g, const Tensor& y, double p, const Tensor& gx) override;
+  void add_layer_norm_and_round_bf16(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                                     double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
+                                     const Tensor& rstd, const Tensor& low) override;
   void relu_dropout_and_round_bf16(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y,
                                    const Tensor& low) override;
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale,

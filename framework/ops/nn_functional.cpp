@@ -127,6 +127,12 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   Tensor bc = bias.defined() ? bias.contiguous().detach() : Tensor();
   LayerNormOut o = layer_norm_outputs(x, normalized_shape);
   if (x.numel() > 0) be.layer_norm(xc, wc, bc, eps, o.y, o.mean, o.rstd);
+  // Under autocast (training) y's bfloat16 copy is made once and cached: a Transformer's
+  // encoder output (its final norm's y) is read by every decoder layer's cross-attention
+  // projection, which then share one copy instead of rounding and keeping one each.
+  if (x.dtype() == kFloat32 && x.numel() > 0 && any_requires_grad({&x, &weight, &bias}) &&
+      detail::autocast_applies({&x}))
+    detail::autocast_share(o.y, op);
   return record_layer_norm(op, o, x, xc, wc, weight, bias, normalized_shape);
 }
 
@@ -142,7 +148,17 @@ Tensor add_layer_norm(const Tensor& x, const Tensor& residual, const Shape& norm
   // The sum is kept only for backward (it is layer_norm's saved input).
   Tensor sum = grad ? detail::new_tensor(x.shape(), x.dtype(), x) : Tensor();
   LayerNormOut o = layer_norm_outputs(x, normalized_shape);
-  run_add_layer_norm(be, x, residual, wc, bc, eps, sum, o);
+  // Under autocast (training) the product that reads y next (the next sublayer's first
+  // linear) takes it rounded to bfloat16: that copy is written with y, each row while it is
+  // in cache, and put in the cast cache for that product (and any other that reads y).
+  if (grad && x.dtype() == kFloat32 && x.numel() > 0 && x.is_contiguous() && residual.is_contiguous() &&
+      detail::autocast_applies({&x, &residual})) {
+    Tensor low = detail::new_tensor(x.shape(), kBFloat16, x);
+    be.add_layer_norm_and_round_bf16(x.detach(), residual.detach(), wc, bc, eps, sum, o.y, o.mean, o.rstd, low);
+    detail::autocast_adopt(o.y, low);
+  } else {
+    run_add_layer_norm(be, x, residual, wc, bc, eps, sum, o);
+  }
   if (!grad) return o.y;
   bool gx = detail::needs_grad(x), gr = detail::needs_grad(residual);
   bool gw = detail::needs_grad(weight), gb = detail::needs_grad(bias);

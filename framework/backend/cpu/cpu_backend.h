@@ -34,6 +34,10 @@ class CpuBackend final : public Backend {
   void layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight,
                            const Tensor& mean, const Tensor& rstd, const Tensor& grad_x,
                            const Tensor& grad_weight, const Tensor& grad_bias) override;
+  void add_layer_norm_and_round_bf16(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                                     double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
+                                     const Tensor& rstd, const Tensor& low) override;
+  bool add_layer_norm_rounds_bf16() const override { return true; }
   void add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
                       double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
                       const Tensor& rstd) override;

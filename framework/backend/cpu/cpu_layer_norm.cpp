@@ -2,8 +2,10 @@
 // after a residual add (add_layer_norm), and the backward.
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
+#include "backend/cpu/bfloat16_convert.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/multiversion.h"
 #include "backend/cpu/parallel.h"
@@ -126,6 +128,19 @@ void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor&
 void CpuBackend::add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
                                 double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
                                 const Tensor& rstd) {
+  add_layer_norm_and_round_bf16(x, residual, weight, bias, eps, sum, y, mean, rstd, Tensor());
+}
+
+// add_layer_norm, with each row of y also rounded into low (when defined, float32 only)
+// right after it is written, while it is in L1.
+void CpuBackend::add_layer_norm_and_round_bf16(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                                               const Tensor& bias, double eps, const Tensor& sum, const Tensor& y,
+                                               const Tensor& mean, const Tensor& rstd, const Tensor& low) {
+  if (low.defined() && (x.dtype() != kFloat32 || low.dtype() != kBFloat16 || !low.is_contiguous() ||
+                        low.shape() != y.shape())) {
+    return Backend::add_layer_norm_and_round_bf16(x, residual, weight, bias, eps, sum, y, mean, rstd, low);
+  }
+  uint16_t* pl = low.defined() ? reinterpret_cast<uint16_t*>(low.data<bfloat16>()) : nullptr;
   const int64_t rows = mean.numel();
   const int64_t n = rows ? x.numel() / rows : 0;
   visit_floating("add_layer_norm", x.dtype(), [&](auto tag) {
@@ -145,6 +160,9 @@ void CpuBackend::add_layer_norm(const Tensor& x, const Tensor& residual, const T
       for (int64_t r = r0; r < r1; ++r) {
         T* sr = ps ? ps + r * n : scratch.data();
         add_layer_norm_row(px + r * n, pres + r * n, pw, pb, sr, py + r * n, n, eps, pm + r, pr + r);
+        if constexpr (std::is_same_v<T, float>) {
+          if (pl) float_to_bf16(py + r * n, pl + r * n, n);
+        }
       }
     });
   });
