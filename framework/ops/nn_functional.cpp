@@ -212,17 +212,6 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   });
 }
 
-namespace {
-// relu_dropout's gradient from its saved y (or autocast's bfloat16 copy of y, which the
-// backend reads as it is): gy · (y > 0) / (1 - p), of the output's dtype.
-Tensor relu_dropout_grad(const Tensor& yv, const Tensor& gy, double p, DType dtype, const char* op) {
-  Tensor gc = gy.shape() == yv.shape() ? gy : gy.expand(yv.shape());
-  Tensor gx = detail::new_tensor(yv.shape(), dtype, yv);
-  if (gx.numel() > 0) backend_of(op, {&gc, &yv}).relu_dropout_backward(gc, yv, p, gx);
-  return gx;
-}
-}  // namespace
-
 Tensor relu_dropout(const Tensor& x, double p, bool training, Generator* gen) {
   const char* op = "relu_dropout";
   detail::check_floating(op, x);
@@ -241,19 +230,23 @@ Tensor relu_dropout(const Tensor& x, double p, bool training, Generator* gen) {
   // which rounds to 0.
   const DType dtype = y.dtype();
   const bool share = dtype == kFloat32 && any_requires_grad({&x}) && detail::autocast_applies({&x});
+  Tensor saved = y;
   if (share && x.numel() > 0) {
     Tensor low = detail::new_tensor(x.shape(), kBFloat16, x);
     be.relu_dropout_and_round_bf16(x.contiguous().detach(), seed, block, p, y, low);
-    SavedTensor sy(detail::autocast_adopt(y, low), op);
-    return record(op, y, {x}, [sy, p, op, dtype](const Tensor& gy) -> TensorList {
-      return {relu_dropout_grad(sy.get(), gy, p, dtype, op)};
-    });
+    saved = detail::autocast_adopt(y, low);
+  } else {
+    if (x.numel() > 0) be.relu_dropout(x.detach(), seed, block, p, y);
+    if (!any_requires_grad({&x})) return y;
+    if (share) saved = detail::autocast_share(y, op);
   }
-  if (x.numel() > 0) be.relu_dropout(x.detach(), seed, block, p, y);
-  if (!any_requires_grad({&x})) return y;
-  SavedTensor sy(share ? detail::autocast_share(y, op) : y, op);
+  SavedTensor sy(saved, op);
   return record(op, y, {x}, [sy, p, op, dtype](const Tensor& gy) -> TensorList {
-    return {relu_dropout_grad(sy.get(), gy, p, dtype, op)};
+    const Tensor yv = sy.get();  // autocast's bfloat16 copy: the backend reads it as it is
+    Tensor gc = gy.shape() == yv.shape() ? gy : gy.expand(yv.shape());
+    Tensor gx = detail::new_tensor(yv.shape(), dtype, yv);
+    if (gx.numel() > 0) backend_of(op, {&gc, &yv}).relu_dropout_backward(gc, yv, p, gx);
+    return {gx};
   });
 }
 
