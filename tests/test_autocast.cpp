@@ -22,6 +22,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -326,6 +327,25 @@ std::vector<uint32_t> bits_of(const Tensor& t) {
   }
   return out;
 }
+
+// Under a guard, make() gives y with the bits of `plain` (the op without autocast), and a
+// linear after it reads the bfloat16 copy the op wrote with y (a cache hit, no conversion
+// of its own): the product of the rounded operands. Returns the linear's output.
+Tensor check_next_linear_reads_copy(const std::function<Tensor()>& make, const Tensor& plain, const Tensor& w) {
+  AutocastGuard guard(kBFloat16);
+  const AutocastCacheStats before = autocast_cache_stats();
+  const Tensor y = make();
+  CHECK(bits_of(y) == bits_of(plain));
+  const Tensor out = linear(y, w);
+  const AutocastCacheStats after = autocast_cache_stats();
+  CHECK(after.hits == before.hits + 1);
+  CHECK(after.conversions == before.conversions + 2);  // y's copy (the op's) and w's
+  AutocastGuard off(kBFloat16, false);
+  // float32 products of the rounded operands: exact, only the sums' order differs. A
+  // linear that read y unrounded would be ~2^-9 away.
+  CHECK(rel_norm(out, matmul(r16(y), r16(w).t())) <= 1e-5);
+  return out;
+}
 }  // namespace
 
 TEST_CASE("autocast: relu_dropout writes y and its bfloat16 copy in one pass, with relu_dropout's and the copy's bits") {
@@ -359,18 +379,7 @@ TEST_CASE("autocast: relu_dropout writes y and its bfloat16 copy in one pass, wi
   const Tensor h = randn({300, 64}).requires_grad_(true);
   Generator g1(9), g2(9);
   const Tensor plain = relu_dropout(h, 0.25, true, &g1);
-  AutocastGuard guard(kBFloat16);
-  const AutocastCacheStats before = autocast_cache_stats();
-  const Tensor y = relu_dropout(h, 0.25, true, &g2);
-  CHECK(bits_of(y) == bits_of(plain));
-  const Tensor out = linear(y, w);
-  const AutocastCacheStats after = autocast_cache_stats();
-  CHECK(after.hits == before.hits + 1);
-  CHECK(after.conversions == before.conversions + 2);  // y's copy (the op's) and w's
-  AutocastGuard off(kBFloat16, false);
-  // float32 products of the rounded operands: exact, only the sums' order differs. A
-  // linear that read y unrounded would be ~2^-9 away.
-  CHECK(rel_norm(out, matmul(r16(y), r16(w).t())) <= 1e-5);
+  check_next_linear_reads_copy([&] { return relu_dropout(h, 0.25, true, &g2); }, plain, w);
 }
 
 TEST_CASE("autocast: add_layer_norm writes y and its bfloat16 copy, with add_layer_norm's and the copy's bits") {
@@ -399,16 +408,7 @@ TEST_CASE("autocast: add_layer_norm writes y and its bfloat16 copy, with add_lay
   const Tensor x = randn({64, 32}).requires_grad_(true), r = randn({64, 32});
   const Tensor w = leaf({16, 32}, 0.1);
   const Tensor plain = add_layer_norm(x, r, {32});
-  AutocastGuard guard(kBFloat16);
-  const AutocastCacheStats before = autocast_cache_stats();
-  const Tensor y = add_layer_norm(x, r, {32});
-  CHECK(bits_of(y) == bits_of(plain));
-  const Tensor out = linear(y, w);
-  const AutocastCacheStats after = autocast_cache_stats();
-  CHECK(after.hits == before.hits + 1);
-  CHECK(after.conversions == before.conversions + 2);  // y's copy (the op's) and w's
-  AutocastGuard off(kBFloat16, false);
-  CHECK(rel_norm(out, matmul(r16(y), r16(w).t())) <= 1e-5);
+  const Tensor out = check_next_linear_reads_copy([&] { return add_layer_norm(x, r, {32}); }, plain, w);
   // Backward through both is float32's within bfloat16's tolerance.
   sum(out).backward();
   const Tensor x32 = x.detach().requires_grad_(true);
