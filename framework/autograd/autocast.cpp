@@ -125,15 +125,19 @@ Tensor from_cache(AutocastState& s, const Tensor& t) {
 
 // Copies dense `whole` (float32) into the cache as its storage's shadow and returns t (a
 // view of whole's storage within whole) from there; undefined when `whole` is not dense.
+// Caches flat (bfloat16, hi - lo) as the copy of elements [lo, hi) of whole's storage as
+// it is now; counted as a conversion.
+const Shadow& remember(AutocastState& s, const Tensor& whole, int64_t lo, int64_t hi, const Tensor& flat) {
+  ++s.conversions;
+  return s.cache[whole.impl()->storage.get()] = Shadow{whole.impl()->storage, whole.version(), lo, hi, flat};
+}
+
 Tensor shadow(AutocastState& s, const Tensor& whole, const Tensor& t, const char* op) {
   int64_t lo = 0, hi = 0;
   if (!dense(whole) || !span_of(whole, lo, hi) || whole.numel() == 0) return Tensor();
   Tensor flat = detail::empty_for(op, {hi - lo}, TensorOptions(kBFloat16).device(whole.device()));
   backend_for(whole.device()).copy(view_of(whole, {hi - lo}, {1}, lo), flat);
-  const Shadow& sh = s.cache[whole.impl()->storage.get()] =
-      Shadow{whole.impl()->storage, whole.version(), lo, hi, flat};
-  ++s.conversions;
-  return shadowed(sh, t);
+  return shadowed(remember(s, whole, lo, hi, flat), t);
 }
 
 // The weight t is, or is a view of: a leaf that requires grad (torch caches these).
@@ -212,9 +216,7 @@ Tensor autocast_adopt(const Tensor& t, const Tensor& low) {
   KILN_CHECK(s.depth > 0 && t.dtype() == kFloat32 && t.is_contiguous() && low.dtype() == kBFloat16 &&
                  low.is_contiguous() && low.shape() == t.shape(),
              "autocast", "internal: autocast_adopt takes a contiguous float32 tensor and its bfloat16 copy inside a guard");
-  const int64_t lo = t.offset(), hi = lo + t.numel();
-  s.cache[t.impl()->storage.get()] = Shadow{t.impl()->storage, t.version(), lo, hi, low.reshape({t.numel()})};
-  ++s.conversions;
+  remember(s, t, t.offset(), t.offset() + t.numel(), low.reshape({t.numel()}));
   return low;
 }
 

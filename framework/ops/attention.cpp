@@ -112,11 +112,10 @@ struct Window {
   int64_t offset = 0;  // from the base's first element
 };
 
-// Whether view's history reaches base's through view ops alone (one input each), none of
+// Whether view's history reaches target (its base's) through view ops alone (one input each), none of
 // them a tensor whose .grad() the caller keeps (retain_grad): skipping them then loses
 // nothing. A few steps at most (chunk, reshape, transpose, …).
-bool plain_view_chain(const Tensor& view, const Tensor& base) {
-  const std::shared_ptr<Node> target = gradient_edge(base);
+bool plain_view_chain(const Tensor& view, const std::shared_ptr<Node>& target) {
   std::shared_ptr<Node> n = view.grad_fn();
   for (int step = 0; n && step < 16; ++step) {
     if (n == target) return true;
@@ -136,9 +135,10 @@ Tensor tiled_base(const std::vector<const Tensor*>& views) {
   if (!base_impl || (!base_impl->requires_grad && !base_impl->grad_fn)) return Tensor();
   const Tensor base(base_impl);
   if (base.dtype() != first.dtype() || !base.is_contiguous() || base.numel() == 0) return Tensor();
+  const std::shared_ptr<Node> history = gradient_edge(base);
   std::vector<int64_t> offsets;
   for (const Tensor* v : views) {
-    if (v->impl()->view_base != base_impl || !v->requires_grad() || !plain_view_chain(*v, base) ||
+    if (v->impl()->view_base != base_impl || !v->requires_grad() || !plain_view_chain(*v, history) ||
         v->shape() != first.shape() ||
         v->strides() != first.strides() || v->impl()->storage != base_impl->storage)
       return Tensor();
@@ -268,7 +268,6 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   // next (the output projection) shares, not in float32 besides that copy.
   SavedTensor sq(q4, kOp), sk(k4, kOp), sv(v4, kOp), smask(mask, kOp);
   SavedTensor so(autocast ? detail::autocast_share(out4, kOp) : out4, kOp);
-  const std::array<Shape, 3> shapes = {q.shape(), k.shape(), v.shape()};
   const DType q_dtype = q.dtype();  // the gradients' (float32 from the mixed kernel, then cast)
   // A projection's buffer takes the kernel's output as it is: only where that is its dtype.
   const GradPlan plan = dtype == q_dtype && out4.numel() > 0 ? plan_gradients(q, k, v) : own_gradients(q, k, v);
@@ -277,9 +276,10 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   return record(kOp, out, plan.inputs, [=](const Tensor& g) -> TensorList {
     const Tensor &qs = sq.get(), &ks = sk.get(), &vs = sv.get(), &os = so.get();
     TensorList grads(route.input_shapes.size());
-    if (os.numel() == 0) {  // L or Ev is 0: nothing reached the output (never a tiled base)
+    if (os.numel() == 0) {  // L or Ev is 0: nothing reached the output (q, k, v their own inputs)
       TensorOptions opts = TensorOptions(q_dtype).device(qs.device());
-      return {zeros(shapes[0], opts), zeros(shapes[1], opts), zeros(shapes[2], opts)};
+      for (size_t i = 0; i < grads.size(); ++i) grads[i] = zeros(route.input_shapes[i], opts);
+      return grads;
     }
     for (size_t w = 0; w < 3; ++w) {
       Tensor& buffer = grads[route.slot[w]];
@@ -298,7 +298,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                                   block, gq, gk, gv);
     const std::array<Tensor, 3> own = {gq, gk, gv};
     for (size_t w = 0; w < 3; ++w)
-      if (!route.in_base[w]) grads[route.slot[w]] = own[w].reshape(shapes[w]).to(q_dtype);
+      if (!route.in_base[w]) grads[route.slot[w]] = own[w].reshape(route.input_shapes[route.slot[w]]).to(q_dtype);
     return grads;
   });
 }

@@ -100,19 +100,25 @@ void check_residual(const char* op, const Tensor& x, const Tensor& residual) {
              ", input has ", dtype_name(x.dtype()));
 }
 
-// Runs add_layer_norm's kernel: o from x + residual, and that sum into `sum` when defined.
-// Contiguous inputs take the fused kernel; others (a sequence-first layer's transposed
-// views) a strided Add into a buffer, then layer_norm: the same bits, no extra copy.
+// Runs add_layer_norm's kernel: o from x + residual, that sum into `sum` and y rounded to
+// bfloat16 into `low` when they are defined. Contiguous inputs take the fused kernel;
+// others (a sequence-first layer's transposed views) a strided Add into a buffer, then
+// layer_norm (and a copy into low): the same bits, no extra copy of the inputs.
 void run_add_layer_norm(Backend& be, const Tensor& x, const Tensor& residual, const Tensor& wc, const Tensor& bc,
-                        double eps, const Tensor& sum, const LayerNormOut& o) {
+                        double eps, const Tensor& sum, const LayerNormOut& o, const Tensor& low = Tensor()) {
   if (x.numel() == 0) return;
   if (x.is_contiguous() && residual.is_contiguous()) {
-    be.add_layer_norm(x.detach(), residual.detach(), wc, bc, eps, sum, o.y, o.mean, o.rstd);
+    if (low.defined()) {
+      be.add_layer_norm_and_round_bf16(x.detach(), residual.detach(), wc, bc, eps, sum, o.y, o.mean, o.rstd, low);
+    } else {
+      be.add_layer_norm(x.detach(), residual.detach(), wc, bc, eps, sum, o.y, o.mean, o.rstd);
+    }
     return;
   }
   Tensor s = sum.defined() ? sum : detail::new_tensor(x.shape(), x.dtype(), x);
   be.binary(BinaryOp::Add, x.detach(), residual.detach(), s);
   be.layer_norm(s, wc, bc, eps, o.y, o.mean, o.rstd);
+  if (low.defined()) be.copy(o.y, low);
 }
 
 }  // namespace
@@ -151,14 +157,10 @@ Tensor add_layer_norm(const Tensor& x, const Tensor& residual, const Shape& norm
   // Under autocast (training) the product that reads y next (the next sublayer's first
   // linear) takes it rounded to bfloat16: that copy is written with y, each row while it is
   // in cache, and put in the cast cache for that product (and any other that reads y).
-  if (grad && x.dtype() == kFloat32 && x.numel() > 0 && x.is_contiguous() && residual.is_contiguous() &&
-      detail::autocast_applies({&x, &residual})) {
-    Tensor low = detail::new_tensor(x.shape(), kBFloat16, x);
-    be.add_layer_norm_and_round_bf16(x.detach(), residual.detach(), wc, bc, eps, sum, o.y, o.mean, o.rstd, low);
-    detail::autocast_adopt(o.y, low);
-  } else {
-    run_add_layer_norm(be, x, residual, wc, bc, eps, sum, o);
-  }
+  const bool round = grad && x.dtype() == kFloat32 && x.numel() > 0 && detail::autocast_applies({&x, &residual});
+  const Tensor low = round ? detail::new_tensor(x.shape(), kBFloat16, x) : Tensor();
+  run_add_layer_norm(be, x, residual, wc, bc, eps, sum, o, low);
+  if (round) detail::autocast_adopt(o.y, low);
   if (!grad) return o.y;
   bool gx = detail::needs_grad(x), gr = detail::needs_grad(residual);
   bool gw = detail::needs_grad(weight), gb = detail::needs_grad(bias);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "backend/cpu/bfloat16_convert.h"
 #include "backend/cpu/cpu_backend.h"
@@ -83,16 +84,24 @@ KILN_MULTIVERSION void relu_dropout_range(const T* x, T* out, int64_t n, int64_t
   }
 }
 
-// The same, and low (n) = out rounded to bfloat16 bits (float_to_bf16's rounding), from
-// the chunk while it is in cache: the second pass over out that a copy would make.
-KILN_MULTIVERSION void relu_dropout_round_range(const float* x, float* out, uint16_t* low, int64_t n, int64_t first,
-                                                uint64_t seed, uint64_t block, uint64_t threshold, float scale) {
-  constexpr int64_t kPiece = 16 * 4 * kBatch;  // 8 KB of out: whole Philox batches, in L1
-  for (int64_t i = 0; i < n; i += kPiece) {
-    const int64_t m = std::min(kPiece, n - i);
-    relu_dropout_range<float>(x + i, out + i, m, first + i, seed, block, threshold, scale);
-    float_to_bf16(out + i, low + i, m);
+// The same, and, when low is not null (float32 only), low (n) = out rounded to bfloat16
+// bits (float_to_bf16's rounding) from each piece while it is in L1: the second pass over
+// out that a copy would make.
+template <class T>
+void relu_dropout_round_range(const T* x, T* out, uint16_t* low, int64_t n, int64_t first, uint64_t seed,
+                              uint64_t block, uint64_t threshold, T scale) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (low) {
+      constexpr int64_t kPiece = 16 * 4 * kBatch;  // 8 KB of out: whole Philox batches
+      for (int64_t i = 0; i < n; i += kPiece) {
+        const int64_t m = std::min(kPiece, n - i);
+        relu_dropout_range<float>(x + i, out + i, m, first + i, seed, block, threshold, scale);
+        float_to_bf16(out + i, low + i, m);
+      }
+      return;
+    }
   }
+  relu_dropout_range<T>(x, out, n, first, seed, block, threshold, scale);
 }
 
 // gx (n) = g (n) · (y > 0) · scale, as ReluBackward and then the scale (0 · scale is 0).
@@ -154,8 +163,19 @@ void CpuBackend::dropout(const Tensor& x, uint64_t seed, uint64_t block, double 
 }
 
 void CpuBackend::relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y) {
-  if (!x.is_contiguous() || !y.is_contiguous() || x.dtype() != y.dtype())
-    return Backend::relu_dropout(x, seed, block, p, y);
+  relu_dropout_and_round_bf16(x, seed, block, p, y, Tensor());
+}
+
+// relu_dropout, and y's bfloat16 copy into low when low is defined (float32 y only).
+void CpuBackend::relu_dropout_and_round_bf16(const Tensor& x, uint64_t seed, uint64_t block, double p,
+                                             const Tensor& y, const Tensor& low) {
+  const bool dense = x.is_contiguous() && y.is_contiguous() && x.dtype() == y.dtype();
+  if (!dense) return low.defined() ? Backend::relu_dropout_and_round_bf16(x, seed, block, p, y, low)
+                                   : Backend::relu_dropout(x, seed, block, p, y);
+  if (low.defined() && (y.dtype() != kFloat32 || low.dtype() != kBFloat16 || !low.is_contiguous() ||
+                        low.shape() != y.shape()))
+    return Backend::relu_dropout_and_round_bf16(x, seed, block, p, y, low);
+  uint16_t* pl = low.defined() ? reinterpret_cast<uint16_t*>(low.data<bfloat16>()) : nullptr;
   const uint64_t threshold = bernoulli_threshold(1.0 - p);
   visit_floating("relu_dropout", x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -163,24 +183,9 @@ void CpuBackend::relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, do
     T* py = y.data<T>();
     const T scale = static_cast<T>(1.0 / (1.0 - p));
     for_batch_chunks(x.numel(), [&](int64_t i0, int64_t i1) {
-      relu_dropout_range<T>(px + i0, py + i0, i1 - i0, i0, seed, block, threshold, scale);
+      relu_dropout_round_range<T>(px + i0, py + i0, pl ? pl + i0 : nullptr, i1 - i0, i0, seed, block, threshold,
+                                  scale);
     });
-  });
-}
-
-void CpuBackend::relu_dropout_and_round_bf16(const Tensor& x, uint64_t seed, uint64_t block, double p,
-                                             const Tensor& y, const Tensor& low) {
-  const bool fused = x.dtype() == kFloat32 && y.dtype() == kFloat32 && low.dtype() == kBFloat16 &&
-                     x.is_contiguous() && y.is_contiguous() && low.is_contiguous() && x.shape() == y.shape() &&
-                     low.shape() == y.shape();
-  if (!fused) return Backend::relu_dropout_and_round_bf16(x, seed, block, p, y, low);
-  const uint64_t threshold = bernoulli_threshold(1.0 - p);
-  const float* px = x.data<float>();
-  float* py = y.data<float>();
-  uint16_t* pl = reinterpret_cast<uint16_t*>(low.data<bfloat16>());
-  const float scale = static_cast<float>(1.0 / (1.0 - p));
-  for_batch_chunks(x.numel(), [&](int64_t i0, int64_t i1) {
-    relu_dropout_round_range(px + i0, py + i0, pl + i0, i1 - i0, i0, seed, block, threshold, scale);
   });
 }
 
