@@ -114,6 +114,9 @@ int run(const Args& a) {
 
   kiln::Tensor src = bench::ids(c, 1, 0, c.batch).to(device), tgt_in = bench::ids(c, 2, 0, c.batch).to(device),
                labels = bench::ids(c, 3, 0, c.batch).to(device);
+  // The host's time until the step is queued (before item() waits): on a GPU, a step whose
+  // enqueue time is close to its whole time is bound by the host, not the device.
+  std::chrono::steady_clock::time_point queued;
   auto step = [&] {
     kiln::Tensor loss;
     {
@@ -125,16 +128,18 @@ int run(const Args& a) {
     optimizer.zero_grad();
     loss.backward();
     optimizer.step();
+    queued = std::chrono::steady_clock::now();
     return loss.item();
   };
   for (int i = 0; i < a.warmup; ++i) step();
-  std::vector<double> ms;
+  std::vector<double> ms, enqueue_ms;
   double loss = 0;
   std::string curve;
   for (int i = 0; i < steps; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     loss = step();
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    enqueue_ms.push_back(std::chrono::duration<double, std::milli>(queued - t0).count());
     if (a.curve > 0 && i % a.curve == 0) {
       char buf[32];
       std::snprintf(buf, sizeof buf, "%s%.6f", curve.empty() ? "" : ", ", loss);
@@ -142,12 +147,14 @@ int run(const Args& a) {
     }
   }
   std::sort(ms.begin(), ms.end());
+  std::sort(enqueue_ms.begin(), enqueue_ms.end());
   double median = ms[ms.size() / 2];
   double tokens = static_cast<double>(c.batch * c.seq);
   double params = static_cast<double>(model.num_parameters());
   // The CPU's float32 line is as it always was; another device, autocast and the curve add
   // their fields at the end.
   std::string extra = device.is_cpu() ? "" : ", \"device\": \"" + device.str() + "\"";
+  if (!device.is_cpu()) extra += ", \"enqueue_ms\": " + std::to_string(enqueue_ms[enqueue_ms.size() / 2]);
   if (a.bf16) extra += ", \"autocast\": \"bf16\"";
   if (a.flush_denormal) extra += ", \"flush_denormal\": true";
   if (a.curve > 0) extra += ", \"curve\": [" + curve + "]";

@@ -382,8 +382,8 @@ TEST_SUITE("gpu") {
     // The GPU's product is cublasGemmStridedBatchedEx (CUDA_R_16BF in, CUDA_R_32F out,
     // CUBLAS_COMPUTE_32F), the CPU's oneDNN's (or OpenBLAS on the widened values): the same
     // bfloat16 products summed in float32 in another order, so float32's tolerance. The
-    // fused attention differs more: the GPU runs it in float32 on the rounded q, k, v (its
-    // kernel has no mixed form), the CPU also rounds the weights; one bfloat16 step.
+    // mixed attention rounds P', g and scale · dS to bfloat16 on both devices; a value
+    // summed in another order may round to the neighbouring bfloat16: one bfloat16 step.
     manual_seed(16);
     const Tensor a = randn({3, 9, 33}), b = randn({33, 7}), bb = randn({1, 33, 5}), w = randn({7, 33}) * 0.2,
                  bias = randn({7}), q = randn({2, 2, 6, 8}), c = randn({3, 9, 7});
@@ -405,6 +405,115 @@ TEST_SUITE("gpu") {
     check_same("linear grad x", glx.grad(), lx.grad());
     check_same("linear grad w", glw.grad(), lw.grad());
     CHECK(glw.grad().dtype() == kFloat32);
+  }
+
+  TEST_CASE("autocast: the mixed attention (bf16 products, fp32 softmax) forward and backward match the CPU's") {
+    // Heads inside the rows of (N, L, H·E) projections, as MultiheadAttention's, a key
+    // padding mask and dropout; the backward reads the bfloat16 copy of the output that
+    // autocast keeps. Each kernel choice: the tiled kernels take float32 copies.
+    manual_seed(17);
+    const int64_t N = 2, H = 3, L = 37, S = 29, E = 16;
+    const Tensor xq = randn({N, L, H * E}), xk = randn({N, S, H * E}), xv = randn({N, S, H * E}),
+                 up = randn({N, H, L, E});
+    const Tensor keep = from_vector<double>(std::vector<double>(N * S, 1.0), {N, 1, 1, S}).gt(0.5);
+    Tensor pad = keep.clone();
+    pad.narrow(3, S - 4, 4).narrow(0, 1, 1).fill_(false);  // sequence 1 has 4 padding keys
+    for (cuda::AttentionKernel kernel : {cuda::AttentionKernel::Materialized, cuda::AttentionKernel::Tiled}) {
+      cuda::set_attention_kernel(kernel);
+      CAPTURE(static_cast<int>(kernel));
+      std::vector<Tensor> cpu_in, gpu_in;
+      for (const Tensor& t : {xq, xk, xv}) {
+        cpu_in.push_back(t.detach().requires_grad_());
+        gpu_in.push_back(t.to(gpu()).detach().requires_grad_());
+      }
+      auto heads = [&](const Tensor& t, int64_t len) { return t.reshape({N, len, H, E}).transpose(1, 2); };
+      Tensor cout, gout;
+      {
+        AutocastGuard autocast(kBFloat16);
+        Generator a(3), b(3);
+        cout = scaled_dot_product_attention(heads(cpu_in[0], L), heads(cpu_in[1], S), heads(cpu_in[2], S), pad, 0.2,
+                                            false, std::nullopt, &a);
+        gout = scaled_dot_product_attention(heads(gpu_in[0], L), heads(gpu_in[1], S), heads(gpu_in[2], S),
+                                            pad.to(gpu()), 0.2, false, std::nullopt, &b);
+      }
+      check_same("forward", gout, cout, 0x1p-7);
+      sum(mul(gout, up.to(gpu()))).backward();
+      sum(mul(cout, up)).backward();
+      for (int i = 0; i < 3; ++i) {
+        CAPTURE(i);
+        check_same("grad", gpu_in[i].grad(), cpu_in[i].grad(), 0x1p-7);
+        CHECK(gpu_in[i].grad().dtype() == kFloat32);
+      }
+    }
+    cuda::set_attention_kernel(cuda::AttentionKernel::Auto);
+  }
+
+  TEST_CASE("copies with casts, four elements at a time where the layout allows, give the CPU's values") {
+    // cuda_copy.cu moves packs of four where both sides' rows are contiguous, a multiple
+    // of four long and aligned (whole tensors, heads gathered by a permutation, a row
+    // broadcast), and one element at a time otherwise (an odd inner length, a view one
+    // element into its storage, a strided innermost dim).
+    manual_seed(23);
+    const Tensor base = randn({6, 5, 16});
+    auto views = [](const Tensor& t) {
+      return std::vector<Tensor>{t,
+                                 t.transpose(0, 1),
+                                 t.narrow(2, 4, 8),
+                                 t.select(1, 2).unsqueeze(1).expand({6, 5, 16}),
+                                 t.narrow(2, 1, 12),
+                                 t.narrow(2, 0, 6),
+                                 t.transpose(1, 2),
+                                 t.reshape({-1}).narrow(0, 3, 421)};
+    };
+    for (DType from : {kFloat32, kBFloat16, kFloat64}) {
+      for (DType to : {kFloat32, kBFloat16, kFloat64}) {
+        CAPTURE(std::string(dtype_name(from)));
+        CAPTURE(std::string(dtype_name(to)));
+        const Tensor c = base.to(from), g = c.to(gpu());
+        const std::vector<Tensor> cv = views(c), gv = views(g);
+        for (size_t i = 0; i < cv.size(); ++i) {
+          CAPTURE(i);
+          check_same("cast", gv[i].to(to), cv[i].to(to), 1e-300);
+          check_same("contiguous", gv[i].to(to).transpose(0, -1).contiguous(), cv[i].to(to).transpose(0, -1).contiguous(),
+                     1e-300);
+        }
+      }
+    }
+  }
+
+  TEST_CASE("fused relu_dropout: tails, unaligned views and autocast's bfloat16 copy give the CPU's bits") {
+    // cuda_relu_dropout.cu takes four elements a thread, as packs where aligned: lengths
+    // that are not a multiple of four, and views one element into their storage (no
+    // aligned pack), run its other branches.
+    manual_seed(41);
+    for (int64_t n : {1, 7, 4099}) {
+      CAPTURE(n);
+      const Tensor x = randn({n + 1}), up = randn({n});
+      Tensor cx = x.narrow(0, 1, n).detach().requires_grad_();
+      Tensor gx = x.to(gpu()).narrow(0, 1, n).detach().requires_grad_();
+      Generator a(77), b(77);
+      Tensor cy = relu_dropout(cx, 0.3, true, &a), gy = relu_dropout(gx, 0.3, true, &b);
+      check_same("forward", gy, cy, 1e-300);
+      sum(mul(gy, up.to(gpu()))).backward();
+      sum(mul(cy, up)).backward();
+      check_same("backward", gx.grad(), cx.grad(), 1e-300);
+    }
+    // Under autocast (recording) the op writes y and its bfloat16 copy in one pass, the
+    // next linear reads the copy, and the backward tests y > 0 on the copy's bits.
+    const Tensor h = randn({37, 24}), w = randn({5, 24}) * 0.3, up = randn({37, 5});
+    Tensor ch = h.detach().requires_grad_(), gh = h.to(gpu()).detach().requires_grad_();
+    Tensor cout, gout;
+    {
+      AutocastGuard autocast(kBFloat16);
+      Generator a(5), b(5);
+      cout = linear(relu_dropout(ch, 0.2, true, &a), w);
+      gout = linear(relu_dropout(gh, 0.2, true, &b), w.to(gpu()));
+    }
+    check_same("autocast forward", gout, cout);
+    sum(mul(gout, up.to(gpu()))).backward();
+    sum(mul(cout, up)).backward();
+    check_same("autocast backward", gh.grad(), ch.grad());
+    CHECK(gh.grad().dtype() == kFloat32);
   }
 
   TEST_CASE("random fills give the CPU's numbers for the same seed") {

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "backend/cpu/philox_batch.h"
+#include "backend/cuda/fast_div.h"
 #include "test_util.h"
 
 using namespace kiln;
@@ -728,4 +729,40 @@ TEST_CASE("the CPU allocator keeps freed blocks by size class and hands them bac
   CHECK(s.cached_bytes == 4096 + 4608);
   empty_cache();
   CHECK(memory_stats().cached_bytes == 0);
+}
+
+// The CUDA kernels' index division (backend/cuda/fast_div.h) is host and device code: its
+// formula is checked here, on the CPU, against '/' for divisors and dividends at the
+// edges of its range [1, 2^31) and [0, 2^31), and a pseudo-random spread between.
+TEST_CASE("FastDiv divides as '/' for every divisor and dividend below 2^31") {
+  constexpr uint32_t kTop = 0x7FFFFFFFu;
+  std::vector<uint32_t> divisors, dividends;
+  for (uint32_t d = 1; d <= 4200; ++d) divisors.push_back(d);
+  for (uint32_t s = 1; s < 31; ++s)
+    for (uint32_t e : {(1u << s) - 1, 1u << s, (1u << s) + 1}) divisors.push_back(e);
+  for (uint32_t d : {6400u, 51200u, 100000u, 1000003u, kTop - 1, kTop}) divisors.push_back(d);
+  uint64_t h = 0x9E3779B97F4A7C15ull;
+  auto next = [&h] {
+    h ^= h << 13, h ^= h >> 7, h ^= h << 17;
+    return static_cast<uint32_t>(h >> 33);  // [0, 2^31)
+  };
+  for (int i = 0; i < 2000; ++i) divisors.push_back(std::max(1u, next()));
+  for (uint32_t n = 0; n < 300; ++n) dividends.push_back(n);
+  for (uint32_t n : {kTop, kTop - 1, 1u << 30, (1u << 30) - 1}) dividends.push_back(n);
+  for (int i = 0; i < 300; ++i) dividends.push_back(next());
+  int64_t wrong = 0;
+  for (uint32_t d : divisors) {
+    const kiln::cuda::FastDiv f(d);
+    auto check = [&](uint32_t n) {
+      if (f.div(n) != n / d) ++wrong;
+    };
+    for (uint32_t n : dividends) check(n);
+    // Around multiples of d: q·d - 1, q·d, q·d + 1 for a few q, and the last multiple.
+    for (uint32_t q : {1u, 2u, 3u, 1000u, kTop / d})
+      if (static_cast<uint64_t>(q) * d <= kTop)
+        for (int64_t n : {int64_t{q} * d - 1, int64_t{q} * d, int64_t{q} * d + 1})
+          if (n >= 0 && n <= kTop) check(static_cast<uint32_t>(n));
+  }
+  CHECK(wrong == 0);
+  CHECK(kiln::cuda::FastDiv(7).div(kTop) == kTop / 7);
 }

@@ -34,69 +34,111 @@ __global__ void dropout_kernel(const T* x, T* out, int64_t n, uint64_t seed, uin
   }
 }
 
+// The rows kernels give each query row one warp (a block of kThreads holds
+// kThreads / 32 rows): rows are short (100 keys in the seed model), and a block a row
+// left most of its threads idle and paid two block-wide reductions: 154 µs for 51200
+// rows of 100, against ~30 µs. A lane takes four neighbouring keys at a time, so one
+// Philox block serves its four dropout words where the row's numbering allows.
+constexpr int kRowsPerBlock = kThreads / 32;
+
+inline unsigned grid_for_warp_rows(int64_t rows) { return grid_for_rows((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
+
+// The warp's sum / max, in every lane (warp_sum and warp_max leave it in lane 0).
+template <class T>
+__device__ inline T warp_total(T v) {
+  return __shfl_sync(0xffffffffu, warp_sum(v), 0);
+}
+template <class T>
+__device__ inline T warp_top(T v) {
+  return __shfl_sync(0xffffffffu, warp_max(v), 0);
+}
+
+#define KILN_FOR_WARP_ROWS(r, rows)                                                                        \
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5); r < (rows); \
+       r += static_cast<int64_t>(gridDim.x) * kRowsPerBlock)
+// The keys s of a row that lane (threadIdx.x % 32) takes: four neighbours, then 128 on.
+#define KILN_FOR_LANE_KEYS(s, S)                                                                  \
+  for (int64_t s##0 = 4 * static_cast<int64_t>(threadIdx.x & 31); s##0 < (S); s##0 += 128)  \
+    for (int64_t s = s##0; s < s##0 + 4 && s < (S); ++s)
+
 // scores (N·H·L, S) of one query row: + mask, softmax in place, its logsumexp, then
 // dropout: P' = P · keep / (1 - p). A row whose every score is -inf (a query that may
 // attend to nothing) becomes zeros with lse -inf, as torch's _safe_softmax, not NaN.
+// Under autocast's mixed form low (N·H·L, S) also gets P' rounded to bfloat16 (the
+// operand of P' v); null otherwise.
 template <class T>
-__global__ void attention_rows_kernel(T* scores, T* lse, int64_t rows, int64_t H, int64_t L, int64_t S, MaskView mask,
-                                      bool drop, uint64_t seed, uint64_t block, uint64_t threshold, T keep_scale) {
+__global__ void attention_rows_kernel(T* scores, T* lse, bfloat16* low, int64_t rows, int64_t H, int64_t L,
+                                      int64_t S, MaskView mask, bool drop, uint64_t seed, uint64_t block,
+                                      uint64_t threshold, T keep_scale) {
   const T inf = std::numeric_limits<T>::infinity();
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+  KILN_FOR_WARP_ROWS(r, rows) {
     const int64_t b = r / L, l = r % L, n = b / H, h = b % H;
     T* row = scores + r * S;
     T mx = -inf;
-    for (int64_t s = threadIdx.x; s < S; s += blockDim.x) {
+    KILN_FOR_LANE_KEYS(s, S) {
       row[s] = masked_score(row[s], mask, n, h, l, s);
       mx = row[s] > mx ? row[s] : mx;
     }
-    mx = block_max(mx, -inf);
+    mx = warp_top(mx);
     if (mx == -inf) {
-      for (int64_t s = threadIdx.x; s < S; s += blockDim.x) row[s] = T(0);
-      if (threadIdx.x == 0) lse[r] = -inf;
+      KILN_FOR_LANE_KEYS(s, S) {
+        row[s] = T(0);
+        if (low) low[r * S + s] = bfloat16(0.0f);
+      }
+      if ((threadIdx.x & 31) == 0) lse[r] = -inf;
       continue;
     }
     double sum = 0;
-    for (int64_t s = threadIdx.x; s < S; s += blockDim.x) {
+    KILN_FOR_LANE_KEYS(s, S) {
       const T e = exp(row[s] - mx);
       row[s] = e;
       sum += static_cast<double>(e);
     }
-    sum = block_sum(sum);
+    sum = warp_total(sum);
     const T inv = static_cast<T>(1.0 / sum);
-    for (int64_t s = threadIdx.x; s < S; s += blockDim.x) {
+    DropoutWords words;
+    KILN_FOR_LANE_KEYS(s, S) {
       T pv = row[s] * inv;
-      if (drop) pv = kept(seed, block, r * S + s, threshold) ? pv * keep_scale : T(0);
+      if (drop) pv = words.kept(seed, block, r * S + s, threshold) ? pv * keep_scale : T(0);
       row[s] = pv;
+      if (low) low[r * S + s] = bfloat16(pv);
     }
-    if (threadIdx.x == 0) lse[r] = mx + static_cast<T>(log(sum));
+    if ((threadIdx.x & 31) == 0) lse[r] = mx + static_cast<T>(log(sum));
   }
 }
 
 // One query row of the backward. In: probs = scale · q kᵀ, dprobs = g vᵀ (both (N·H·L, S)).
 // Out, in place: probs = P' = P · keep / (1 - p), dprobs = dS = P ∘ (dP' · keep / (1 - p) - D),
-// P = exp(scores + mask - lse), D = <g_row, out_row>. A fully masked row (lse -inf) has
-// P = 0, so its gradients are 0; a NaN or +inf lse gives NaN.
-template <class T>
-__global__ void attention_backward_rows_kernel(T* probs, T* dprobs, const T* lse, const T* g, View4 gv, const T* out,
-                                               View4 ov, int64_t rows, int64_t H, int64_t L, int64_t S, int64_t Ev,
+// P = exp(scores + mask - lse), D = <g_row, out_row> (out of type O: T, or under autocast
+// the bfloat16 copy it keeps). A fully masked row (lse -inf) has P = 0, so its gradients
+// are 0; a NaN or +inf lse gives NaN. Under autocast p_low and ds_low (N·H·L, S) also get
+// P' and ds_scale · dS rounded to bfloat16 (the operands of the gradients' products).
+template <class T, class O>
+__global__ void attention_backward_rows_kernel(T* probs, T* dprobs, const T* lse, const T* g, View4 gv, const O* out,
+                                               View4 ov, bfloat16* p_low, bfloat16* ds_low, T ds_scale,
+                                               int64_t rows, int64_t H, int64_t L, int64_t S, int64_t Ev,
                                                MaskView mask, bool drop, uint64_t seed, uint64_t block,
                                                uint64_t threshold, T keep_scale) {
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+  KILN_FOR_WARP_ROWS(r, rows) {
     const int64_t b = r / L, l = r % L, n = b / H, h = b % H;
     double dot = 0;
-    for (int64_t e = threadIdx.x; e < Ev; e += blockDim.x) {
-      dot += static_cast<double>(g[offset_of(gv, n, h, l, e)]) * out[offset_of(ov, n, h, l, e)];
+    for (int64_t e = threadIdx.x & 31; e < Ev; e += 32) {
+      dot += static_cast<double>(g[offset_of(gv, n, h, l, e)]) * static_cast<T>(out[offset_of(ov, n, h, l, e)]);
     }
-    const T d = static_cast<T>(block_sum(dot));
+    const T d = static_cast<T>(warp_total(dot));
     const T row_lse = lse[r];
     T* p_row = probs + r * S;
     T* dp_row = dprobs + r * S;
-    for (int64_t s = threadIdx.x; s < S; s += blockDim.x) {
+    DropoutWords words;
+    KILN_FOR_LANE_KEYS(s, S) {
       const T x = masked_score(p_row[s], mask, n, h, l, s);
       const T pv = prob_from_lse(x, row_lse);
-      const T keep = !drop || kept(seed, block, r * S + s, threshold) ? keep_scale : T(0);
-      dp_row[s] = pv * (dp_row[s] * keep - d);
+      const T keep = !drop || words.kept(seed, block, r * S + s, threshold) ? keep_scale : T(0);
+      const T ds = pv * (dp_row[s] * keep - d);
+      dp_row[s] = ds;
       p_row[s] = pv * keep;
+      if (p_low) p_low[r * S + s] = bfloat16(pv * keep);
+      if (ds_low) ds_low[r * S + s] = bfloat16(ds * ds_scale);
     }
   }
 }
@@ -132,10 +174,12 @@ Heads heads_of(const Tensor& t) {
 // C (M, Nc) = alpha · op(A) op(B) for each of the N·H problems, row-major; op(X) = Xᵀ
 // when X is stored transposed (ta, tb). As in cuda_matmul.cu, cuBLAS gets Cᵀ = op(B)ᵀ
 // op(A)ᵀ. One strided-batched call when every operand's problem b = n·H + h sits at
-// b·stride, else one call per n (or per h, whichever is fewer).
-template <class T>
-void gemm_heads(cublasHandle_t handle, bool ta, bool tb, int64_t M, int64_t Nc, int64_t K, T alpha, const T* A,
-                Heads a, const T* B, Heads b, T* C, Heads c, int64_t N, int64_t H) {
+// b·stride, else one call per n (or per h, whichever is fewer). In is T, or bfloat16
+// with T float (autocast's mixed products: cublasGemmStridedBatchedEx, float32
+// accumulation, on the tensor cores).
+template <class In, class T>
+void gemm_heads(cublasHandle_t handle, bool ta, bool tb, int64_t M, int64_t Nc, int64_t K, T alpha, const In* A,
+                Heads a, const In* B, Heads b, T* C, Heads c, int64_t N, int64_t H) {
   const int m = as_int(Nc), n = as_int(M), k = as_int(K);
   const int lda = as_int(b.ld), ldb = as_int(a.ld), ldc = as_int(c.ld);
   const cublasOperation_t op_first = tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_second = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -143,10 +187,16 @@ void gemm_heads(cublasHandle_t handle, bool ta, bool tb, int64_t M, int64_t Nc, 
   auto call = [&](int64_t offA, int64_t offB, int64_t offC, long long sA, long long sB, long long sC, int64_t count) {
     for (int64_t i0 = 0; i0 < count; i0 += 65535) {  // the grid's z limit, as in cuda_matmul.cu
       const int cnt = static_cast<int>(std::min<int64_t>(65535, count - i0));
-      const T* pa = A + offA + i0 * sA;
-      const T* pb = B + offB + i0 * sB;
+      const In* pa = A + offA + i0 * sA;
+      const In* pb = B + offB + i0 * sB;
       T* pc = C + offC + i0 * sC;
-      if constexpr (std::is_same_v<T, double>) {
+      if constexpr (std::is_same_v<In, bfloat16>) {
+        static_assert(std::is_same_v<T, float>, "a bfloat16 product accumulates in float32");
+        KILN_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, op_first, op_second, m, n, k, &alpha, pb, CUDA_R_16BF,
+                                                     lda, sB, pa, CUDA_R_16BF, ldb, sA, &zero, pc, CUDA_R_32F, ldc, sC,
+                                                     cnt, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                          "attention");
+      } else if constexpr (std::is_same_v<T, double>) {
         KILN_CUBLAS_CHECK(cublasDgemmStridedBatched(handle, op_first, op_second, m, n, k, &alpha, pb, lda, sB, pa, ldb,
                                                     sA, &zero, pc, ldc, sC, cnt),
                           "attention");
@@ -171,36 +221,131 @@ void gemm_heads(cublasHandle_t handle, bool ta, bool tb, int64_t M, int64_t Nc, 
   }
 }
 
-template <class T>
-void attention_typed(CudaBackend& be, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-                     double scale, double p, uint64_t seed, uint64_t block, const Tensor& out, const Tensor& lse) {
+// q, k, v's elements: T, or bfloat16 under autocast's mixed form (then T is float).
+template <class In>
+const In* elements(const Tensor& t) {
+  return static_cast<const In*>(t.data_ptr());
+}
+
+// A (N, H, rows, cols) scratch tensor, contiguous.
+Tensor scratch(const Tensor& like, int64_t N, int64_t H, int64_t rows, int64_t cols, DType dtype) {
+  return Tensor::empty({N, H, rows, cols}, TensorOptions(dtype).device(like.device()));
+}
+
+// The scores' path (In = T, or bfloat16 with T float under autocast: the products on
+// bfloat16 operands, P' rounded once more for P' v, as the CPU's attention_mixed).
+template <class T, class In>
+void attention_materialized(CudaBackend& be, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                            double scale, double p, uint64_t seed, uint64_t block, const Tensor& out,
+                            const Tensor& lse) {
+  constexpr bool kMixed = !std::is_same_v<In, T>;
   const int64_t N = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2), E = q.size(3), Ev = v.size(3);
-  if (N * H * L == 0) return;
-  if (tiled_attention_wanted(N * H * L * S * static_cast<int64_t>(sizeof(T))) &&
-      flash_attention<T>(q, k, v, mask, scale, p, seed, block, out, lse))
-    return;
   cudaStream_t stream = stream_of(out);
   cublasHandle_t handle = blas_handle(out.device().index);
-  Tensor scores = Tensor::empty({N, H, L, S}, TensorOptions(q.dtype()).device(q.device()));
+  Tensor scores = scratch(q, N, H, L, S, dtype_of<T>::value);
+  Tensor low = kMixed ? scratch(q, N, H, L, S, kBFloat16) : Tensor();
   // scores (L, S) = scale · q (L, E) @ k (S, E)ᵀ
   if (S > 0) {
     if (E == 0) {
       be.fill(scores, 0.0);
     } else {
-      gemm_heads<T>(handle, false, true, L, S, E, static_cast<T>(scale), q.data<T>(), heads_of(q), k.data<T>(),
-                    heads_of(k), scores.data<T>(), heads_of(scores), N, H);
+      gemm_heads<In, T>(handle, false, true, L, S, E, static_cast<T>(scale), elements<In>(q), heads_of(q),
+                        elements<In>(k), heads_of(k), scores.data<T>(), heads_of(scores), N, H);
     }
   }
   const uint64_t threshold = cpu::bernoulli_threshold(1.0 - p);
-  attention_rows_kernel<T><<<grid_for_rows(N * H * L), kThreads, 0, stream>>>(
-      scores.data<T>(), lse.data<T>(), N * H * L, H, L, S, mask_view(mask), p > 0, seed, block, threshold,
-      static_cast<T>(1.0 / (1.0 - p)));
+  attention_rows_kernel<T><<<grid_for_warp_rows(N * H * L), kThreads, 0, stream>>>(
+      scores.data<T>(), lse.data<T>(), kMixed ? low.data<bfloat16>() : nullptr, N * H * L, H, L, S, mask_view(mask),
+      p > 0, seed, block, threshold, static_cast<T>(1.0 / (1.0 - p)));
   KILN_CUDA_LAUNCH_CHECK("attention");
   // out (L, Ev) = P' (L, S) @ v (S, Ev)
   if (Ev == 0) return;
   if (S == 0) return be.fill(out, 0.0);
-  gemm_heads<T>(handle, false, false, L, Ev, S, T(1), scores.data<T>(), heads_of(scores), v.data<T>(), heads_of(v),
-                out.data<T>(), heads_of(out), N, H);
+  if constexpr (kMixed) {
+    gemm_heads<In, T>(handle, false, false, L, Ev, S, T(1), low.data<bfloat16>(), heads_of(low), elements<In>(v),
+                      heads_of(v), out.data<T>(), heads_of(out), N, H);
+  } else {
+    gemm_heads<In, T>(handle, false, false, L, Ev, S, T(1), scores.data<T>(), heads_of(scores), elements<In>(v),
+                      heads_of(v), out.data<T>(), heads_of(out), N, H);
+  }
+}
+
+template <class T>
+void attention_typed(CudaBackend& be, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                     double scale, double p, uint64_t seed, uint64_t block, const Tensor& out, const Tensor& lse) {
+  const int64_t N = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2);
+  if (N * H * L == 0) return;
+  if (tiled_attention_wanted(N * H * L * S * static_cast<int64_t>(sizeof(T))) &&
+      flash_attention<T>(q, k, v, mask, scale, p, seed, block, out, lse))
+    return;
+  attention_materialized<T, T>(be, q, k, v, mask, scale, p, seed, block, out, lse);
+}
+
+// The backward's scores path; In and the mixed form's roundings as attention_materialized
+// (g rounded for g vᵀ and P'ᵀ g; scale · dS rounded once for both of its products).
+template <class T, class In, class O>
+void attention_backward_materialized(CudaBackend& be, const Tensor& g, const Tensor& q, const Tensor& k,
+                                     const Tensor& v, const Tensor& mask, const Tensor& out, const Tensor& lse,
+                                     double scale, double p, uint64_t seed, uint64_t block, const Tensor& grad_q,
+                                     const Tensor& grad_k, const Tensor& grad_v) {
+  constexpr bool kMixed = !std::is_same_v<In, T>;
+  const int64_t N = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2), E = q.size(3), Ev = v.size(3);
+  cudaStream_t stream = stream_of(grad_q);
+  cublasHandle_t handle = blas_handle(grad_q.device().index);
+  Tensor probs = scratch(q, N, H, L, S, dtype_of<T>::value), dprobs = scratch(q, N, H, L, S, dtype_of<T>::value);
+  Tensor p_low, ds_low, g_low;
+  if constexpr (kMixed) {
+    p_low = scratch(q, N, H, L, S, kBFloat16);
+    ds_low = scratch(q, N, H, L, S, kBFloat16);
+    g_low = scratch(q, N, H, L, Ev, kBFloat16);
+    be.copy(g, g_low);
+  }
+  const In* gp = kMixed ? elements<In>(g_low) : elements<In>(g);
+  const Heads gh = kMixed ? heads_of(g_low) : heads_of(g);
+  const Heads ph = heads_of(probs);
+  const T tscale = static_cast<T>(scale);
+  // probs (L, S) = scale · q kᵀ (P once the row kernel adds the mask and takes exp(· - lse))
+  if (E == 0) be.fill(probs, 0.0);
+  else gemm_heads<In, T>(handle, false, true, L, S, E, tscale, elements<In>(q), heads_of(q), elements<In>(k),
+                         heads_of(k), probs.data<T>(), ph, N, H);
+  // dprobs (L, S) = dP' = g (L, Ev) @ v (S, Ev)ᵀ
+  if (Ev == 0) be.fill(dprobs, 0.0);
+  else gemm_heads<In, T>(handle, false, true, L, S, Ev, T(1), gp, gh, elements<In>(v), heads_of(v),
+                         dprobs.data<T>(), ph, N, H);
+  const uint64_t threshold = cpu::bernoulli_threshold(1.0 - p);
+  attention_backward_rows_kernel<T, O><<<grid_for_warp_rows(N * H * L), kThreads, 0, stream>>>(
+      probs.data<T>(), dprobs.data<T>(), lse.data<T>(), g.data<T>(), view_of(g), static_cast<const O*>(out.data_ptr()),
+      view_of(out), kMixed ? p_low.data<bfloat16>() : nullptr, kMixed ? ds_low.data<bfloat16>() : nullptr, tscale,
+      N * H * L, H, L, S, Ev, mask_view(mask), p > 0, seed, block, threshold,
+      p > 0 ? static_cast<T>(1.0 / (1.0 - p)) : T(1));
+  KILN_CUDA_LAUNCH_CHECK("attention_backward");
+  if constexpr (kMixed) {
+    const Heads lh = heads_of(p_low);
+    // grad_v (S, Ev) = P'ᵀ (S, L) @ g (L, Ev)
+    if (Ev > 0)
+      gemm_heads<In, T>(handle, true, false, S, Ev, L, T(1), p_low.data<bfloat16>(), lh, gp, gh, grad_v.data<T>(),
+                        heads_of(grad_v), N, H);
+    if (E > 0) {
+      // grad_q (L, E) = (scale · dS) (L, S) @ k (S, E); grad_k (S, E) = (scale · dS)ᵀ (S, L) @ q (L, E)
+      gemm_heads<In, T>(handle, false, false, L, E, S, T(1), ds_low.data<bfloat16>(), lh, elements<In>(k),
+                        heads_of(k), grad_q.data<T>(), heads_of(grad_q), N, H);
+      gemm_heads<In, T>(handle, true, false, S, E, L, T(1), ds_low.data<bfloat16>(), lh, elements<In>(q),
+                        heads_of(q), grad_k.data<T>(), heads_of(grad_k), N, H);
+    }
+  } else {
+    // grad_v (S, Ev) = P'ᵀ (S, L) @ g (L, Ev)
+    if (Ev > 0)
+      gemm_heads<In, T>(handle, true, false, S, Ev, L, T(1), probs.data<T>(), ph, gp, gh, grad_v.data<T>(),
+                        heads_of(grad_v), N, H);
+    if (E > 0) {
+      // grad_q (L, E) = scale · dS (L, S) @ k (S, E)
+      gemm_heads<In, T>(handle, false, false, L, E, S, tscale, dprobs.data<T>(), ph, elements<In>(k), heads_of(k),
+                        grad_q.data<T>(), heads_of(grad_q), N, H);
+      // grad_k (S, E) = scale · dSᵀ (S, L) @ q (L, E)
+      gemm_heads<In, T>(handle, true, false, S, E, L, tscale, dprobs.data<T>(), ph, elements<In>(q), heads_of(q),
+                        grad_k.data<T>(), heads_of(grad_k), N, H);
+    }
+  }
 }
 
 template <class T>
@@ -208,7 +353,7 @@ void attention_backward_typed(CudaBackend& be, const Tensor& g, const Tensor& q,
                               const Tensor& mask, const Tensor& out, const Tensor& lse, double scale, double p,
                               uint64_t seed, uint64_t block, const Tensor& grad_q, const Tensor& grad_k,
                               const Tensor& grad_v) {
-  const int64_t N = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2), E = q.size(3), Ev = v.size(3);
+  const int64_t N = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2);
   if (N * H == 0) return;
   if (L == 0 || S == 0) {  // every product below is an empty sum
     be.fill(grad_q, 0.0);
@@ -219,38 +364,23 @@ void attention_backward_typed(CudaBackend& be, const Tensor& g, const Tensor& q,
   if (tiled_attention_wanted(N * H * L * S * static_cast<int64_t>(sizeof(T))) &&
       flash_attention_backward<T>(g, q, k, v, mask, out, lse, scale, p, seed, block, grad_q, grad_k, grad_v))
     return;
-  cudaStream_t stream = stream_of(grad_q);
-  cublasHandle_t handle = blas_handle(grad_q.device().index);
-  const TensorOptions scratch = TensorOptions(q.dtype()).device(q.device());
-  Tensor probs = Tensor::empty({N, H, L, S}, scratch), dprobs = Tensor::empty({N, H, L, S}, scratch);
-  const Heads ph = heads_of(probs);
-  const T tscale = static_cast<T>(scale);
-  // probs (L, S) = scale · q kᵀ (P once the row kernel adds the mask and takes exp(· - lse))
-  if (E == 0) be.fill(probs, 0.0);
-  else gemm_heads<T>(handle, false, true, L, S, E, tscale, q.data<T>(), heads_of(q), k.data<T>(), heads_of(k),
-                     probs.data<T>(), ph, N, H);
-  // dprobs (L, S) = dP' = g (L, Ev) @ v (S, Ev)ᵀ
-  if (Ev == 0) be.fill(dprobs, 0.0);
-  else gemm_heads<T>(handle, false, true, L, S, Ev, T(1), g.data<T>(), heads_of(g), v.data<T>(), heads_of(v),
-                     dprobs.data<T>(), ph, N, H);
-  const uint64_t threshold = cpu::bernoulli_threshold(1.0 - p);
-  attention_backward_rows_kernel<T><<<grid_for_rows(N * H * L), kThreads, 0, stream>>>(
-      probs.data<T>(), dprobs.data<T>(), lse.data<T>(), g.data<T>(), view_of(g), out.data<T>(), view_of(out),
-      N * H * L, H, L, S, Ev, mask_view(mask), p > 0, seed, block, threshold,
-      p > 0 ? static_cast<T>(1.0 / (1.0 - p)) : T(1));
-  KILN_CUDA_LAUNCH_CHECK("attention_backward");
-  // grad_v (S, Ev) = P'ᵀ (S, L) @ g (L, Ev)
-  if (Ev > 0)
-    gemm_heads<T>(handle, true, false, S, Ev, L, T(1), probs.data<T>(), ph, g.data<T>(), heads_of(g),
-                  grad_v.data<T>(), heads_of(grad_v), N, H);
-  if (E > 0) {
-    // grad_q (L, E) = scale · dS (L, S) @ k (S, E)
-    gemm_heads<T>(handle, false, false, L, E, S, tscale, dprobs.data<T>(), ph, k.data<T>(), heads_of(k),
-                  grad_q.data<T>(), heads_of(grad_q), N, H);
-    // grad_k (S, E) = scale · dSᵀ (S, L) @ q (L, E)
-    gemm_heads<T>(handle, true, false, S, E, L, tscale, dprobs.data<T>(), ph, q.data<T>(), heads_of(q),
-                  grad_k.data<T>(), heads_of(grad_k), N, H);
-  }
+  attention_backward_materialized<T, T, T>(be, g, q, k, v, mask, out, lse, scale, p, seed, block, grad_q, grad_k,
+                                           grad_v);
+}
+
+// t (bfloat16) widened to a float32 tensor of its shape on its device.
+Tensor widened(CudaBackend& be, const Tensor& t) {
+  Tensor w = Tensor::empty(t.shape(), TensorOptions(kFloat32).device(t.device()));
+  be.copy(t, w);
+  return w;
+}
+
+void check_mixed(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out) {
+  KILN_CHECK(k.dtype() == kBFloat16 && v.dtype() == kBFloat16 && out.dtype() == kFloat32,
+             "scaled_dot_product_attention",
+             "bfloat16 query, key and value (autocast) take float32 outputs, got key ", dtype_name(k.dtype()),
+             ", value ", dtype_name(v.dtype()), " and output ", dtype_name(out.dtype()));
+  (void)q;
 }
 
 }  // namespace
@@ -272,6 +402,17 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, c
                             double dropout_p, uint64_t seed, uint64_t block, const Tensor& out, const Tensor& lse) {
   DeviceGuard guard(out);
   if (q.dtype() == kFloat64) return attention_typed<double>(*this, q, k, v, mask, scale, dropout_p, seed, block, out, lse);
+  if (q.dtype() == kBFloat16) {
+    // Autocast's mixed form: bfloat16 products on the scores' path; the tiled kernels,
+    // where wanted, on float32 copies of q, k, v.
+    check_mixed(q, k, v, out);
+    const int64_t N = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2);
+    if (N * H * L == 0) return;
+    if (!tiled_attention_wanted(N * H * L * S * static_cast<int64_t>(sizeof(float))))
+      return attention_materialized<float, bfloat16>(*this, q, k, v, mask, scale, dropout_p, seed, block, out, lse);
+    return attention_typed<float>(*this, widened(*this, q), widened(*this, k), widened(*this, v), mask, scale,
+                                  dropout_p, seed, block, out, lse);
+  }
   attention_typed<float>(*this, q, k, v, mask, scale, dropout_p, seed, block, out, lse);
 }
 
@@ -280,6 +421,21 @@ void CudaBackend::attention_backward(const Tensor& g, const Tensor& q, const Ten
                                      double dropout_p, uint64_t seed, uint64_t block, const Tensor& grad_q,
                                      const Tensor& grad_k, const Tensor& grad_v) {
   DeviceGuard guard(grad_q);
+  if (q.dtype() == kBFloat16) {
+    check_mixed(q, k, v, grad_q);
+    const int64_t N = q.size(0), H = q.size(1), L = q.size(2), S = k.size(2);
+    if (N * H == 0) return;
+    if (L > 0 && S > 0 && !tiled_attention_wanted(N * H * L * S * static_cast<int64_t>(sizeof(float)))) {
+      if (out.dtype() == kBFloat16)
+        return attention_backward_materialized<float, bfloat16, bfloat16>(
+            *this, g, q, k, v, mask, out, lse, scale, dropout_p, seed, block, grad_q, grad_k, grad_v);
+      return attention_backward_materialized<float, bfloat16, float>(*this, g, q, k, v, mask, out, lse, scale,
+                                                                     dropout_p, seed, block, grad_q, grad_k, grad_v);
+    }
+    return attention_backward_typed<float>(*this, g, widened(*this, q), widened(*this, k), widened(*this, v), mask,
+                                           out.dtype() == kBFloat16 ? widened(*this, out) : out, lse, scale,
+                                           dropout_p, seed, block, grad_q, grad_k, grad_v);
+  }
   if (q.dtype() == kFloat64) {
     return attention_backward_typed<double>(*this, g, q, k, v, mask, out, lse, scale, dropout_p, seed, block, grad_q,
                                             grad_k, grad_v);

@@ -29,9 +29,10 @@ class CudaBackend final : public Backend {
               const Tensor* indices) override;
   using Backend::matmul;
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) override;
-  // Autocast's mixed product through cublasGemmStridedBatchedEx; attention's mixed form is
-  // staged by backend_for's wrapper (float32 on the rounded q, k, v).
+  // Autocast's mixed product through cublasGemmStridedBatchedEx, and attention's mixed
+  // form (bfloat16 q, k, v; float32 scores, outputs and gradients) on such products.
   bool matmul_takes_mixed_bfloat16() const override { return true; }
+  bool attention_takes_mixed_bfloat16() const override { return true; }
   void softmax(const Tensor& x, int64_t dim, bool log, const Tensor& out) override;
   void softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log,
                         const Tensor& grad_x) override;
@@ -59,6 +60,12 @@ class CudaBackend final : public Backend {
   void bernoulli(const Tensor& out, uint64_t seed, uint64_t block, double p) override;
   void randint(const Tensor& out, uint64_t seed, uint64_t block, int64_t lo, int64_t hi) override;
   void dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& out) override;
+  // Fused (cuda_relu_dropout.cu); under autocast the backward reads y's bfloat16 copy.
+  void relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y) override;
+  void relu_dropout_backward(const Tensor& g, const Tensor& y, double p, const Tensor& gx) override;
+  void relu_dropout_and_round_bf16(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y,
+                                   const Tensor& low) override;
+  bool relu_dropout_takes_mixed_bfloat16() const override { return true; }
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale,
                  double dropout_p, uint64_t seed, uint64_t block, const Tensor& out, const Tensor& lse) override;
   void attention_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,

@@ -118,21 +118,6 @@ __global__ void layer_norm_grad_wb_parts_kernel(const T* g, const T* x, const T*
   }
 }
 
-// Stage 2: dw, db (n) = the splits of part_w, part_b (splits, n) added in order.
-template <class T>
-__global__ void layer_norm_grad_wb_finish_kernel(const double* part_w, const double* part_b, int64_t splits,
-                                                 int64_t n, T* dw, T* db) {
-  KILN_GRID_STRIDE_LOOP(j, n) {
-    double tw = 0, tb = 0;
-    for (int64_t sp = 0; sp < splits; ++sp) {
-      tw += part_w[sp * n + j];
-      tb += part_b[sp * n + j];
-    }
-    if (dw) dw[j] = static_cast<T>(tw);
-    if (db) db[j] = static_cast<T>(tb);
-  }
-}
-
 }  // namespace
 
 void CudaBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
@@ -197,9 +182,8 @@ void CudaBackend::layer_norm_backward(const Tensor& g, const Tensor& x, const Te
                                                                        rstd.data<T>(), part_w, part_b, rows, n,
                                                                        rows_per_split);
       KILN_CUDA_LAUNCH_CHECK("layer_norm_backward");
-      layer_norm_grad_wb_finish_kernel<T><<<grid_for(n), kThreads, 0, s>>>(
-          part_w, part_b, splits, n, grad_weight.defined() ? grad_weight.data<T>() : nullptr,
-          grad_bias.defined() ? grad_bias.data<T>() : nullptr);
+      finish_col_splits<double, T>(part_w, part_b, splits, n, grad_weight.defined() ? grad_weight.data<T>() : nullptr,
+                                   grad_bias.defined() ? grad_bias.data<T>() : nullptr, s);
       KILN_CUDA_LAUNCH_CHECK("layer_norm_backward");
     }
   });

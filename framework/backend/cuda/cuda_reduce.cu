@@ -172,16 +172,6 @@ __global__ void sum_cols_parts_kernel(const T* x, int64_t A, int64_t R, int64_t 
   }
 }
 
-// part (splits, A·B) -> out (A·B), the splits added in order.
-template <class T, class AccT>
-__global__ void sum_cols_finish_kernel(const AccT* part, int64_t splits, int64_t AB, T* out) {
-  KILN_GRID_STRIDE_LOOP(i, AB) {
-    AccT acc = 0;
-    for (int64_t sp = 0; sp < splits; ++sp) acc += part[sp * AB + i];
-    out[i] = static_cast<T>(acc);
-  }
-}
-
 // Rows this long with this few of them keep one block per row from filling the GPU.
 constexpr int64_t kSplitRowLength = 1 << 16, kSplitMaxRows = 128, kSplitChunk = 1 << 14;
 
@@ -212,7 +202,7 @@ void reduce_block(ReduceOp op, const T* x, int64_t A, int64_t R, int64_t B, T* o
     sum_cols_parts_kernel<T, AccT><<<dim3(grid_for_rows(tasks), static_cast<unsigned>(splits)), dim3(kColX, kColY), 0,
                                      s>>>(x, A, R, B, rows_per_split, pp);
     KILN_CUDA_LAUNCH_CHECK("reduce");
-    sum_cols_finish_kernel<T, AccT><<<grid_for(A * B), kThreads, 0, s>>>(pp, splits, A * B, out);
+    finish_col_splits<AccT, T>(pp, nullptr, splits, A * B, out, nullptr, s);
   } else {
     reduce_cols_kernel<T><<<grid_for_rows(tasks), dim3(kColX, kColY), 0, s>>>(op, x, A, R, B, out, idx);
   }
