@@ -482,7 +482,7 @@ TEST_SUITE("gpu") {
   }
 
   TEST_CASE("fused relu_dropout: tails, unaligned views and autocast's bfloat16 copy give the CPU's bits") {
-    // cuda_relu_dropout.cu takes four elements a thread, as packs where aligned: lengths
+    // cuda_dropout.cu takes four elements a thread, as packs where aligned: lengths
     // that are not a multiple of four, and views one element into their storage (no
     // aligned pack), run its other branches.
     manual_seed(41);
@@ -497,6 +497,8 @@ TEST_SUITE("gpu") {
       sum(mul(gy, up.to(gpu()))).backward();
       sum(mul(cy, up)).backward();
       check_same("backward", gx.grad(), cx.grad(), 1e-300);
+      Generator c(78), d(78);
+      check_same("dropout alone", dropout(gx, 0.3, true, &d), dropout(cx, 0.3, true, &c), 1e-300);
     }
     // Under autocast (recording) the op writes y and its bfloat16 copy in one pass, the
     // next linear reads the copy, and the backward tests y > 0 on the copy's bits.
@@ -514,6 +516,33 @@ TEST_SUITE("gpu") {
     sum(mul(cout, up)).backward();
     check_same("autocast backward", gh.grad(), ch.grad());
     CHECK(gh.grad().dtype() == kFloat32);
+  }
+
+  TEST_CASE("add_layer_norm under autocast writes its bfloat16 copy in the same pass, forward and backward as the CPU") {
+    // Rows of 40 (one warp each) and of 2100 (a block each): the copy the next linear
+    // reads is written by the thread that writes y.
+    manual_seed(43);
+    for (int64_t n : {40, 2100}) {
+      CAPTURE(n);
+      const Tensor x = randn({9, n}), r = randn({9, n}), w = randn({n}), b = randn({n}), lw = randn({3, n}) * 0.1,
+                   up = randn({9, 3});
+      std::vector<Tensor> c = {x.detach().requires_grad_(), r.detach().requires_grad_(), w.detach().requires_grad_()};
+      std::vector<Tensor> g;
+      for (const Tensor& t : c) g.push_back(t.detach().to(gpu()).requires_grad_());
+      Tensor cy, gy;
+      {
+        AutocastGuard autocast(kBFloat16);
+        cy = linear(add_layer_norm(c[0], c[1], {n}, c[2], b), lw);
+        gy = linear(add_layer_norm(g[0], g[1], {n}, g[2], b.to(gpu())), lw.to(gpu()));
+      }
+      check_same("forward", gy, cy);
+      sum(mul(gy, up.to(gpu()))).backward();
+      sum(mul(cy, up)).backward();
+      for (size_t i = 0; i < c.size(); ++i) {
+        CAPTURE(i);
+        check_same("grad", g[i].grad(), c[i].grad());
+      }
+    }
   }
 
   TEST_CASE("random fills give the CPU's numbers for the same seed") {

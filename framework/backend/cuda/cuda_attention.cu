@@ -1,4 +1,4 @@
-// Dropout, and attention over N·H independent problems, with the CPU backend's
+// Attention over N·H independent problems, with the CPU backend's
 // arithmetic and random stream (cpu_attention.cpp, cpu_random.cpp):
 //   q (N, H, L, E), k (N, H, S, E), v (N, H, S, Ev) -> out (N, H, L, Ev), lse (N, H, L)
 // set_attention_kernel (core/cuda.h) picks between the tiled kernels of
@@ -21,19 +21,6 @@
 namespace kiln::cuda {
 namespace {
 
-// out (n) = x (n) · keep / (1 - p): one thread per Philox block, four elements each.
-template <class T>
-__global__ void dropout_kernel(const T* x, T* out, int64_t n, uint64_t seed, uint64_t block, uint64_t threshold,
-                               T scale) {
-  KILN_GRID_STRIDE_LOOP(j, (n + 3) / 4) {
-    const std::array<uint32_t, 4> w = philox4x32(seed, block + static_cast<uint64_t>(j));
-    for (int k = 0; k < 4 && 4 * j + k < n; ++k) {
-      const int64_t i = 4 * j + k;
-      out[i] = static_cast<uint64_t>(w[k]) < threshold ? x[i] * scale : T(0);
-    }
-  }
-}
-
 // The rows kernels give each query row one warp (a block of kThreads holds
 // kThreads / 32 rows): rows are short (100 keys in the seed model), and a block a row
 // left most of its threads idle and paid two block-wide reductions: 154 µs for 51200
@@ -42,16 +29,6 @@ __global__ void dropout_kernel(const T* x, T* out, int64_t n, uint64_t seed, uin
 constexpr int kRowsPerBlock = kThreads / 32;
 
 inline unsigned grid_for_warp_rows(int64_t rows) { return grid_for_rows((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
-
-// The warp's sum / max, in every lane (warp_sum and warp_max leave it in lane 0).
-template <class T>
-__device__ inline T warp_total(T v) {
-  return __shfl_sync(0xffffffffu, warp_sum(v), 0);
-}
-template <class T>
-__device__ inline T warp_top(T v) {
-  return __shfl_sync(0xffffffffu, warp_max(v), 0);
-}
 
 #define KILN_FOR_WARP_ROWS(r, rows)                                                                        \
   for (int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5); r < (rows); \
@@ -232,6 +209,34 @@ Tensor scratch(const Tensor& like, int64_t N, int64_t H, int64_t rows, int64_t c
   return Tensor::empty({N, H, rows, cols}, TensorOptions(dtype).device(like.device()));
 }
 
+// Whether one strided-batched call reaches every problem of t (N, H, rows, cols): problem
+// n·H + h at (n·H + h)·stride (gemm_heads' test).
+bool uniform_heads(const Tensor& t) {
+  const int64_t N = t.size(0), H = t.size(1);
+  return H == 1 || N == 1 || t.stride(0) == H * t.stride(1);
+}
+
+// t itself where uniform_heads, else a contiguous copy. The heads of a projection's rows
+// (MultiheadAttention's layout) otherwise take one cuBLAS call per head (or per
+// sequence); at the seed model's shapes (64 · 8 problems of 100 × 100 × 64) the eight
+// calls of a product took 70 µs, one call on the copies less than half that with the
+// copies.
+Tensor head_major(CudaBackend& be, const Tensor& t) {
+  if (uniform_heads(t)) return t;
+  Tensor c = Tensor::empty(t.shape(), TensorOptions(t.dtype()).device(t.device()));
+  be.copy(t, c);
+  return c;
+}
+
+// Where a product meant for dst writes: dst where uniform_heads, else a contiguous
+// scratch that write_back then copies into dst.
+Tensor head_major_out(const Tensor& dst) {
+  return uniform_heads(dst) ? dst : Tensor::empty(dst.shape(), TensorOptions(dst.dtype()).device(dst.device()));
+}
+void write_back(CudaBackend& be, const Tensor& written, const Tensor& dst) {
+  if (written.data_ptr() != dst.data_ptr()) be.copy(written, dst);
+}
+
 // The scores' path (In = T, or bfloat16 with T float under autocast: the products on
 // bfloat16 operands, P' rounded once more for P' v, as the CPU's attention_mixed).
 template <class T, class In>
@@ -249,8 +254,9 @@ void attention_materialized(CudaBackend& be, const Tensor& q, const Tensor& k, c
     if (E == 0) {
       be.fill(scores, 0.0);
     } else {
-      gemm_heads<In, T>(handle, false, true, L, S, E, static_cast<T>(scale), elements<In>(q), heads_of(q),
-                        elements<In>(k), heads_of(k), scores.data<T>(), heads_of(scores), N, H);
+      const Tensor qh = head_major(be, q), kh = head_major(be, k);
+      gemm_heads<In, T>(handle, false, true, L, S, E, static_cast<T>(scale), elements<In>(qh), heads_of(qh),
+                        elements<In>(kh), heads_of(kh), scores.data<T>(), heads_of(scores), N, H);
     }
   }
   const uint64_t threshold = cpu::bernoulli_threshold(1.0 - p);
@@ -261,13 +267,15 @@ void attention_materialized(CudaBackend& be, const Tensor& q, const Tensor& k, c
   // out (L, Ev) = P' (L, S) @ v (S, Ev)
   if (Ev == 0) return;
   if (S == 0) return be.fill(out, 0.0);
+  const Tensor vh = head_major(be, v), oh = head_major_out(out);
   if constexpr (kMixed) {
-    gemm_heads<In, T>(handle, false, false, L, Ev, S, T(1), low.data<bfloat16>(), heads_of(low), elements<In>(v),
-                      heads_of(v), out.data<T>(), heads_of(out), N, H);
+    gemm_heads<In, T>(handle, false, false, L, Ev, S, T(1), low.data<bfloat16>(), heads_of(low), elements<In>(vh),
+                      heads_of(vh), oh.data<T>(), heads_of(oh), N, H);
   } else {
-    gemm_heads<In, T>(handle, false, false, L, Ev, S, T(1), scores.data<T>(), heads_of(scores), elements<In>(v),
-                      heads_of(v), out.data<T>(), heads_of(out), N, H);
+    gemm_heads<In, T>(handle, false, false, L, Ev, S, T(1), scores.data<T>(), heads_of(scores), elements<In>(vh),
+                      heads_of(vh), oh.data<T>(), heads_of(oh), N, H);
   }
+  write_back(be, oh, out);
 }
 
 template <class T>
@@ -300,17 +308,20 @@ void attention_backward_materialized(CudaBackend& be, const Tensor& g, const Ten
     g_low = scratch(q, N, H, L, Ev, kBFloat16);
     be.copy(g, g_low);
   }
-  const In* gp = kMixed ? elements<In>(g_low) : elements<In>(g);
-  const Heads gh = kMixed ? heads_of(g_low) : heads_of(g);
+  const Tensor qh = head_major(be, q), kh = head_major(be, k), vh = head_major(be, v);
+  const Tensor gm = kMixed ? g_low : head_major(be, g);
+  const Tensor gq = head_major_out(grad_q), gk = head_major_out(grad_k), gv = head_major_out(grad_v);
+  const In* gp = elements<In>(gm);
+  const Heads gh = heads_of(gm);
   const Heads ph = heads_of(probs);
   const T tscale = static_cast<T>(scale);
   // probs (L, S) = scale · q kᵀ (P once the row kernel adds the mask and takes exp(· - lse))
   if (E == 0) be.fill(probs, 0.0);
-  else gemm_heads<In, T>(handle, false, true, L, S, E, tscale, elements<In>(q), heads_of(q), elements<In>(k),
-                         heads_of(k), probs.data<T>(), ph, N, H);
+  else gemm_heads<In, T>(handle, false, true, L, S, E, tscale, elements<In>(qh), heads_of(qh), elements<In>(kh),
+                         heads_of(kh), probs.data<T>(), ph, N, H);
   // dprobs (L, S) = dP' = g (L, Ev) @ v (S, Ev)ᵀ
   if (Ev == 0) be.fill(dprobs, 0.0);
-  else gemm_heads<In, T>(handle, false, true, L, S, Ev, T(1), gp, gh, elements<In>(v), heads_of(v),
+  else gemm_heads<In, T>(handle, false, true, L, S, Ev, T(1), gp, gh, elements<In>(vh), heads_of(vh),
                          dprobs.data<T>(), ph, N, H);
   const uint64_t threshold = cpu::bernoulli_threshold(1.0 - p);
   attention_backward_rows_kernel<T, O><<<grid_for_warp_rows(N * H * L), kThreads, 0, stream>>>(
@@ -323,28 +334,33 @@ void attention_backward_materialized(CudaBackend& be, const Tensor& g, const Ten
     const Heads lh = heads_of(p_low);
     // grad_v (S, Ev) = P'ᵀ (S, L) @ g (L, Ev)
     if (Ev > 0)
-      gemm_heads<In, T>(handle, true, false, S, Ev, L, T(1), p_low.data<bfloat16>(), lh, gp, gh, grad_v.data<T>(),
-                        heads_of(grad_v), N, H);
+      gemm_heads<In, T>(handle, true, false, S, Ev, L, T(1), p_low.data<bfloat16>(), lh, gp, gh, gv.data<T>(),
+                        heads_of(gv), N, H);
     if (E > 0) {
       // grad_q (L, E) = (scale · dS) (L, S) @ k (S, E); grad_k (S, E) = (scale · dS)ᵀ (S, L) @ q (L, E)
-      gemm_heads<In, T>(handle, false, false, L, E, S, T(1), ds_low.data<bfloat16>(), lh, elements<In>(k),
-                        heads_of(k), grad_q.data<T>(), heads_of(grad_q), N, H);
-      gemm_heads<In, T>(handle, true, false, S, E, L, T(1), ds_low.data<bfloat16>(), lh, elements<In>(q),
-                        heads_of(q), grad_k.data<T>(), heads_of(grad_k), N, H);
+      gemm_heads<In, T>(handle, false, false, L, E, S, T(1), ds_low.data<bfloat16>(), lh, elements<In>(kh),
+                        heads_of(kh), gq.data<T>(), heads_of(gq), N, H);
+      gemm_heads<In, T>(handle, true, false, S, E, L, T(1), ds_low.data<bfloat16>(), lh, elements<In>(qh),
+                        heads_of(qh), gk.data<T>(), heads_of(gk), N, H);
     }
   } else {
     // grad_v (S, Ev) = P'ᵀ (S, L) @ g (L, Ev)
     if (Ev > 0)
-      gemm_heads<In, T>(handle, true, false, S, Ev, L, T(1), probs.data<T>(), ph, gp, gh, grad_v.data<T>(),
-                        heads_of(grad_v), N, H);
+      gemm_heads<In, T>(handle, true, false, S, Ev, L, T(1), probs.data<T>(), ph, gp, gh, gv.data<T>(),
+                        heads_of(gv), N, H);
     if (E > 0) {
       // grad_q (L, E) = scale · dS (L, S) @ k (S, E)
-      gemm_heads<In, T>(handle, false, false, L, E, S, tscale, dprobs.data<T>(), ph, elements<In>(k), heads_of(k),
-                        grad_q.data<T>(), heads_of(grad_q), N, H);
+      gemm_heads<In, T>(handle, false, false, L, E, S, tscale, dprobs.data<T>(), ph, elements<In>(kh),
+                        heads_of(kh), gq.data<T>(), heads_of(gq), N, H);
       // grad_k (S, E) = scale · dSᵀ (S, L) @ q (L, E)
-      gemm_heads<In, T>(handle, true, false, S, E, L, tscale, dprobs.data<T>(), ph, elements<In>(q), heads_of(q),
-                        grad_k.data<T>(), heads_of(grad_k), N, H);
+      gemm_heads<In, T>(handle, true, false, S, E, L, tscale, dprobs.data<T>(), ph, elements<In>(qh),
+                        heads_of(qh), gk.data<T>(), heads_of(gk), N, H);
     }
+  }
+  if (Ev > 0) write_back(be, gv, grad_v);
+  if (E > 0) {
+    write_back(be, gq, grad_q);
+    write_back(be, gk, grad_k);
   }
 }
 
@@ -384,19 +400,6 @@ void check_mixed(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
 }
 
 }  // namespace
-
-void CudaBackend::dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& out) {
-  const int64_t n = x.numel();
-  if (n == 0) return;
-  DeviceGuard guard(out);
-  const uint64_t threshold = cpu::bernoulli_threshold(1.0 - p);
-  visit_floating("dropout", x.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    dropout_kernel<T><<<grid_for((n + 3) / 4), kThreads, 0, stream_of(out)>>>(
-        x.data<T>(), out.data<T>(), n, seed, block, threshold, static_cast<T>(1.0 / (1.0 - p)));
-  });
-  KILN_CUDA_LAUNCH_CHECK("dropout");
-}
 
 void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale,
                             double dropout_p, uint64_t seed, uint64_t block, const Tensor& out, const Tensor& lse) {

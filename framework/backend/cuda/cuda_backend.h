@@ -44,6 +44,11 @@ class CudaBackend final : public Backend {
   void add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
                       double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
                       const Tensor& rstd) override;
+  // Each element's bfloat16 copy written with it (cuda_layer_norm.cu).
+  void add_layer_norm_and_round_bf16(const Tensor& x, const Tensor& residual, const Tensor& weight,
+                                     const Tensor& bias, double eps, const Tensor& sum, const Tensor& y,
+                                     const Tensor& mean, const Tensor& rstd, const Tensor& low) override;
+  bool add_layer_norm_rounds_bf16() const override { return true; }
   void embedding(const Tensor& weight, const Tensor& indices, const Tensor& out) override;
   void embedding_backward(const Tensor& g, const Tensor& indices, int64_t padding_idx,
                           const Tensor& grad_weight) override;
@@ -60,7 +65,7 @@ class CudaBackend final : public Backend {
   void bernoulli(const Tensor& out, uint64_t seed, uint64_t block, double p) override;
   void randint(const Tensor& out, uint64_t seed, uint64_t block, int64_t lo, int64_t hi) override;
   void dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& out) override;
-  // Fused (cuda_relu_dropout.cu); under autocast the backward reads y's bfloat16 copy.
+  // Fused (cuda_dropout.cu); under autocast the backward reads y's bfloat16 copy.
   void relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y) override;
   void relu_dropout_backward(const Tensor& g, const Tensor& y, double p, const Tensor& gx) override;
   void relu_dropout_and_round_bf16(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y,

@@ -61,4 +61,39 @@ __device__ inline T block_max(T v, T lowest) {
   return partial[0];
 }
 
+// The sum / max of v over the warp, in every lane (warp_sum and warp_max leave it in lane 0).
+template <class T>
+__device__ inline T warp_total(T v) {
+  return __shfl_sync(0xffffffffu, warp_sum(v), 0);
+}
+template <class T>
+__device__ inline T warp_top(T v) {
+  return __shfl_sync(0xffffffffu, warp_max(v), 0);
+}
+
+// Who works on one row of a row kernel: a whole block (BlockRows: long rows) or one
+// warp (WarpRows: a block of kWarpsPerBlock rows at once; rows of a few hundred elements
+// left most of a block idle and paid block-wide reductions). first() and step() walk the
+// rows, lane() and width() the elements of a row, total() sums over the team (every
+// thread of the team gets the result; every thread must call).
+constexpr int kWarpsPerBlock = 8;  // blocks of 256 threads
+
+struct BlockRows {
+  static __device__ int64_t first() { return blockIdx.x; }
+  static __device__ int64_t step() { return gridDim.x; }
+  static __device__ int lane() { return threadIdx.x; }
+  static __device__ int width() { return blockDim.x; }
+  static __device__ double total(double v) { return block_sum(v); }
+  static unsigned blocks(int64_t rows) { return static_cast<unsigned>(rows < 1 ? 1 : rows > (1 << 20) ? 1 << 20 : rows); }
+};
+
+struct WarpRows {
+  static __device__ int64_t first() { return static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5); }
+  static __device__ int64_t step() { return static_cast<int64_t>(gridDim.x) * kWarpsPerBlock; }
+  static __device__ int lane() { return threadIdx.x & 31; }
+  static __device__ int width() { return 32; }
+  static __device__ double total(double v) { return warp_total(v); }
+  static unsigned blocks(int64_t rows) { return BlockRows::blocks((rows + kWarpsPerBlock - 1) / kWarpsPerBlock); }
+};
+
 }  // namespace kiln::cuda

@@ -1,11 +1,12 @@
-// relu then dropout in one pass (a feed-forward block's hidden activation), its backward
-// from y alone, and under autocast the forward's bfloat16 copy written in the same pass
-// and the backward reading that copy (backend.h's relu_dropout contract; the CPU's
-// kernels are cpu_random.cpp's). The same bits as the default passes (relu, dropout,
-// copy; ReluBackward, then the scale): element i keeps where word i % 4 of Philox block
-// (block + i / 4) is below the threshold, as dropout.
+// Dropout, and relu then dropout in one pass (a feed-forward block's hidden activation),
+// its backward from y alone, and under autocast the forward's bfloat16 copy written in
+// the same pass and the backward reading that copy (backend.h's relu_dropout contract;
+// the CPU's kernels are cpu_random.cpp's). relu_dropout gives the bits of the default
+// passes (relu, dropout, copy; ReluBackward, then the scale). Element i is kept where
+// word i % 4 of Philox block (block + i / 4) is below the threshold, as for
+// bernoulli(1 - p), and scaled by 1 / (1 - p).
 //   x, y (n) contiguous, one floating dtype; low (n) bfloat16; g, gx (n) as y, or float32
-//   with a bfloat16 y.
+//   with a bfloat16 y. dropout: x, out (n) contiguous, one floating dtype.
 #include <type_traits>
 
 #include "backend/cpu/philox_words.h"
@@ -15,18 +16,19 @@
 namespace kiln::cuda {
 namespace {
 
-template <class T>
-__device__ inline T relu_keep(T v, uint32_t word, uint64_t threshold, T scale) {
-  const T r = v < T(0) ? T(0) : v;  // relu's rule: NaN stays NaN
-  return static_cast<uint64_t>(word) < threshold ? r * scale : T(0);
+// dropout(v), after relu where kRelu.
+template <class T, bool kRelu>
+__device__ inline T keep_or_zero(T v, uint32_t word, uint64_t threshold, T scale) {
+  if (kRelu) v = v < T(0) ? T(0) : v;  // relu's rule: NaN stays NaN
+  return static_cast<uint64_t>(word) < threshold ? v * scale : T(0);
 }
 
-// y (n) = dropout(relu(x)), and low (n) = y rounded to bfloat16 where low is not null
-// (float32 only). One thread per Philox block: elements 4j .. 4j+3, loaded and stored as
-// one pack where kPacked (every pointer aligned to its Pack4).
-template <class T, bool kPacked>
-__global__ void relu_dropout_kernel(const T* x, T* y, bfloat16* low, int64_t n, uint64_t seed, uint64_t block,
-                                    uint64_t threshold, T scale) {
+// y (n) = dropout(relu(x)) (kRelu) or dropout(x), and low (n) = y rounded to bfloat16
+// where low is not null (float32 only). One thread per Philox block: elements 4j ..
+// 4j+3, loaded and stored as one pack where kPacked (every pointer aligned to its Pack4).
+template <class T, bool kRelu, bool kPacked>
+__global__ void dropout_kernel(const T* x, T* y, bfloat16* low, int64_t n, uint64_t seed, uint64_t block,
+                               uint64_t threshold, T scale) {
   KILN_GRID_STRIDE_LOOP(j, (n + 3) / 4) {
     const std::array<uint32_t, 4> w = philox4x32(seed, block + static_cast<uint64_t>(j));
     const int64_t i0 = 4 * j;
@@ -34,7 +36,7 @@ __global__ void relu_dropout_kernel(const T* x, T* y, bfloat16* low, int64_t n, 
       const Pack4<T> a = reinterpret_cast<const Pack4<T>*>(x)[j];
       Pack4<T> b;
 #pragma unroll
-      for (int k = 0; k < 4; ++k) b.v[k] = relu_keep(a.v[k], w[k], threshold, scale);
+      for (int k = 0; k < 4; ++k) b.v[k] = keep_or_zero<T, kRelu>(a.v[k], w[k], threshold, scale);
       reinterpret_cast<Pack4<T>*>(y)[j] = b;
       if constexpr (std::is_same_v<T, float>) {
         if (low) {
@@ -47,7 +49,7 @@ __global__ void relu_dropout_kernel(const T* x, T* y, bfloat16* low, int64_t n, 
       continue;
     }
     for (int k = 0; k < 4 && i0 + k < n; ++k) {
-      const T v = relu_keep(x[i0 + k], w[k], threshold, scale);
+      const T v = keep_or_zero<T, kRelu>(x[i0 + k], w[k], threshold, scale);
       y[i0 + k] = v;
       if constexpr (std::is_same_v<T, float>) {
         if (low) low[i0 + k] = bfloat16(v);
@@ -94,7 +96,33 @@ bool dense(std::initializer_list<const Tensor*> ts) {
   return true;
 }
 
+// dropout_kernel's launch: y (and low) from x, all contiguous and checked by the caller.
+template <class T, bool kRelu>
+void launch_dropout(const Tensor& x, const Tensor& y, bfloat16* low, uint64_t seed, uint64_t block, double p) {
+  const int64_t n = y.numel();
+  const T* px = x.data<T>();
+  T* py = y.data<T>();
+  const uint64_t threshold = cpu::bernoulli_threshold(1.0 - p);
+  const T scale = static_cast<T>(1.0 / (1.0 - p));
+  const bool packed = pack_aligned<T>(px) && pack_aligned<T>(py) && (!low || pack_aligned<bfloat16>(low));
+  const unsigned grid = grid_for((n + 3) / 4);
+  if (packed)
+    dropout_kernel<T, kRelu, true><<<grid, kThreads, 0, stream_of(y)>>>(px, py, low, n, seed, block, threshold, scale);
+  else
+    dropout_kernel<T, kRelu, false><<<grid, kThreads, 0, stream_of(y)>>>(px, py, low, n, seed, block, threshold, scale);
+}
+
 }  // namespace
+
+void CudaBackend::dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& out) {
+  // x and out contiguous, of one dtype (backend.h's dropout contract, as the CPU's).
+  if (x.numel() == 0) return;
+  DeviceGuard guard(out);
+  visit_floating("dropout", x.dtype(), [&](auto tag) {
+    launch_dropout<typename decltype(tag)::type, false>(x, out, nullptr, seed, block, p);
+  });
+  KILN_CUDA_LAUNCH_CHECK("dropout");
+}
 
 void CudaBackend::relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y) {
   relu_dropout_and_round_bf16(x, seed, block, p, y, Tensor());
@@ -108,22 +136,11 @@ void CudaBackend::relu_dropout_and_round_bf16(const Tensor& x, uint64_t seed, ui
                                          low.is_contiguous() && low.shape() == y.shape()));
   if (!fused) return low.defined() ? Backend::relu_dropout_and_round_bf16(x, seed, block, p, y, low)
                                    : Backend::relu_dropout(x, seed, block, p, y);
-  const int64_t n = y.numel();
-  if (n == 0) return;
+  if (y.numel() == 0) return;
   DeviceGuard guard(y);
-  const uint64_t threshold = cpu::bernoulli_threshold(1.0 - p);
   bfloat16* pl = low.defined() ? low.data<bfloat16>() : nullptr;
   visit_floating("relu_dropout", y.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* px = x.data<T>();
-    T* py = y.data<T>();
-    const T scale = static_cast<T>(1.0 / (1.0 - p));
-    const bool packed = pack_aligned<T>(px) && pack_aligned<T>(py) && (!pl || pack_aligned<bfloat16>(pl));
-    const unsigned grid = grid_for((n + 3) / 4);
-    if (packed)
-      relu_dropout_kernel<T, true><<<grid, kThreads, 0, stream_of(y)>>>(px, py, pl, n, seed, block, threshold, scale);
-    else
-      relu_dropout_kernel<T, false><<<grid, kThreads, 0, stream_of(y)>>>(px, py, pl, n, seed, block, threshold, scale);
+    launch_dropout<typename decltype(tag)::type, true>(x, y, pl, seed, block, p);
   });
   KILN_CUDA_LAUNCH_CHECK("relu_dropout");
 }
