@@ -21,18 +21,12 @@
 namespace kiln::cuda {
 namespace {
 
-// The rows kernels give each query row one warp (a block of kThreads holds
-// kThreads / 32 rows): rows are short (100 keys in the seed model), and a block a row
-// left most of its threads idle and paid two block-wide reductions: 154 µs for 51200
-// rows of 100, against ~30 µs. A lane takes four neighbouring keys at a time, so one
-// Philox block serves its four dropout words where the row's numbering allows.
-constexpr int kRowsPerBlock = kThreads / 32;
-
-inline unsigned grid_for_warp_rows(int64_t rows) { return grid_for_rows((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
-
-#define KILN_FOR_WARP_ROWS(r, rows)                                                                        \
-  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5); r < (rows); \
-       r += static_cast<int64_t>(gridDim.x) * kRowsPerBlock)
+// The rows kernels give each query row one warp (cuda_block_reduce.cuh's WarpRows): rows
+// are short (100 keys in the seed model), and a block a row left most of its threads
+// idle and paid two block-wide reductions (154 µs for 51200 rows of 100; 94 µs so). A
+// lane takes four neighbouring keys at a time, so one Philox block serves its four
+// dropout words where the row's numbering allows.
+#define KILN_FOR_WARP_ROWS(r, rows) for (int64_t r = WarpRows::first(); r < (rows); r += WarpRows::step())
 // The keys s of a row that lane (threadIdx.x % 32) takes: four neighbours, then 128 on.
 #define KILN_FOR_LANE_KEYS(s, S)                                                                  \
   for (int64_t s##0 = 4 * static_cast<int64_t>(threadIdx.x & 31); s##0 < (S); s##0 += 128)  \
@@ -218,9 +212,8 @@ bool uniform_heads(const Tensor& t) {
 
 // t itself where uniform_heads, else a contiguous copy. The heads of a projection's rows
 // (MultiheadAttention's layout) otherwise take one cuBLAS call per head (or per
-// sequence); at the seed model's shapes (64 · 8 problems of 100 × 100 × 64) the eight
-// calls of a product took 70 µs, one call on the copies less than half that with the
-// copies.
+// sequence): at the seed model's shapes (64 · 8 problems of 100 × 100 × 64) the float32
+// products took 8.9 ms a step in eight calls each, 4.2 ms on the copies, which cost 1.8.
 Tensor head_major(CudaBackend& be, const Tensor& t) {
   if (uniform_heads(t)) return t;
   Tensor c = Tensor::empty(t.shape(), TensorOptions(t.dtype()).device(t.device()));
@@ -260,7 +253,7 @@ void attention_materialized(CudaBackend& be, const Tensor& q, const Tensor& k, c
     }
   }
   const uint64_t threshold = cpu::bernoulli_threshold(1.0 - p);
-  attention_rows_kernel<T><<<grid_for_warp_rows(N * H * L), kThreads, 0, stream>>>(
+  attention_rows_kernel<T><<<WarpRows::blocks(N * H * L), kThreads, 0, stream>>>(
       scores.data<T>(), lse.data<T>(), kMixed ? low.data<bfloat16>() : nullptr, N * H * L, H, L, S, mask_view(mask),
       p > 0, seed, block, threshold, static_cast<T>(1.0 / (1.0 - p)));
   KILN_CUDA_LAUNCH_CHECK("attention");
@@ -268,13 +261,9 @@ void attention_materialized(CudaBackend& be, const Tensor& q, const Tensor& k, c
   if (Ev == 0) return;
   if (S == 0) return be.fill(out, 0.0);
   const Tensor vh = head_major(be, v), oh = head_major_out(out);
-  if constexpr (kMixed) {
-    gemm_heads<In, T>(handle, false, false, L, Ev, S, T(1), low.data<bfloat16>(), heads_of(low), elements<In>(vh),
-                      heads_of(vh), oh.data<T>(), heads_of(oh), N, H);
-  } else {
-    gemm_heads<In, T>(handle, false, false, L, Ev, S, T(1), scores.data<T>(), heads_of(scores), elements<In>(vh),
-                      heads_of(vh), oh.data<T>(), heads_of(oh), N, H);
-  }
+  const Tensor& weights = kMixed ? low : scores;  // P' as the product reads it
+  gemm_heads<In, T>(handle, false, false, L, Ev, S, T(1), elements<In>(weights), heads_of(weights), elements<In>(vh),
+                    heads_of(vh), oh.data<T>(), heads_of(oh), N, H);
   write_back(be, oh, out);
 }
 
@@ -324,38 +313,28 @@ void attention_backward_materialized(CudaBackend& be, const Tensor& g, const Ten
   else gemm_heads<In, T>(handle, false, true, L, S, Ev, T(1), gp, gh, elements<In>(vh), heads_of(vh),
                          dprobs.data<T>(), ph, N, H);
   const uint64_t threshold = cpu::bernoulli_threshold(1.0 - p);
-  attention_backward_rows_kernel<T, O><<<grid_for_warp_rows(N * H * L), kThreads, 0, stream>>>(
+  attention_backward_rows_kernel<T, O><<<WarpRows::blocks(N * H * L), kThreads, 0, stream>>>(
       probs.data<T>(), dprobs.data<T>(), lse.data<T>(), g.data<T>(), view_of(g), static_cast<const O*>(out.data_ptr()),
       view_of(out), kMixed ? p_low.data<bfloat16>() : nullptr, kMixed ? ds_low.data<bfloat16>() : nullptr, tscale,
       N * H * L, H, L, S, Ev, mask_view(mask), p > 0, seed, block, threshold,
       p > 0 ? static_cast<T>(1.0 / (1.0 - p)) : T(1));
   KILN_CUDA_LAUNCH_CHECK("attention_backward");
-  if constexpr (kMixed) {
-    const Heads lh = heads_of(p_low);
-    // grad_v (S, Ev) = P'ᵀ (S, L) @ g (L, Ev)
-    if (Ev > 0)
-      gemm_heads<In, T>(handle, true, false, S, Ev, L, T(1), p_low.data<bfloat16>(), lh, gp, gh, gv.data<T>(),
-                        heads_of(gv), N, H);
-    if (E > 0) {
-      // grad_q (L, E) = (scale · dS) (L, S) @ k (S, E); grad_k (S, E) = (scale · dS)ᵀ (S, L) @ q (L, E)
-      gemm_heads<In, T>(handle, false, false, L, E, S, T(1), ds_low.data<bfloat16>(), lh, elements<In>(kh),
-                        heads_of(kh), gq.data<T>(), heads_of(gq), N, H);
-      gemm_heads<In, T>(handle, true, false, S, E, L, T(1), ds_low.data<bfloat16>(), lh, elements<In>(qh),
-                        heads_of(qh), gk.data<T>(), heads_of(gk), N, H);
-    }
-  } else {
-    // grad_v (S, Ev) = P'ᵀ (S, L) @ g (L, Ev)
-    if (Ev > 0)
-      gemm_heads<In, T>(handle, true, false, S, Ev, L, T(1), probs.data<T>(), ph, gp, gh, gv.data<T>(),
-                        heads_of(gv), N, H);
-    if (E > 0) {
-      // grad_q (L, E) = scale · dS (L, S) @ k (S, E)
-      gemm_heads<In, T>(handle, false, false, L, E, S, tscale, dprobs.data<T>(), ph, elements<In>(kh),
-                        heads_of(kh), gq.data<T>(), heads_of(gq), N, H);
-      // grad_k (S, E) = scale · dSᵀ (S, L) @ q (L, E)
-      gemm_heads<In, T>(handle, true, false, S, E, L, tscale, dprobs.data<T>(), ph, elements<In>(qh),
-                        heads_of(qh), gk.data<T>(), heads_of(gk), N, H);
-    }
+  // The operands the gradients' products read: P' and dS as computed, or under autocast
+  // P' and scale · dS rounded (the scale then already applied).
+  const Tensor& weights = kMixed ? p_low : probs;
+  const Tensor& dscores = kMixed ? ds_low : dprobs;
+  const T ds_alpha = kMixed ? T(1) : tscale;
+  // grad_v (S, Ev) = P'ᵀ (S, L) @ g (L, Ev)
+  if (Ev > 0)
+    gemm_heads<In, T>(handle, true, false, S, Ev, L, T(1), elements<In>(weights), ph, gp, gh, gv.data<T>(),
+                      heads_of(gv), N, H);
+  if (E > 0) {
+    // grad_q (L, E) = scale · dS (L, S) @ k (S, E)
+    gemm_heads<In, T>(handle, false, false, L, E, S, ds_alpha, elements<In>(dscores), ph, elements<In>(kh),
+                      heads_of(kh), gq.data<T>(), heads_of(gq), N, H);
+    // grad_k (S, E) = scale · dSᵀ (S, L) @ q (L, E)
+    gemm_heads<In, T>(handle, true, false, S, E, L, ds_alpha, elements<In>(dscores), ph, elements<In>(qh),
+                      heads_of(qh), gk.data<T>(), heads_of(gk), N, H);
   }
   if (Ev > 0) write_back(be, gv, grad_v);
   if (E > 0) {
