@@ -412,7 +412,9 @@ TEST_SUITE("gpu") {
     // padding mask and dropout; the backward reads the bfloat16 copy of the output that
     // autocast keeps. Each kernel choice: the tiled kernels take float32 copies.
     manual_seed(17);
-    const int64_t N = 2, H = 3, L = 37, S = 29, E = 16;
+    const int64_t N = 2, H = 3, L = 37, E = 16;
+    // 29 keys: the row kernels' general loop; 32: their packed one (rows in registers).
+    for (const int64_t S : {int64_t{29}, int64_t{32}}) {
     const Tensor xq = randn({N, L, H * E}), xk = randn({N, S, H * E}), xv = randn({N, S, H * E}),
                  up = randn({N, H, L, E});
     const Tensor keep = from_vector<double>(std::vector<double>(N * S, 1.0), {N, 1, 1, S}).gt(0.5);
@@ -420,6 +422,7 @@ TEST_SUITE("gpu") {
     pad.narrow(3, S - 4, 4).narrow(0, 1, 1).fill_(false);  // sequence 1 has 4 padding keys
     for (cuda::AttentionKernel kernel : {cuda::AttentionKernel::Materialized, cuda::AttentionKernel::Tiled}) {
       cuda::set_attention_kernel(kernel);
+      CAPTURE(S);
       CAPTURE(static_cast<int>(kernel));
       std::vector<Tensor> cpu_in, gpu_in;
       for (const Tensor& t : {xq, xk, xv}) {
@@ -444,6 +447,7 @@ TEST_SUITE("gpu") {
         check_same("grad", gpu_in[i].grad(), cpu_in[i].grad(), 0x1p-7);
         CHECK(gpu_in[i].grad().dtype() == kFloat32);
       }
+    }
     }
     cuda::set_attention_kernel(cuda::AttentionKernel::Auto);
   }
@@ -965,6 +969,16 @@ TEST_SUITE("gpu") {
            return scaled_dot_product_attention(x[0], x[1], x[2], from_vector<bool>({1, 1, 0, 0}, {2, 2}).to(d));
          },
          {R({2, 2, 3}), R({2, 2, 3}), R({2, 2, 3})}},
+        // Keys a multiple of four: the materialising path's packed row kernels, a row of
+        // at most 128 keys held in registers; one query may attend to nothing.
+        {"sdpa 8 keys, a query that may attend to nothing, dropout",
+         [](V x, Device d) {
+           Generator g(9);
+           // query 1 may attend to no key
+           Tensor m = ne(arange(0, 3, 1, TensorOptions(kFloat64)).reshape({3, 1}).expand({3, 8}), 1.0).to(d);
+           return scaled_dot_product_attention(x[0], x[1], x[2], m, 0.25, false, std::nullopt, &g);
+         },
+         {R({2, 2, 3, 4}), R({2, 2, 8, 4}), R({2, 2, 8, 3})}},
         {"sdpa 300 keys, dropout, heads inside rows",
          [](V x, Device d) {
            Generator g(5);
