@@ -12,7 +12,8 @@
 # 2. tests: every test program of the suite (test_cuda must run, not skip), and
 #    translate_toy trained on the GPU.
 # 3. sanitize: compute-sanitizer memcheck, racecheck and initcheck over test_cuda, one
-#    process per test case, in parallel; 0 errors required.
+#    process per test case, in parallel; 0 errors required (KILN_SANITIZE_TOOLS picks
+#    tools, KILN_SANITIZE_TIMEOUT caps a process's seconds).
 # 4. bench: bench_train_step against benchmarks/torch_train_step.py on the same GPU, small
 #    and seed, float32 (TF32 off on both sides) and bf16 autocast, with peak GPU memory;
 #    bench_attention at 1024 and 4096 tokens on the tiled and the materialising kernels.
@@ -110,9 +111,17 @@ if stage sanitize; then
   # process's first KILN_RACECHECK_LAUNCHES launches (default 4000: every kernel of the
   # op cases, and the first training steps of the translator cases, with their shapes);
   # the rest run unchecked. memcheck and initcheck check every launch.
-  for tool in memcheck racecheck initcheck; do
+  # initcheck does not see the stores of cuBLAS's Hopper kernels (through the tensor
+  # memory accelerator): every later read of their output is reported as uninitialised,
+  # PyTorch's own bf16 matmul included (README, "Checking a GPU"). Cases named "not for
+  # initcheck" read such outputs on shapes that take those kernels; initcheck leaves them
+  # out, memcheck and racecheck run them.
+  skipped=$(grep -c "not for initcheck" <<<"$cases")
+  for tool in ${KILN_SANITIZE_TOOLS:-memcheck racecheck initcheck}; do
     limit=""
     [ $tool = racecheck ] && limit="--launch-count ${KILN_RACECHECK_LAUNCHES:-4000}"
+    tool_cases=$cases
+    [ $tool = initcheck ] && tool_cases=$(grep -v "not for initcheck" <<<"$cases")
     rm -rf "${out:?}/$tool" && mkdir -p "$out/$tool"
     t0=$(date +%s)
     i=0
@@ -121,7 +130,7 @@ if stage sanitize; then
       # doctest's filters treat , and * specially: match the case by its text up to any.
       pat=$(printf '%s' "$c" | sed 's/[,*?\[]/*/g')
       printf '%s\0%s\0' "$i" "$pat"
-    done <<<"$cases" | xargs -0 -n 2 -P 8 sh -c '
+    done <<<"$tool_cases" | xargs -0 -n 2 -P 8 sh -c '
       timeout ${KILN_SANITIZE_TIMEOUT:-900} compute-sanitizer --tool '"$tool"' '"$limit"' --error-exitcode 99 --print-limit 20 \
         '"$build"'/tests/test_cuda --test-case="$1" >'"$out/$tool"'/case$0.log 2>&1
       echo "$? $1" >>'"$out/$tool"'/rc.txt'
@@ -131,8 +140,10 @@ if stage sanitize; then
     # A filter that matched nothing passes too: every process must have run its case.
     ran=$(grep -l '^\[doctest\] test cases: *1 ' "$out/$tool"/case*.log | wc -l)
     [ "$ran" -eq "$n" ] || bad=$((bad + n - ran))
+    left_out=""
+    [ $tool = initcheck ] && [ "$skipped" -gt 0 ] && left_out=", $skipped left out (cuBLAS's TMA stores)"
     if [ "$bad" -eq 0 ]; then
-      note "ok   compute-sanitizer $tool: $n test cases, $errs errors ($(($(date +%s) - t0)) s)"
+      note "ok   compute-sanitizer $tool: $n test cases, $errs errors ($(($(date +%s) - t0)) s$left_out)"
     else
       fail "compute-sanitizer $tool: $bad of $n test cases failed, $errs errors: $(awk '$1 != 0 {$1=""; print}' "$out/$tool/rc.txt" | head -5 | tr '\n' ';')"
     fi

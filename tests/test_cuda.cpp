@@ -191,6 +191,49 @@ void run_table(const std::vector<Case>& cases) {
   }
 }
 
+// Autocast's attention on both devices with S keys: heads inside the rows of (N, L, H·E)
+// projections, as MultiheadAttention's, a key padding mask and dropout; the backward
+// reads the bfloat16 copy of the output that autocast keeps. Each kernel choice: the
+// tiled kernels take float32 copies. Both devices round P', g and scale · dS to
+// bfloat16; a value summed in another order may round to the neighbouring bfloat16, so
+// one bfloat16 step of tolerance.
+void check_mixed_attention(int64_t S) {
+  manual_seed(17);
+  const int64_t N = 2, H = 3, L = 37, E = 16;
+  const Tensor xq = randn({N, L, H * E}), xk = randn({N, S, H * E}), xv = randn({N, S, H * E}),
+               up = randn({N, H, L, E});
+  Tensor pad = ones({N, 1, 1, S}).gt(0.5);
+  pad.narrow(3, S - 4, 4).narrow(0, 1, 1).fill_(false);  // sequence 1 has 4 padding keys
+  for (cuda::AttentionKernel kernel : {cuda::AttentionKernel::Materialized, cuda::AttentionKernel::Tiled}) {
+    cuda::set_attention_kernel(kernel);
+    CAPTURE(static_cast<int>(kernel));
+    std::vector<Tensor> cpu_in, gpu_in;
+    for (const Tensor& t : {xq, xk, xv}) {
+      cpu_in.push_back(t.detach().requires_grad_());
+      gpu_in.push_back(t.to(gpu()).detach().requires_grad_());
+    }
+    auto heads = [&](const Tensor& t, int64_t len) { return t.reshape({N, len, H, E}).transpose(1, 2); };
+    Tensor cout, gout;
+    {
+      AutocastGuard autocast(kBFloat16);
+      Generator a(3), b(3);
+      cout = scaled_dot_product_attention(heads(cpu_in[0], L), heads(cpu_in[1], S), heads(cpu_in[2], S), pad, 0.2,
+                                          false, std::nullopt, &a);
+      gout = scaled_dot_product_attention(heads(gpu_in[0], L), heads(gpu_in[1], S), heads(gpu_in[2], S),
+                                          pad.to(gpu()), 0.2, false, std::nullopt, &b);
+    }
+    check_same("forward", gout, cout, 0x1p-7);
+    sum(mul(gout, up.to(gpu()))).backward();
+    sum(mul(cout, up)).backward();
+    for (int i = 0; i < 3; ++i) {
+      CAPTURE(i);
+      check_same("grad", gpu_in[i].grad(), cpu_in[i].grad(), 0x1p-7);
+      CHECK(gpu_in[i].grad().dtype() == kFloat32);
+    }
+  }
+  cuda::set_attention_kernel(cuda::AttentionKernel::Auto);
+}
+
 // Constants built on the device a case runs on.
 Tensor ids(const std::vector<int64_t>& v, const Shape& shape, Device d) { return from_vector<int64_t>(v, shape).to(d); }
 Tensor mask(const std::vector<double>& v, const Shape& shape, Device d) {
@@ -407,49 +450,17 @@ TEST_SUITE("gpu") {
     CHECK(glw.grad().dtype() == kFloat32);
   }
 
-  TEST_CASE("autocast: the mixed attention (bf16 products, fp32 softmax) forward and backward match the CPU's") {
-    // Heads inside the rows of (N, L, H·E) projections, as MultiheadAttention's, a key
-    // padding mask and dropout; the backward reads the bfloat16 copy of the output that
-    // autocast keeps. Each kernel choice: the tiled kernels take float32 copies.
-    manual_seed(17);
-    const int64_t N = 2, H = 3, L = 37, E = 16;
-    // 29 keys: the row kernels' general loop; 32: their packed one (rows in registers).
-    for (const int64_t S : {int64_t{29}, int64_t{32}}) {
-    const Tensor xq = randn({N, L, H * E}), xk = randn({N, S, H * E}), xv = randn({N, S, H * E}),
-                 up = randn({N, H, L, E});
-    const Tensor keep = from_vector<double>(std::vector<double>(N * S, 1.0), {N, 1, 1, S}).gt(0.5);
-    Tensor pad = keep.clone();
-    pad.narrow(3, S - 4, 4).narrow(0, 1, 1).fill_(false);  // sequence 1 has 4 padding keys
-    for (cuda::AttentionKernel kernel : {cuda::AttentionKernel::Materialized, cuda::AttentionKernel::Tiled}) {
-      cuda::set_attention_kernel(kernel);
-      CAPTURE(S);
-      CAPTURE(static_cast<int>(kernel));
-      std::vector<Tensor> cpu_in, gpu_in;
-      for (const Tensor& t : {xq, xk, xv}) {
-        cpu_in.push_back(t.detach().requires_grad_());
-        gpu_in.push_back(t.to(gpu()).detach().requires_grad_());
-      }
-      auto heads = [&](const Tensor& t, int64_t len) { return t.reshape({N, len, H, E}).transpose(1, 2); };
-      Tensor cout, gout;
-      {
-        AutocastGuard autocast(kBFloat16);
-        Generator a(3), b(3);
-        cout = scaled_dot_product_attention(heads(cpu_in[0], L), heads(cpu_in[1], S), heads(cpu_in[2], S), pad, 0.2,
-                                            false, std::nullopt, &a);
-        gout = scaled_dot_product_attention(heads(gpu_in[0], L), heads(gpu_in[1], S), heads(gpu_in[2], S),
-                                            pad.to(gpu()), 0.2, false, std::nullopt, &b);
-      }
-      check_same("forward", gout, cout, 0x1p-7);
-      sum(mul(gout, up.to(gpu()))).backward();
-      sum(mul(cout, up)).backward();
-      for (int i = 0; i < 3; ++i) {
-        CAPTURE(i);
-        check_same("grad", gpu_in[i].grad(), cpu_in[i].grad(), 0x1p-7);
-        CHECK(gpu_in[i].grad().dtype() == kFloat32);
-      }
-    }
-    }
-    cuda::set_attention_kernel(cuda::AttentionKernel::Auto);
+  TEST_CASE("autocast: the mixed attention (bf16 products, fp32 softmax), 29 keys, matches the CPU's") {
+    check_mixed_attention(29);  // the row kernels' general loop
+  }
+
+  // 32 keys: the row kernels' packed loop (rows in registers). Its rows of 32 (16-byte
+  // aligned) also send cuBLAS to its Hopper kernels, whose stores (through the tensor
+  // memory accelerator) compute-sanitizer's initcheck does not see: every later read of
+  // their output is reported as uninitialised, as it is for PyTorch's own bf16 matmul
+  // (scripts/gpu_check.sh leaves this case out of initcheck, and only it).
+  TEST_CASE("autocast: the mixed attention, 32 keys, matches the CPU's [cuBLAS TMA stores: not for initcheck]") {
+    check_mixed_attention(32);
   }
 
   TEST_CASE("copies with casts, four elements at a time where the layout allows, give the CPU's values") {
