@@ -4,6 +4,8 @@
 // thread gets the result.
 #include <cuda_runtime.h>
 
+#include "backend/cuda/cuda_launch.cuh"
+
 namespace kiln::cuda {
 
 template <class T>
@@ -84,7 +86,7 @@ struct BlockRows {
   static __device__ int lane() { return threadIdx.x; }
   static __device__ int width() { return blockDim.x; }
   static __device__ double total(double v) { return block_sum(v); }
-  static unsigned blocks(int64_t rows) { return static_cast<unsigned>(rows < 1 ? 1 : rows > (1 << 20) ? 1 << 20 : rows); }
+  static unsigned blocks(int64_t rows) { return grid_for_rows(rows); }
 };
 
 struct WarpRows {

@@ -124,10 +124,6 @@ __global__ void layer_norm_grad_wb_parts_kernel(const T* g, const T* x, const T*
   }
 }
 
-}  // namespace
-
-namespace {
-
 // layer_norm_kernel on the team the row length calls for.
 template <class T>
 void launch_layer_norm(const Tensor& x, const Tensor& res, const Tensor& w, const Tensor& b, const Tensor& sum,
