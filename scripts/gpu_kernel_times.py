@@ -51,9 +51,8 @@ def main():
     for n, t in step:
         total[short(n)] += t
         calls[short(n)] += 1
-    unit = "ns"
-    s = sum(total.values())
-    print(f"kernels in the step: {len(step)}, GPU busy {s / 1e6:.2f} ms (units: {unit})")
+    s = sum(total.values())  # ns (--print-units base)
+    print(f"kernels in the step: {len(step)}, GPU busy {s / 1e6:.2f} ms")
     for n, t in sorted(total.items(), key=lambda kv: -kv[1])[: a.top]:
         print(f"{t / 1e6:9.3f} ms {100 * t / s:5.1f}% {calls[n]:6d}  {n[:150]}")
 

@@ -12,6 +12,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "backend/bfloat16_staged.h"
 #include "backend/cuda/cuda_attention.cuh"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_block_reduce.cuh"
@@ -169,7 +170,8 @@ __global__ void attention_backward_rows_kernel(T* probs, T* dprobs, const T* lse
     };
     if constexpr (kPacked) {
       for (int64_t s0 = 4 * static_cast<int64_t>(threadIdx.x & 31); s0 < S; s0 += 128) {
-        Pack4<T> pp = *reinterpret_cast<const Pack4<T>*>(p_row + s0), dp = *reinterpret_cast<const Pack4<T>*>(dp_row + s0);
+        Pack4<T> pp = *reinterpret_cast<const Pack4<T>*>(p_row + s0);
+        Pack4<T> dp = *reinterpret_cast<const Pack4<T>*>(dp_row + s0);
         Pack4<bfloat16> pl, dl;
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
@@ -270,12 +272,6 @@ void gemm_heads(cublasHandle_t handle, bool ta, bool tb, int64_t M, int64_t Nc, 
   }
 }
 
-// q, k, v's elements: T, or bfloat16 under autocast's mixed form (then T is float).
-template <class In>
-const In* elements(const Tensor& t) {
-  return static_cast<const In*>(t.data_ptr());
-}
-
 // A (N, H, rows, cols) scratch tensor, contiguous.
 Tensor scratch(const Tensor& like, int64_t N, int64_t H, int64_t rows, int64_t cols, DType dtype) {
   return Tensor::empty({N, H, rows, cols}, TensorOptions(dtype).device(like.device()));
@@ -326,8 +322,8 @@ void attention_materialized(CudaBackend& be, const Tensor& q, const Tensor& k, c
       be.fill(scores, 0.0);
     } else {
       const Tensor qh = head_major(be, q), kh = head_major(be, k);
-      gemm_heads<In, T>(handle, false, true, L, S, E, static_cast<T>(scale), elements<In>(qh), heads_of(qh),
-                        elements<In>(kh), heads_of(kh), scores.data<T>(), heads_of(scores), N, H);
+      gemm_heads<In, T>(handle, false, true, L, S, E, static_cast<T>(scale), qh.data<In>(), heads_of(qh),
+                        kh.data<In>(), heads_of(kh), scores.data<T>(), heads_of(scores), N, H);
     }
   }
   const uint64_t threshold = cpu::bernoulli_threshold(1.0 - p);
@@ -343,7 +339,7 @@ void attention_materialized(CudaBackend& be, const Tensor& q, const Tensor& k, c
   if (S == 0) return be.fill(out, 0.0);
   const Tensor vh = head_major(be, v), oh = head_major_out(out);
   const Tensor& weights = kMixed ? low : scores;  // P' as the product reads it
-  gemm_heads<In, T>(handle, false, false, L, Ev, S, T(1), elements<In>(weights), heads_of(weights), elements<In>(vh),
+  gemm_heads<In, T>(handle, false, false, L, Ev, S, T(1), weights.data<In>(), heads_of(weights), vh.data<In>(),
                     heads_of(vh), oh.data<T>(), heads_of(oh), N, H);
   write_back(be, oh, out);
 }
@@ -381,17 +377,17 @@ void attention_backward_materialized(CudaBackend& be, const Tensor& g, const Ten
   const Tensor qh = head_major(be, q), kh = head_major(be, k), vh = head_major(be, v);
   const Tensor gm = kMixed ? g_low : head_major(be, g);
   const Tensor gq = head_major_out(grad_q), gk = head_major_out(grad_k), gv = head_major_out(grad_v);
-  const In* gp = elements<In>(gm);
+  const In* gp = gm.data<In>();
   const Heads gh = heads_of(gm);
   const Heads ph = heads_of(probs);
   const T tscale = static_cast<T>(scale);
   // probs (L, S) = scale · q kᵀ (P once the row kernel adds the mask and takes exp(· - lse))
   if (E == 0) be.fill(probs, 0.0);
-  else gemm_heads<In, T>(handle, false, true, L, S, E, tscale, elements<In>(qh), heads_of(qh), elements<In>(kh),
+  else gemm_heads<In, T>(handle, false, true, L, S, E, tscale, qh.data<In>(), heads_of(qh), kh.data<In>(),
                          heads_of(kh), probs.data<T>(), ph, N, H);
   // dprobs (L, S) = dP' = g (L, Ev) @ v (S, Ev)ᵀ
   if (Ev == 0) be.fill(dprobs, 0.0);
-  else gemm_heads<In, T>(handle, false, true, L, S, Ev, T(1), gp, gh, elements<In>(vh), heads_of(vh),
+  else gemm_heads<In, T>(handle, false, true, L, S, Ev, T(1), gp, gh, vh.data<In>(), heads_of(vh),
                          dprobs.data<T>(), ph, N, H);
   const uint64_t threshold = cpu::bernoulli_threshold(1.0 - p);
   bfloat16* pl = kMixed ? p_low.data<bfloat16>() : nullptr;
@@ -411,14 +407,14 @@ void attention_backward_materialized(CudaBackend& be, const Tensor& g, const Ten
   const T ds_alpha = kMixed ? T(1) : tscale;
   // grad_v (S, Ev) = P'ᵀ (S, L) @ g (L, Ev)
   if (Ev > 0)
-    gemm_heads<In, T>(handle, true, false, S, Ev, L, T(1), elements<In>(weights), ph, gp, gh, gv.data<T>(),
+    gemm_heads<In, T>(handle, true, false, S, Ev, L, T(1), weights.data<In>(), ph, gp, gh, gv.data<T>(),
                       heads_of(gv), N, H);
   if (E > 0) {
     // grad_q (L, E) = scale · dS (L, S) @ k (S, E)
-    gemm_heads<In, T>(handle, false, false, L, E, S, ds_alpha, elements<In>(dscores), ph, elements<In>(kh),
+    gemm_heads<In, T>(handle, false, false, L, E, S, ds_alpha, dscores.data<In>(), ph, kh.data<In>(),
                       heads_of(kh), gq.data<T>(), heads_of(gq), N, H);
     // grad_k (S, E) = scale · dSᵀ (S, L) @ q (L, E)
-    gemm_heads<In, T>(handle, true, false, S, E, L, ds_alpha, elements<In>(dscores), ph, elements<In>(qh),
+    gemm_heads<In, T>(handle, true, false, S, E, L, ds_alpha, dscores.data<In>(), ph, qh.data<In>(),
                       heads_of(qh), gk.data<T>(), heads_of(gk), N, H);
   }
   if (Ev > 0) write_back(be, gv, grad_v);
@@ -448,13 +444,6 @@ void attention_backward_typed(CudaBackend& be, const Tensor& g, const Tensor& q,
                                            grad_v);
 }
 
-// t (bfloat16) widened to a float32 tensor of its shape on its device.
-Tensor widened(CudaBackend& be, const Tensor& t) {
-  Tensor w = Tensor::empty(t.shape(), TensorOptions(kFloat32).device(t.device()));
-  be.copy(t, w);
-  return w;
-}
-
 void check_mixed(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out) {
   KILN_CHECK(k.dtype() == kBFloat16 && v.dtype() == kBFloat16 && out.dtype() == kFloat32,
              "scaled_dot_product_attention",
@@ -477,8 +466,8 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, c
     if (N * H * L == 0) return;
     if (!tiled_attention_wanted(N * H * L * S * static_cast<int64_t>(sizeof(float))))
       return attention_materialized<float, bfloat16>(*this, q, k, v, mask, scale, dropout_p, seed, block, out, lse);
-    return attention_typed<float>(*this, widened(*this, q), widened(*this, k), widened(*this, v), mask, scale,
-                                  dropout_p, seed, block, out, lse);
+    return attention_typed<float>(*this, float32_copy(*this, q), float32_copy(*this, k), float32_copy(*this, v), mask,
+                                  scale, dropout_p, seed, block, out, lse);
   }
   attention_typed<float>(*this, q, k, v, mask, scale, dropout_p, seed, block, out, lse);
 }
@@ -499,8 +488,9 @@ void CudaBackend::attention_backward(const Tensor& g, const Tensor& q, const Ten
       return attention_backward_materialized<float, bfloat16, float>(*this, g, q, k, v, mask, out, lse, scale,
                                                                      dropout_p, seed, block, grad_q, grad_k, grad_v);
     }
-    return attention_backward_typed<float>(*this, g, widened(*this, q), widened(*this, k), widened(*this, v), mask,
-                                           out.dtype() == kBFloat16 ? widened(*this, out) : out, lse, scale,
+    return attention_backward_typed<float>(*this, g, float32_copy(*this, q), float32_copy(*this, k),
+                                           float32_copy(*this, v), mask,
+                                           out.dtype() == kBFloat16 ? float32_copy(*this, out) : out, lse, scale,
                                            dropout_p, seed, block, grad_q, grad_k, grad_v);
   }
   if (q.dtype() == kFloat64) {

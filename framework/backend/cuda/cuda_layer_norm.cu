@@ -130,14 +130,15 @@ void launch_layer_norm(const Tensor& x, const Tensor& res, const Tensor& w, cons
                        const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& low, int64_t rows,
                        int64_t n, double eps) {
   auto ptr = [](const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
-  const T *px = x.data<T>(), *pres = res.defined() ? res.data<T>() : nullptr;
   bfloat16* pl = low.defined() ? low.data<bfloat16>() : nullptr;
   if (n <= kWarpRowLength) {
     layer_norm_kernel<T, WarpRows><<<WarpRows::blocks(rows), kThreads, 0, stream_of(y)>>>(
-        px, pres, ptr(w), ptr(b), ptr(sum), y.data<T>(), mean.data<T>(), rstd.data<T>(), pl, rows, n, eps);
+        x.data<T>(), ptr(res), ptr(w), ptr(b), ptr(sum), y.data<T>(), mean.data<T>(), rstd.data<T>(), pl, rows, n,
+        eps);
   } else {
     layer_norm_kernel<T, BlockRows><<<BlockRows::blocks(rows), kThreads, 0, stream_of(y)>>>(
-        px, pres, ptr(w), ptr(b), ptr(sum), y.data<T>(), mean.data<T>(), rstd.data<T>(), pl, rows, n, eps);
+        x.data<T>(), ptr(res), ptr(w), ptr(b), ptr(sum), y.data<T>(), mean.data<T>(), rstd.data<T>(), pl, rows, n,
+        eps);
   }
 }
 
