@@ -3,7 +3,7 @@
 //
 //   bench_train_step --config seed|small|tiny [--steps N] [--warmup W] [--threads T]
 //                    [--device cpu|cuda:N] [--bf16] [--flush-denormal] [--curve K]
-//                    [--attention auto|tiled|materialized]
+//                    [--attention auto|tiled|materialized] [--recompute on|off]
 //
 // Prints one JSON line: ms/step (median of the timed steps), tokens/s (target tokens,
 // batch·seq), achieved GFLOP/s as 6·parameters·tokens/time, and the process's peak
@@ -17,6 +17,8 @@
 // --flush-denormal: kiln::set_flush_denormal(true) first, as torch_train_step.py
 // --flush-denormal runs torch.set_flush_denormal(True); the line then says so.
 // --attention: kiln::cuda::set_attention_kernel's choice for a GPU (default auto).
+// --recompute: kiln::set_recompute_saved (layer norm outputs written again in backward
+// instead of kept: autograd/recompute.h); the line then says which.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -50,6 +52,7 @@ struct Args {
   int steps = 0, warmup = 2, threads = 0, curve = 0;
   bool bf16 = false, flush_denormal = false;
   std::optional<kiln::cuda::AttentionKernel> attention;  // --attention: the GPU's attention kernels
+  std::optional<bool> recompute;                         // --recompute on|off
 };
 
 
@@ -68,7 +71,7 @@ int main(int argc, char** argv) {
         continue;
       }
       if (f != "--config" && f != "--steps" && f != "--warmup" && f != "--threads" && f != "--device" &&
-          f != "--curve" && f != "--attention")
+          f != "--curve" && f != "--attention" && f != "--recompute")
         throw std::invalid_argument("unknown option " + f);
       if (i + 1 >= argc) throw std::invalid_argument(f + " needs a value");
       const std::string v = argv[++i];
@@ -78,6 +81,7 @@ int main(int argc, char** argv) {
       else if (f == "--threads") a.threads = bench::int_option(f, v, 0);  // 0: the default
       else if (f == "--device") a.device = v;
       else if (f == "--attention") a.attention = bench::attention_option(v);
+      else if (f == "--recompute") a.recompute = bench::on_off_option(f, v);
       else a.curve = bench::int_option(f, v, 1);
     }
   } catch (const std::invalid_argument& e) {
@@ -103,6 +107,7 @@ int run(const Args& a) {
   const int steps = a.steps > 0 ? a.steps : c.name == "seed" ? 3 : c.name == "small" ? 20 : 200;
   if (a.threads > 0) kiln::set_num_threads(a.threads);
   if (a.attention) kiln::cuda::set_attention_kernel(*a.attention);
+  if (a.recompute) kiln::set_recompute_saved(*a.recompute);
   if (a.flush_denormal && !kiln::set_flush_denormal(true))
     throw std::invalid_argument("--flush-denormal: this CPU cannot flush denormals");
   kiln::manual_seed(0);
@@ -157,6 +162,7 @@ int run(const Args& a) {
   if (!device.is_cpu()) extra += ", \"enqueue_ms\": " + std::to_string(enqueue_ms[enqueue_ms.size() / 2]);
   if (a.bf16) extra += ", \"autocast\": \"bf16\"";
   if (a.flush_denormal) extra += ", \"flush_denormal\": true";
+  if (a.recompute) extra += std::string(", \"recompute\": ") + (*a.recompute ? "true" : "false");
   if (a.curve > 0) extra += ", \"curve\": [" + curve + "]";
   std::printf(
       "{\"framework\": \"kiln\", \"config\": \"%s\", \"threads\": %d, \"steps\": %d, \"ms_per_step\": %.3f, "

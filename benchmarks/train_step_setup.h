@@ -62,6 +62,12 @@ inline int int_option(const std::string& flag, const std::string& v, int lo) {
   return n;
 }
 
+// "on" or "off" as a bool, or an error naming the option.
+inline bool on_off_option(const std::string& flag, const std::string& v) {
+  if (v == "on" || v == "off") return v == "on";
+  throw std::invalid_argument(flag + " takes on or off, got '" + v + "'");
+}
+
 // --attention's value: kiln::cuda::set_attention_kernel's choice for a GPU.
 inline kiln::cuda::AttentionKernel attention_option(const std::string& v) {
   if (v == "auto") return kiln::cuda::AttentionKernel::Auto;

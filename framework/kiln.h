@@ -6,6 +6,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
+#include "autograd/recompute.h"
 #include "backend/cpu/denormals.h"
 #include "backend/cpu/parallel.h"
 #include "core/allocator.h"

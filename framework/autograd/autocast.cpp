@@ -129,6 +129,10 @@ Tensor from_cache(AutocastState& s, const Tensor& t) {
 // it is now; counted as a conversion.
 const Shadow& remember(AutocastState& s, const Tensor& whole, int64_t lo, int64_t hi, const Tensor& flat) {
   ++s.conversions;
+  // The copies of storages freed since go now, not when the guard ends: an activation's
+  // copy is then kept only by the products that saved it (which may keep it as a recipe
+  // instead, autograd/recompute.h), not through the whole forward pass.
+  std::erase_if(s.cache, [](const auto& entry) { return entry.second.storage.expired(); });
   return s.cache[whole.impl()->storage.get()] = Shadow{whole.impl()->storage, whole.version(), lo, hi, flat};
 }
 

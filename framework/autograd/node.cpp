@@ -84,20 +84,49 @@ void HookHandle::remove() {
   }
 }
 
-SavedTensor::SavedTensor(const Tensor& t, const char* op)
-    : tensor_(t.defined() ? t.detach() : Tensor()),
-      version_(t.defined() ? t.version() : 0),
-      op_(op) {}
-
-const Tensor& SavedTensor::get() const {
-  if (tensor_.defined()) {
-    KILN_CHECK(tensor_.version() == version_, op_,
-               "one of the variables needed for gradient computation has been modified by an inplace "
-               "operation: ",
-               dtype_name(tensor_.dtype()), " tensor of shape ", shape_str(tensor_.shape()), ", is at version ",
-               tensor_.version(), "; expected version ", version_, " instead");
+SavedTensor::SavedTensor(const Tensor& t, const char* op) : version_(t.defined() ? t.version() : 0), op_(op) {
+  if (!t.defined()) return;
+  recompute_ = t.impl()->storage->recompute();
+  if (!recompute_) {
+    tensor_ = t.detach();
+    return;
   }
+  storage_ = t.impl()->storage;
+  auto geometry = std::make_shared<TensorImpl>();
+  geometry->shape = t.shape();
+  geometry->strides = t.strides();
+  geometry->offset = t.offset();
+  geometry->dtype = t.dtype();
+  tensor_ = Tensor(std::move(geometry));
+}
+
+Tensor SavedTensor::get() const {
+  if (!tensor_.defined()) return tensor_;
+  if (recompute_) {
+    std::shared_ptr<Storage> storage = storage_.lock();
+    const bool rebuilt = storage == nullptr;
+    if (rebuilt) {
+      const Tensor fresh = recompute_->rebuild();
+      storage = fresh.impl()->storage;
+      KILN_CHECK(storage->nbytes() == static_cast<size_t>(fresh.numel()) * fresh.element_size(), op_,
+                 "internal: a recomputed saved tensor does not fill its storage");
+    }
+    auto impl = std::make_shared<TensorImpl>(*tensor_.impl());
+    impl->storage = std::move(storage);
+    Tensor t(std::move(impl));
+    if (!rebuilt) check_version(t);
+    return t;
+  }
+  check_version(tensor_);
   return tensor_;
+}
+
+void SavedTensor::check_version(const Tensor& t) const {
+  KILN_CHECK(t.version() == version_, op_,
+             "one of the variables needed for gradient computation has been modified by an inplace "
+             "operation: ",
+             dtype_name(t.dtype()), " tensor of shape ", shape_str(t.shape()), ", is at version ", t.version(),
+             "; expected version ", version_, " instead");
 }
 
 void check_not_released(const char* name, bool released) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../core/tensor.h"
+#include "recompute.h"
 
 namespace kiln {
 
@@ -70,7 +71,10 @@ class AccumulateGrad final : public Node {
 };
 
 // A tensor kept for backward: detached (no history, so no cycles), with the version it
-// had when saved so that an in-place change before backward is caught.
+// had when saved so that an in-place change before backward is caught. A tensor whose
+// storage carries a recipe (autograd/recompute.h) is kept as the recipe and a weak
+// reference: get() returns it while something else keeps it alive, and the same bits
+// written again by the recipe once it is gone.
 class SavedTensor {
  public:
   SavedTensor() = default;
@@ -78,11 +82,15 @@ class SavedTensor {
   // Throws torch's "[op] one of the variables needed for gradient computation has been
   // modified by an inplace operation: float32 tensor of shape (2, 3), is at version 1;
   // expected version 0 instead" if it was changed since.
-  const Tensor& get() const;
+  Tensor get() const;
   bool defined() const { return tensor_.defined(); }
 
  private:
-  Tensor tensor_;
+  void check_version(const Tensor& t) const;
+
+  Tensor tensor_;  // the tensor; kept by recipe: its geometry only, over no storage
+  std::weak_ptr<Storage> storage_;                // kept by recipe: the storage while alive
+  std::shared_ptr<const Recompute> recompute_;   // kept by recipe: how to write it again
   uint64_t version_ = 0;
   const char* op_ = "";
 };

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "autograd/autocast_cast.h"
+#include "autograd/recompute.h"
 #include "ops/op_helpers.h"
 
 namespace kiln {
@@ -79,14 +80,56 @@ TensorList layer_norm_grads(const char* op, const Tensor& g, const Tensor& xs, c
   return {dx, dw, db};
 }
 
+// Recipes (autograd/recompute.h) that write a layer norm's y, and the bfloat16 copy of it
+// that autocast keeps for the next product (low, when defined), again from the saved
+// input: layer_norm over it repeats the forward's arithmetic bit for bit (add_layer_norm's
+// fused kernel writes the bits layer_norm writes for the sum, and rounds as copy does). The
+// norm's node owns them; its consumers (the next linear) then keep the recipe, not y.
+struct LayerNormRecipes {
+  std::shared_ptr<const Recompute> y, low;
+  // Called by the norm's backward, which comes after every consumer's.
+  void drop() const {
+    if (y) y->drop();
+    if (low) low->drop();
+  }
+};
+
+LayerNormRecipes leave_layer_norm_recipes(const char* op, const SavedTensor& sx, const SavedTensor& sw,
+                                          const Tensor& bc, double eps, const Shape& normalized_shape,
+                                          const Tensor& y, const Tensor& low) {
+  if (!is_recompute_saved_enabled(y.device())) return {};
+  const SavedTensor sb(bc, op);
+  auto rebuild_y = [op, sx, sw, sb, eps, normalized_shape]() {
+    const Tensor xs = sx.get();
+    LayerNormOut r = layer_norm_outputs(xs, normalized_shape);
+    backend_of(op, {&xs}).layer_norm(xs, sw.get(), sb.get(), eps, r.y, r.mean, r.rstd);
+    return r.y;
+  };
+  LayerNormRecipes recipes;
+  recipes.y = detail::leave_recompute(y, rebuild_y);
+  if (low.defined()) {
+    recipes.low = detail::leave_recompute(low.is_contiguous() ? low : Tensor(), [op, rebuild_y]() {
+      const Tensor yv = rebuild_y();
+      Tensor l = detail::new_tensor(yv.shape(), kBFloat16, yv);
+      backend_of(op, {&yv}).copy(yv, l);
+      return l;
+    });
+  }
+  return recipes;
+}
+
 // y = layer_norm(input) recorded over {input, weight, bias}, from the kernel's outputs and
-// xs, input's values (contiguous, without history), which backward keeps.
+// xs, input's values (contiguous, without history), which backward keeps; low: y's
+// bfloat16 copy that autocast keeps, if any.
 Tensor record_layer_norm(const char* op, const LayerNormOut& o, const Tensor& input, const Tensor& xs,
-                         const Tensor& wc, const Tensor& weight, const Tensor& bias, const Shape& normalized_shape) {
+                         const Tensor& wc, const Tensor& bc, double eps, const Tensor& weight, const Tensor& bias,
+                         const Shape& normalized_shape, const Tensor& low = Tensor()) {
   if (!any_requires_grad({&input, &weight, &bias})) return o.y;
   bool gx = detail::needs_grad(input), gw = detail::needs_grad(weight), gb = detail::needs_grad(bias);
   SavedTensor sx(xs, op), sw(wc, op), sm(o.mean, op), sr(o.rstd, op);
+  LayerNormRecipes recipes = leave_layer_norm_recipes(op, sx, sw, bc, eps, normalized_shape, o.y, low);
   return record(op, o.y, {input, weight, bias}, [=](const Tensor& g) -> TensorList {
+    recipes.drop();  // owned here, alive while y's consumers may ask; none asks after this
     return layer_norm_grads(op, g, sx.get(), sw.get(), sm.get(), sr.get(), normalized_shape, gx, gw, gb);
   });
 }
@@ -136,10 +179,11 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   // Under autocast (training) y's bfloat16 copy is made once and cached: a Transformer's
   // encoder output (its final norm's y) is read by every decoder layer's cross-attention
   // projection, which then share one copy instead of rounding and keeping one each.
+  Tensor low;
   if (x.dtype() == kFloat32 && x.numel() > 0 && any_requires_grad({&x, &weight, &bias}) &&
       detail::autocast_applies({&x}))
-    detail::autocast_share(o.y, op);
-  return record_layer_norm(op, o, x, xc, wc, weight, bias, normalized_shape);
+    low = detail::autocast_share(o.y, op);
+  return record_layer_norm(op, o, x, xc, wc, bc, eps, weight, bias, normalized_shape, low);
 }
 
 Tensor add_layer_norm(const Tensor& x, const Tensor& residual, const Shape& normalized_shape, const Tensor& weight,
@@ -165,7 +209,9 @@ Tensor add_layer_norm(const Tensor& x, const Tensor& residual, const Shape& norm
   bool gx = detail::needs_grad(x), gr = detail::needs_grad(residual);
   bool gw = detail::needs_grad(weight), gb = detail::needs_grad(bias);
   SavedTensor ss(sum, op), sw(wc, op), sm(o.mean, op), sr(o.rstd, op);
+  LayerNormRecipes recipes = leave_layer_norm_recipes(op, ss, sw, bc, eps, normalized_shape, o.y, low);
   return record(op, o.y, {x, residual, weight, bias}, [=](const Tensor& g) -> TensorList {
+    recipes.drop();  // owned here, alive while y's consumers may ask; none asks after this
     TensorList d = layer_norm_grads(op, g, ss.get(), sw.get(), sm.get(), sr.get(), normalized_shape, gx || gr, gw, gb);
     // d(x + residual)/dx = d(x + residual)/dresidual = 1: both get the one buffer.
     return {gx ? d[0] : Tensor(), gr ? d[0] : Tensor(), d[1], d[2]};
@@ -189,7 +235,7 @@ SumAndNorm add_layer_norm_with_sum(const Tensor& x, const Tensor& residual, cons
                                                 const Tensor& g) -> TensorList {
     return {gx ? g : Tensor(), gr ? g : Tensor()};
   });
-  return {s, record_layer_norm(op, o, s, sum, wc, weight, bias, normalized_shape)};
+  return {s, record_layer_norm(op, o, s, sum, wc, bc, eps, weight, bias, normalized_shape)};
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {

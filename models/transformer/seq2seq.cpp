@@ -62,11 +62,14 @@ Tensor Seq2SeqTransformer::encode_ids(const Tensor& src, const Tensor& src_kpm) 
   return transformer->encoder->forward(embed(*src_embedding, src, 0), Tensor(), src_kpm);
 }
 
-Tensor Seq2SeqTransformer::decode_ids(const Tensor& tgt_in, const Tensor& memory, const Tensor& memory_kpm) {
+Tensor Seq2SeqTransformer::decoder_states(const Tensor& tgt_in, const Tensor& memory, const Tensor& memory_kpm) {
   const int64_t T = tgt_in.size(1);
-  Tensor y = transformer->decoder->forward(embed(*tgt_embedding, tgt_in, 0), memory, causal_mask(T, tgt_in.device()),
-                                           Tensor(), key_padding_mask(tgt_in, options.pad_id), memory_kpm);
-  return generator->forward(y);
+  return transformer->decoder->forward(embed(*tgt_embedding, tgt_in, 0), memory, causal_mask(T, tgt_in.device()),
+                                       Tensor(), key_padding_mask(tgt_in, options.pad_id), memory_kpm);
+}
+
+Tensor Seq2SeqTransformer::decode_ids(const Tensor& tgt_in, const Tensor& memory, const Tensor& memory_kpm) {
+  return generator->forward(decoder_states(tgt_in, memory, memory_kpm));
 }
 
 Tensor Seq2SeqTransformer::encode(const Tensor& src) {
@@ -99,7 +102,11 @@ Tensor Seq2SeqTransformer::forward(const Tensor& src, const Tensor& tgt_in) {
              shape_str(src.shape()), " and ", shape_str(tgt_in.shape()));
   // Validated once here; the masks of src serve the encoder and the cross-attention.
   Tensor src_kpm = key_padding_mask(src, options.pad_id);
-  return decode_ids(tgt_in, encode_ids(src, src_kpm), src_kpm);
+  // The encoder's output goes with this statement, before the generator's product allocates
+  // the step's largest tensor (the logits): its readers, the cross-attention projections,
+  // keep it as a recipe (autograd/recompute.h), so it is not held at the training peak.
+  const Tensor y = decoder_states(tgt_in, encode_ids(src, src_kpm), src_kpm);
+  return generator->forward(y);
 }
 
 }  // namespace kiln::transformer

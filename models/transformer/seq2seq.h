@@ -59,6 +59,8 @@ class Seq2SeqTransformer : public nn::Cloneable<Seq2SeqTransformer> {
   // encode and decode after the ids were checked, with the source padding mask given.
   Tensor encode_ids(const Tensor& src, const Tensor& src_kpm);
   Tensor decode_ids(const Tensor& tgt_in, const Tensor& memory, const Tensor& memory_kpm);
+  // The decoder's output (before the generator) for ids already checked.
+  Tensor decoder_states(const Tensor& tgt_in, const Tensor& memory, const Tensor& memory_kpm);
   void check_ids(const char* what, const Tensor& ids, int64_t vocab) const;
 };
 
