@@ -15,8 +15,12 @@
 #    process per test case, in parallel; 0 errors required (KILN_SANITIZE_TOOLS picks
 #    tools, KILN_SANITIZE_TIMEOUT caps a process's seconds).
 # 4. bench: bench_train_step against benchmarks/torch_train_step.py on the same GPU, small
-#    and seed, float32 (TF32 off on both sides) and bf16 autocast, with peak GPU memory;
-#    bench_attention at 1024 and 4096 tokens on the tiled and the materialising kernels.
+#    and seed, float32 (TF32 off on both sides) and bf16 autocast, with peak GPU memory,
+#    alternating KILN_BENCH_ROUNDS times (default 1; PyTorch's step varies 30-50% between
+#    runs on an H200, so 3 or more make a ratio firmer) and the medians' ratio; the seed
+#    step once more with --recompute off (the norms' outputs kept: its time and memory
+#    cost); bench_attention at 1024 and 4096 tokens on the tiled and the materialising
+#    kernels.
 #
 # --only tests,sanitize,bench picks stages (the build or unpacking always runs). Logs
 # go to --out (default gpu_check_out/); the summary is printed last. Exit status 0 only
@@ -153,17 +157,34 @@ fi
 if stage bench; then
   # The step time, peak tensor memory (Kiln's peak_tensor_mb, PyTorch's peak_gpu_mb) and loss of a JSON line.
   fields() { echo "$1" | grep -o '"\(ms_per_step\|peak_tensor_mb\|peak_gpu_mb\|loss\)": [0-9.]*' | tr '\n' ' '; }
+  ms() { echo "$1" | grep -o '"ms_per_step": [0-9.]*' | grep -o '[0-9.]*$'; }
+  median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
   py=${TORCH_PYTHON:-python3}
+  rounds=${KILN_BENCH_ROUNDS:-1}
   for config in small seed; do
     steps=$([ $config = seed ] && echo 30 || echo 100)
     for mode in fp32 bf16; do
       flag=$([ $mode = bf16 ] && echo --bf16 || true)
-      k=$("$build/benchmarks/bench_train_step" --config $config --device cuda:0 --steps $steps --warmup 5 $flag 2>&1 | tail -1)
-      t=$($py "$ROOT/benchmarks/torch_train_step.py" --config $config --device cuda:0 --steps $steps --warmup 5 $flag 2>&1 | tail -1)
-      echo "$k" >>"$out/bench.jsonl"
-      echo "$t" >>"$out/bench.jsonl"
-      note "bench $config $mode: kiln $(fields "$k")"
-      note "bench $config $mode: torch $(fields "$t")"
+      kiln_ms=() torch_ms=()
+      for _ in $(seq "$rounds"); do
+        k=$("$build/benchmarks/bench_train_step" --config $config --device cuda:0 --steps $steps --warmup 5 $flag 2>&1 | tail -1)
+        t=$($py "$ROOT/benchmarks/torch_train_step.py" --config $config --device cuda:0 --steps $steps --warmup 5 $flag 2>&1 | tail -1)
+        echo "$k" >>"$out/bench.jsonl"
+        echo "$t" >>"$out/bench.jsonl"
+        note "bench $config $mode: kiln $(fields "$k")"
+        note "bench $config $mode: torch $(fields "$t")"
+        m=$(ms "$k") && kiln_ms+=("$m")
+        m=$(ms "$t") && torch_ms+=("$m")
+      done
+      if [ "${#kiln_ms[@]}" -gt 0 ] && [ "${#torch_ms[@]}" -gt 0 ]; then
+        km=$(median "${kiln_ms[@]}") tm=$(median "${torch_ms[@]}")
+        note "bench $config $mode: medians of ${#kiln_ms[@]} / ${#torch_ms[@]} runs: kiln $km ms, torch $tm ms, kiln/torch $(awk -v a="$km" -v b="$tm" 'BEGIN {printf "%.3f", a / b}')"
+      fi
+      if [ $config = seed ]; then
+        k=$("$build/benchmarks/bench_train_step" --config $config --device cuda:0 --steps $steps --warmup 5 $flag --recompute off 2>&1 | tail -1)
+        echo "$k" >>"$out/bench.jsonl"
+        note "bench $config $mode recompute off: kiln $(fields "$k")"
+      fi
     done
   done
   # Attention alone at long sequences, on each of the GPU's attention kernels.
