@@ -206,3 +206,15 @@ TEST_CASE("a Transformer training step: the same loss and gradients, a lower pea
     CHECK(recomputed.peak < kept.peak);
   }
 }
+
+TEST_CASE("an empty norm output leaves no recipe; backward through it works") {
+  RecomputeSetting on(true);
+  const auto opts = TensorOptions(kFloat64).requires_grad();
+  Tensor x = randn({0, 8}, opts), w = randn({8}, opts), lw = randn({2, 8}, opts);
+  Tensor y = layer_norm(x, {8}, w);
+  CHECK(y.impl()->storage->recompute() == nullptr);
+  linear(y, lw).sum().backward();
+  CHECK(x.grad().shape() == Shape{0, 8});
+  CHECK(w.grad().to_vector<double>() == std::vector<double>(8, 0.0));
+  CHECK(lw.grad().to_vector<double>() == std::vector<double>(16, 0.0));
+}

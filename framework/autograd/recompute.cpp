@@ -27,7 +27,8 @@ void reset_recompute_saved() { recompute_setting().store(kDefault, std::memory_o
 namespace detail {
 
 std::shared_ptr<const Recompute> leave_recompute(const Tensor& out, std::function<Tensor()> rebuild) {
-  if (!out.defined() || !is_recompute_saved_enabled(out.device()) || !out.is_contiguous() || out.offset() != 0 ||
+  if (!out.defined() || out.numel() == 0 || !is_recompute_saved_enabled(out.device()) || !out.is_contiguous() ||
+      out.offset() != 0 ||
       static_cast<size_t>(out.numel()) * out.element_size() != out.impl()->storage->nbytes())
     return nullptr;
   auto r = std::make_shared<const Recompute>(std::move(rebuild));

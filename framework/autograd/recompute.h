@@ -55,7 +55,7 @@ namespace detail {
 
 // Leaves a recipe on `out` (the whole of a fresh storage, contiguous from its start) and
 // returns it for the op's node to own; null (nothing left) when the setting is off for
-// out's device or out is not its storage's whole.
+// out's device, out is empty or out is not its storage's whole.
 std::shared_ptr<const Recompute> leave_recompute(const Tensor& out, std::function<Tensor()> rebuild);
 
 }  // namespace detail
