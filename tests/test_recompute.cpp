@@ -218,3 +218,18 @@ TEST_CASE("an empty norm output leaves no recipe; backward through it works") {
   CHECK(w.grad().to_vector<double>() == std::vector<double>(8, 0.0));
   CHECK(lw.grad().to_vector<double>() == std::vector<double>(16, 0.0));
 }
+
+TEST_CASE("the autocast cache lets an activation's copy go once the activation is gone") {
+  RecomputeSetting on(true);
+  const auto opts = TensorOptions(kFloat32).requires_grad();
+  Tensor x = randn({4, 16}, opts), lw = randn({8, 16}, opts);
+  AutocastGuard guard(kBFloat16);
+  Tensor z;
+  {
+    Tensor y = layer_norm(x, {16});  // its bfloat16 copy goes into the cache
+    z = linear(y, lw);               // which the linear keeps as a recipe
+  }
+  const int64_t entries = autocast_cache_stats().entries;  // lw's copy and y's
+  Tensor y2 = layer_norm(x, {16});  // a new copy: y's, whose storage is gone, leaves
+  CHECK(autocast_cache_stats().entries == entries);
+}
