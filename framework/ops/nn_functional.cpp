@@ -108,12 +108,7 @@ LayerNormRecipes leave_layer_norm_recipes(const char* op, const SavedTensor& sx,
   LayerNormRecipes recipes;
   recipes.y = detail::leave_recompute(y, rebuild_y);
   if (low.defined()) {
-    recipes.low = detail::leave_recompute(low.is_contiguous() ? low : Tensor(), [op, rebuild_y]() {
-      const Tensor yv = rebuild_y();
-      Tensor l = detail::new_tensor(yv.shape(), kBFloat16, yv);
-      backend_of(op, {&yv}).copy(yv, l);
-      return l;
-    });
+    recipes.low = detail::leave_recompute(low, [rebuild_y]() { return rebuild_y().to(kBFloat16); });
   }
   return recipes;
 }
