@@ -1186,6 +1186,56 @@ TEST_SUITE("gpu") {
     }
   }
 
+  // Adam's multi-tensor launches (Backend::adam_step_many): up to 48 parameters a launch,
+  // a block range per parameter, a grid-stride loop within one past 4096 blocks. 60
+  // parameters (two launches) of sizes from 0 to past a million elements, and one whose
+  // first gradient comes a step late (its own step count: a launch of its own). The
+  // arithmetic is the CPU's, operation for operation, without fused multiply-adds on
+  // either side: the same bits.
+  TEST_CASE("Adam's multi-tensor launches give the CPU's bits") {
+    std::vector<Shape> shapes;
+    for (int i = 0; i < 60; ++i) shapes.push_back({(i * 37) % 101});  // 0 (i = 0) to 100
+    shapes[5] = {1100003};                                              // > 4096 blocks x 256
+    shapes[17] = {4096 * 256 + 1};
+    shapes[50] = {64, 33};
+    const size_t late = 9;
+    for (int variant = 0; variant < 2; ++variant) {
+      CAPTURE(variant);
+      optim::AdamOptions o;
+      o.lr = 0.01;
+      if (variant == 1) {
+        o.weight_decay = 0.05;
+        o.amsgrad = true;
+      }
+      Generator gen(31);
+      std::vector<Tensor> cpu_p, gpu_p;
+      for (const Shape& s : shapes) {
+        Tensor init = randn(s, TensorOptions(), &gen);
+        cpu_p.push_back(init.clone().requires_grad_());
+        gpu_p.push_back(init.to(gpu()).requires_grad_());
+      }
+      auto make = [&](std::vector<Tensor>& ps) -> std::unique_ptr<optim::Optimizer> {
+        if (variant == 1) return std::make_unique<optim::AdamW>(ps, o);
+        return std::make_unique<optim::Adam>(ps, o);
+      };
+      auto oc = make(cpu_p), og = make(gpu_p);
+      for (int step = 0; step < 3; ++step) {
+        for (size_t i = 0; i < shapes.size(); ++i) {
+          if (i == late && step == 0) continue;
+          Tensor g = randn(shapes[i], TensorOptions(), &gen);
+          cpu_p[i].set_grad(g);
+          gpu_p[i].set_grad(g.to(gpu()));
+        }
+        oc->step();
+        og->step();
+      }
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        CAPTURE(i);
+        CHECK(equal(gpu_p[i].detach().to(kCPU), cpu_p[i].detach()));
+      }
+    }
+  }
+
   TEST_CASE("clip_grad_norm_ on the GPU") {
     Tensor a = randn({4, 5}).requires_grad_(), b = randn({7}).requires_grad_();
     Tensor ga = a.detach().to(gpu()).requires_grad_(), gb = b.detach().to(gpu()).requires_grad_();

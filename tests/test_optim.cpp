@@ -201,6 +201,58 @@ TEST_CASE("Adam and AdamW match torch.optim step by step (float64)") {
   }
 }
 
+// Adam updates the parameters the fused kernel takes in runs (one backend call, one
+// launch on a GPU, for all of a group's parameters of one dtype, device and step count).
+// Each parameter must come out bit for bit as when it is the only one an optimizer steps:
+// sizes around the parallel grain (8192 elements), empty and one-element ones, two dtypes,
+// a non-contiguous one (the composed path, between two runs) and one whose first gradient
+// comes a step late (its step count differs, so it needs its own bias corrections).
+TEST_CASE("Adam's multi-tensor pass leaves every parameter as stepping it alone does") {
+  const std::vector<std::pair<Shape, DType>> specs = {
+      {{0}, kFloat32},    {{1}, kFloat32},     {{7}, kFloat32},  {{8195}, kFloat32}, {{4, 6}, kFloat32},
+      {{13}, kFloat64},   {{40000}, kFloat32}, {{3}, kFloat32},  {{8192}, kFloat64}, {{50001}, kFloat32}};
+  const size_t late = 7, strided = 4;  // the {3} parameter's first gradient comes at step 2
+  for (int variant = 0; variant < 2; ++variant) {
+    CAPTURE(variant);
+    const AdamOptions o = variant == 0 ? adam(0.01) : adam(0.01, 0.05, true, 0.8, 0.95);
+    Generator gen(11);
+    std::vector<Tensor> initial, together, alone;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      initial.push_back(randn(specs[i].first, TensorOptions(specs[i].second), &gen));
+      // The (4, 6) one with transposed strides (1, 4): not contiguous.
+      auto copy = [&] { return i == strided ? initial[i].t().contiguous().t() : initial[i].clone(); };
+      together.push_back(copy().requires_grad_());
+      alone.push_back(copy().requires_grad_());
+    }
+    REQUIRE_FALSE(together[strided].is_contiguous());
+    std::unique_ptr<Optimizer> opt = variant == 0 ? std::unique_ptr<Optimizer>(new Adam(together, o))
+                                                  : std::unique_ptr<Optimizer>(new AdamW(together, o));
+    std::vector<std::unique_ptr<Optimizer>> singles;
+    for (const Tensor& p : alone) {
+      if (variant == 0) singles.push_back(std::make_unique<Adam>(std::vector<Tensor>{p}, o));
+      else singles.push_back(std::make_unique<AdamW>(std::vector<Tensor>{p}, o));
+    }
+    for (int step = 0; step < 3; ++step) {
+      for (size_t i = 0; i < specs.size(); ++i) {
+        together[i].zero_grad();
+        alone[i].zero_grad();
+        if (i == late && step == 0) continue;
+        Tensor g = randn(specs[i].first, TensorOptions(specs[i].second), &gen);
+        together[i].set_grad(g);
+        alone[i].set_grad(g.clone());
+      }
+      opt->step();
+      for (auto& single : singles) single->step();
+    }
+    for (size_t i = 0; i < specs.size(); ++i) {
+      CAPTURE(i);
+      CHECK(equal(together[i], alone[i]));
+      if (together[i].numel() > 0) CHECK_FALSE(equal(together[i], initial[i]));
+    }
+    CHECK(opt->state_dict().at("state.7.step").item() == 2.0);
+  }
+}
+
 TEST_CASE("parameter groups keep their own lr and weight_decay, the rest from the defaults") {
   Net net;
   SUBCASE("SGD") {

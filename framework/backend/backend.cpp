@@ -76,6 +76,10 @@ void Backend::relu_dropout_backward(const Tensor& g, const Tensor& y, double p, 
   unary(UnaryOp::MulScalar, gx, gx, 1.0 / (1.0 - p), 0);
 }
 
+void Backend::adam_step_many(const std::vector<AdamTensors>& params, const AdamStepParams& hp) {
+  for (const AdamTensors& t : params) adam_step(t.param, t.grad, t.exp_avg, t.exp_avg_sq, t.max_exp_avg_sq, hp);
+}
+
 // Every backend is handed out wrapped in BFloat16Staged (bfloat16_staged.h), which runs
 // kernels on float32 copies of bfloat16 tensors and passes everything else through.
 Backend& backend_for(Device device) {

@@ -59,6 +59,11 @@ struct AdamStepParams {
   bool maximize = false;
 };
 
+// One parameter's tensors for Backend::adam_step_many; max_exp_avg_sq undefined unless amsgrad.
+struct AdamTensors {
+  Tensor param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -175,6 +180,11 @@ class Backend {
   // max_exp_avg_sq is undefined unless amsgrad.
   virtual void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                          const Tensor& max_exp_avg_sq, const AdamStepParams& hp) = 0;
+  // adam_step for several parameters of one dtype with the same hyper-parameters and step
+  // count, in one pass (torch's multi-tensor path: one launch on a GPU instead of one per
+  // parameter); each element's arithmetic is adam_step's, so the bits are too. The
+  // parameters' storages must not overlap. The default calls adam_step for each.
+  virtual void adam_step_many(const std::vector<AdamTensors>& params, const AdamStepParams& hp);
 
   // Random fills from (seed, first block) of a Generator; contiguous out.
   virtual void uniform(const Tensor& out, uint64_t seed, uint64_t block, double lo, double hi) = 0;

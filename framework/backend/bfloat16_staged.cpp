@@ -289,6 +289,14 @@ void BFloat16Staged::adam_step(const Tensor& param, const Tensor& grad, const Te
   s.finish();
 }
 
+void BFloat16Staged::adam_step_many(const std::vector<AdamTensors>& params, const AdamStepParams& hp) {
+  for (const AdamTensors& t : params) {
+    if (any_bf16({&t.param, &t.grad, &t.exp_avg, &t.exp_avg_sq, &t.max_exp_avg_sq}))
+      return Backend::adam_step_many(params, hp);
+  }
+  inner_.adam_step_many(params, hp);
+}
+
 void BFloat16Staged::uniform(const Tensor& out, uint64_t seed, uint64_t block, double lo, double hi) {
   if (!is_bf16(out)) return inner_.uniform(out, seed, block, lo, hi);
   Staging s(inner_);

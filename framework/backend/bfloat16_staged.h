@@ -72,6 +72,8 @@ class BFloat16Staged final : public Backend {
                               const Tensor& g_row, const Tensor& grad_logits) override;
   void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                  const Tensor& max_exp_avg_sq, const AdamStepParams& hp) override;
+  // Straight through when no tensor is bfloat16; else one staged adam_step per parameter.
+  void adam_step_many(const std::vector<AdamTensors>& params, const AdamStepParams& hp) override;
   void uniform(const Tensor& out, uint64_t seed, uint64_t block, double lo, double hi) override;
   void normal(const Tensor& out, uint64_t seed, uint64_t block, double mean, double std) override;
   void bernoulli(const Tensor& out, uint64_t seed, uint64_t block, double p) override;

@@ -1,6 +1,8 @@
 #include "optim/adam.h"
 
 #include <cmath>
+#include <set>
+#include <vector>
 
 #include "autograd/grad_mode.h"
 #include "backend/backend.h"
@@ -33,35 +35,64 @@ void Adam::check_options(const ParamGroup& g) const {
 
 AdamW::AdamW(std::vector<ParamGroup> groups, AdamOptions o) : Adam(std::move(groups), o, "AdamW", true) {}
 
-// One pass of the backend's adam_step kernel when the layouts allow it (every tensor
+namespace {
+
+// A run of parameters in one group that the fused kernel takes with the same step count,
+// dtype and device: one Backend::adam_step_many call (torch's multi-tensor path).
+struct FusedRun {
+  std::vector<AdamTensors> params;
+  // Storages the run writes (parameters, moments) and reads (gradients): a parameter whose
+  // writes meet either, or whose gradient meets the writes, starts a new run, so that
+  // overlapping tensors are updated in the parameters' order. (Gradients may share one
+  // storage, as DistributedDataParallel's buckets do.)
+  std::set<const Storage*> written, read;
+  int64_t step = 0;
+  DType dtype = kFloat32;
+  Device device;
+
+  static std::vector<const Storage*> writes_of(const AdamTensors& t) {
+    std::vector<const Storage*> out;
+    for (const Tensor* w : {&t.param, &t.exp_avg, &t.exp_avg_sq, &t.max_exp_avg_sq}) {
+      if (w->defined()) out.push_back(w->impl()->storage.get());
+    }
+    return out;
+  }
+  bool takes(const AdamTensors& t, int64_t s) const {
+    if (params.empty()) return true;
+    if (s != step || t.param.dtype() != dtype || !(t.param.device() == device)) return false;
+    for (const Storage* w : writes_of(t)) {
+      if (written.count(w) || read.count(w)) return false;
+    }
+    return !written.count(t.grad.impl()->storage.get());
+  }
+  void add(AdamTensors t, int64_t s) {
+    if (params.empty()) {
+      step = s;
+      dtype = t.param.dtype();
+      device = t.param.device();
+    }
+    for (const Storage* w : writes_of(t)) written.insert(w);
+    read.insert(t.grad.impl()->storage.get());
+    params.push_back(std::move(t));
+  }
+};
+
+// The tensors of the backend's fused kernel when the layouts allow it (every tensor
 // contiguous, one dtype and device): about ten times less memory traffic than the
-// composed form below, which stays for the other layouts.
-bool Adam::fused_step(const Tensor& p, const Tensor& g, std::map<std::string, Tensor>& st, double lr, double b1,
-                      double b2, double eps, double wd, bool amsgrad, int64_t step) const {
-  const Tensor& m = st["exp_avg"];
-  const Tensor& v = st["exp_avg_sq"];
-  const Tensor vmax = amsgrad ? st["max_exp_avg_sq"] : Tensor();
-  for (const Tensor* t : {&p, &g, &m, &v, &vmax}) {
+// composed form in step(), which stays for the other layouts.
+bool fusable(const Tensor& p, const Tensor& g, std::map<std::string, Tensor>& st, bool amsgrad,
+             AdamTensors& out) {
+  out = {p, g, st["exp_avg"], st["exp_avg_sq"], amsgrad ? st["max_exp_avg_sq"] : Tensor()};
+  for (const Tensor* t : {&out.param, &out.grad, &out.exp_avg, &out.exp_avg_sq, &out.max_exp_avg_sq}) {
     if (!t->defined()) continue;
     if (!t->is_contiguous() || t->dtype() != p.dtype() || t->device() != p.device() || t->numel() != p.numel()) {
       return false;
     }
   }
-  AdamStepParams hp;
-  hp.lr = lr;
-  hp.beta1 = b1;
-  hp.beta2 = b2;
-  hp.eps = eps;
-  hp.weight_decay = wd;
-  hp.step = step;
-  hp.decoupled = decoupled_;
-  hp.amsgrad = amsgrad;
-  backend_of(name_.c_str(), {&p, &g}).adam_step(p, g, m, v, vmax, hp);
-  for (const Tensor* t : {&p, &m, &v, &vmax}) {
-    if (t->defined()) t->bump_version();
-  }
   return true;
 }
+
+}  // namespace
 
 void Adam::step() {
   NoGradGuard no_grad;
@@ -69,6 +100,26 @@ void Adam::step() {
     const double lr = group.get("lr"), b1 = group.get("beta1"), b2 = group.get("beta2"), eps = group.get("eps"),
                  wd = group.get("weight_decay");
     const bool amsgrad = group.get("amsgrad") != 0;
+    FusedRun run;
+    auto flush = [&] {
+      if (run.params.empty()) return;
+      AdamStepParams hp;
+      hp.lr = lr;
+      hp.beta1 = b1;
+      hp.beta2 = b2;
+      hp.eps = eps;
+      hp.weight_decay = wd;
+      hp.step = run.step;
+      hp.decoupled = decoupled_;
+      hp.amsgrad = amsgrad;
+      backend_of(name_.c_str(), {&run.params[0].param}).adam_step_many(run.params, hp);
+      for (const AdamTensors& t : run.params) {
+        for (const Tensor* w : {&t.param, &t.exp_avg, &t.exp_avg_sq, &t.max_exp_avg_sq}) {
+          if (w->defined()) w->bump_version();
+        }
+      }
+      run = FusedRun();
+    };
     for (Tensor& p : group.params) {
       Tensor g = p.grad();
       if (!g.defined()) continue;
@@ -88,7 +139,14 @@ void Adam::step() {
       const double step = step_t.data<double>()[0];
       // Loaded counters are checked to be whole numbers up to 2^53; the kernels take an int64.
       KILN_CHECK(step >= 1 && step <= 0x1p53, name_.c_str(), "step counter ", step, " of parameter is out of range");
-      if (fused_step(p, g, st, lr, b1, b2, eps, wd, amsgrad, static_cast<int64_t>(step))) continue;
+      AdamTensors fused;
+      if (fusable(p, g, st, amsgrad, fused)) {
+        // Runs keep the parameters' order where it could matter (overlapping storages).
+        if (!run.takes(fused, static_cast<int64_t>(step))) flush();
+        run.add(std::move(fused), static_cast<int64_t>(step));
+        continue;
+      }
+      flush();
       if (wd != 0) {
         if (decoupled_) p.mul_(1.0 - lr * wd);
         else g = add(g, p, wd);
@@ -107,6 +165,7 @@ void Adam::step() {
       Tensor denom = add(div(sqrt(second), std::sqrt(bc2)), eps);
       p.add_(div(m, denom), -lr / bc1);
     }
+    flush();
   }
 }
 

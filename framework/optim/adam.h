@@ -24,9 +24,6 @@ class Adam : public Optimizer {
   void check_options(const ParamGroup& g) const override;
   bool decoupled_;
 
- private:
-  bool fused_step(const Tensor& p, const Tensor& g, std::map<std::string, Tensor>& state, double lr, double b1,
-                  double b2, double eps, double wd, bool amsgrad, int64_t step) const;  // AdamW: decay the weights directly, p *= 1 - lr·wd
 };
 
 // torch.optim.AdamW: decoupled weight decay (default 0.01).
