@@ -4,6 +4,7 @@
 //   bench_train_step --config seed|small|tiny [--steps N] [--warmup W] [--threads T]
 //                    [--device cpu|cuda:N] [--bf16] [--flush-denormal] [--curve K]
 //                    [--attention auto|tiled|materialized] [--recompute on|off]
+//                    [--checkpoint-layers]
 //
 // Prints one JSON line: ms/step (median of the timed steps), tokens/s (target tokens,
 // batch·seq), achieved GFLOP/s as 6·parameters·tokens/time, and the process's peak
@@ -19,6 +20,9 @@
 // --attention: kiln::cuda::set_attention_kernel's choice for a GPU (default auto).
 // --recompute: kiln::set_recompute_saved (layer norm outputs written again in backward
 // instead of kept: autograd/recompute.h); the line then says which.
+// --checkpoint-layers: Seq2SeqOptions::checkpoint_layers (every encoder and decoder layer
+// through utils::checkpoint), as torch_train_step.py --checkpoint-layers wraps each layer
+// in torch.utils.checkpoint; the line then says "checkpoint_layers": true.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -50,7 +54,7 @@ double peak_tensor_mb(kiln::Device d) { return static_cast<double>(kiln::memory_
 struct Args {
   std::string config = "tiny", device = "cpu";
   int steps = 0, warmup = 2, threads = 0, curve = 0;
-  bool bf16 = false, flush_denormal = false;
+  bool bf16 = false, flush_denormal = false, checkpoint_layers = false;
   std::optional<kiln::cuda::AttentionKernel> attention;  // --attention: the GPU's attention kernels
   std::optional<bool> recompute;                         // --recompute on|off
 };
@@ -66,8 +70,8 @@ int main(int argc, char** argv) {
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string f = argv[i];
-      if (f == "--bf16" || f == "--flush-denormal") {
-        (f == "--bf16" ? a.bf16 : a.flush_denormal) = true;
+      if (f == "--bf16" || f == "--flush-denormal" || f == "--checkpoint-layers") {
+        (f == "--bf16" ? a.bf16 : f == "--flush-denormal" ? a.flush_denormal : a.checkpoint_layers) = true;
         continue;
       }
       if (f != "--config" && f != "--steps" && f != "--warmup" && f != "--threads" && f != "--device" &&
@@ -112,7 +116,9 @@ int run(const Args& a) {
     throw std::invalid_argument("--flush-denormal: this CPU cannot flush denormals");
   kiln::manual_seed(0);
 
-  tr::Seq2SeqTransformer model(bench::model_options(c));
+  tr::Seq2SeqOptions options = bench::model_options(c);
+  options.checkpoint_layers = a.checkpoint_layers;
+  tr::Seq2SeqTransformer model(options);
   model.to(device);
   model.train();
   kiln::optim::Adam optimizer(model.parameters(), bench::adam_options());
@@ -163,6 +169,7 @@ int run(const Args& a) {
   if (a.bf16) extra += ", \"autocast\": \"bf16\"";
   if (a.flush_denormal) extra += ", \"flush_denormal\": true";
   if (a.recompute) extra += std::string(", \"recompute\": ") + (*a.recompute ? "true" : "false");
+  if (a.checkpoint_layers) extra += ", \"checkpoint_layers\": true";
   if (a.curve > 0) extra += ", \"curve\": [" + curve + "]";
   std::printf(
       "{\"framework\": \"kiln\", \"config\": \"%s\", \"threads\": %d, \"steps\": %d, \"ms_per_step\": %.3f, "

@@ -18,6 +18,10 @@
 # GPU); "peak_gpu_mb" is torch.cuda.max_memory_allocated, the tensors' peak (Kiln's
 # peak_tensor_mb), "reserved_gpu_mb" its caching allocator's peak.
 #
+# --checkpoint-layers (bench_train_step's): every encoder and decoder layer wrapped in
+# torch.utils.checkpoint.checkpoint(layer, ..., use_reentrant=False), PyTorch's own
+# activation checkpointing, with its default preserve_rng_state.
+#
 # Prints one JSON line like bench_train_step.
 import argparse
 import json
@@ -27,6 +31,7 @@ import time
 
 import torch
 import torch.nn as nn
+import torch.utils.checkpoint
 
 CONFIGS = {
     "seed": (5000, 512, 8, 6, 2048, 64, 100),
@@ -44,6 +49,29 @@ def token_at(i, j, seq, vocab, salt):
     h = (h * 0x9E3779B97F4A7C15) & M64
     h ^= h >> 29
     return 1 + h % (vocab - 1)
+
+
+class Checkpointed(nn.Module):
+    """A layer run through torch.utils.checkpoint (non-reentrant)."""
+
+    def __init__(self, layer):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, *args, **kwargs):
+        return torch.utils.checkpoint.checkpoint(self.layer, *args, use_reentrant=False, **kwargs)
+
+    def __getattr__(self, name):  # nn.TransformerEncoder reads its first layer's self_attn
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self.layer, name)
+
+
+def checkpoint_layers(transformer):
+    for stack in (transformer.encoder.layers, transformer.decoder.layers):
+        for i in range(len(stack)):
+            stack[i] = Checkpointed(stack[i])
 
 
 def ids(batch, seq, vocab, salt):
@@ -87,6 +115,8 @@ def main():
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (PyTorch 2.x)")
     ap.add_argument("--bf16", action="store_true", help="bf16 autocast around forward and loss")
     ap.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
+    ap.add_argument("--checkpoint-layers", action="store_true",
+                    help="each encoder and decoder layer through torch.utils.checkpoint")
     ap.add_argument("--flush-denormal", action="store_true", help="torch.set_flush_denormal(True) (FTZ and DAZ)")
     a = ap.parse_args()
     if a.flush_denormal and not torch.set_flush_denormal(True):
@@ -102,6 +132,8 @@ def main():
         torch.cuda.set_device(device)
     torch.manual_seed(0)
     model = Seq2Seq(vocab, d, heads, layers, d_ff, max(seq + 1, 128)).to(device)
+    if a.checkpoint_layers:
+        checkpoint_layers(model.transformer)
     model.train()
     fwd = torch.compile(model) if a.compile else model
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
@@ -138,6 +170,7 @@ def main():
                "reserved_gpu_mb": round(torch.cuda.max_memory_reserved(device) / 2**20, 1)}
     print(json.dumps({
         "framework": "torch", "config": a.config, "threads": torch.get_num_threads(), "steps": steps, "compiled": a.compile, "bf16": a.bf16, "flush_denormal": a.flush_denormal,
+        "checkpoint_layers": a.checkpoint_layers,
         "ms_per_step": round(median, 3), "tokens_per_s": round(tokens / (median / 1000), 1),
         "gflops": round(6 * params * tokens / (median / 1000) / 1e9, 2),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),

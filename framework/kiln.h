@@ -3,10 +3,12 @@
 #include <kiln/version.h>  // generated: see include/kiln/meson.build
 
 #include "autograd/autocast.h"
+#include "autograd/checkpoint.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
 #include "autograd/recompute.h"
+#include "autograd/saved_hooks.h"
 #include "backend/cpu/denormals.h"
 #include "backend/cpu/parallel.h"
 #include "core/allocator.h"

@@ -19,7 +19,8 @@
 #    alternating KILN_BENCH_ROUNDS times (default 1; PyTorch's step varies 30-50% between
 #    runs on an H200, so 3 or more make a ratio firmer) and the medians' ratio; the seed
 #    step once more with --recompute off (the norms' outputs kept: its time and memory
-#    cost); bench_attention at 1024 and 4096 tokens on the tiled and the materialising
+#    cost) and once on both sides with every layer checkpointed (--checkpoint-layers);
+#    bench_attention at 1024 and 4096 tokens on the tiled and the materialising
 #    kernels.
 #
 # --only tests,sanitize,bench picks stages (the build or unpacking always runs). Logs
@@ -184,6 +185,13 @@ if stage bench; then
         k=$("$build/benchmarks/bench_train_step" --config $config --device cuda:0 --steps $steps --warmup 5 $flag --recompute off 2>&1 | tail -1)
         echo "$k" >>"$out/bench.jsonl"
         note "bench $config $mode recompute off: kiln $(fields "$k")"
+        # Activation checkpointing on both sides: each layer through its checkpoint.
+        k=$("$build/benchmarks/bench_train_step" --config $config --device cuda:0 --steps $steps --warmup 5 $flag --checkpoint-layers 2>&1 | tail -1)
+        t=$($py "$ROOT/benchmarks/torch_train_step.py" --config $config --device cuda:0 --steps $steps --warmup 5 $flag --checkpoint-layers 2>&1 | tail -1)
+        echo "$k" >>"$out/bench.jsonl"
+        echo "$t" >>"$out/bench.jsonl"
+        note "bench $config $mode checkpoint layers: kiln $(fields "$k")"
+        note "bench $config $mode checkpoint layers: torch $(fields "$t")"
       fi
     done
   done

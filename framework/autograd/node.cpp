@@ -84,24 +84,51 @@ void HookHandle::remove() {
   }
 }
 
+namespace {
+
+// t's shape, strides, offset and dtype over no storage: what a SavedTensor that does not
+// keep t's memory remembers of it.
+Tensor geometry_of(const Tensor& t) {
+  auto geometry = std::make_shared<TensorImpl>();
+  geometry->shape = t.shape();
+  geometry->strides = t.strides();
+  geometry->offset = t.offset();
+  geometry->dtype = t.dtype();
+  return Tensor(std::move(geometry));
+}
+
+}  // namespace
+
 SavedTensor::SavedTensor(const Tensor& t, const char* op) : version_(t.defined() ? t.version() : 0), op_(op) {
   if (!t.defined()) return;
+  if ((hooks_ = detail::current_saved_hooks())) {
+    NoGradGuard no_grad;  // what pack computes is no part of the graph
+    packed_ = std::make_shared<const std::any>(hooks_->pack(t.detach()));
+    tensor_ = geometry_of(t);
+    return;
+  }
   recompute_ = t.impl()->storage->recompute();
   if (!recompute_) {
     tensor_ = t.detach();
     return;
   }
   storage_ = t.impl()->storage;
-  auto geometry = std::make_shared<TensorImpl>();
-  geometry->shape = t.shape();
-  geometry->strides = t.strides();
-  geometry->offset = t.offset();
-  geometry->dtype = t.dtype();
-  tensor_ = Tensor(std::move(geometry));
+  tensor_ = geometry_of(t);
+}
+
+Tensor SavedTensor::get_packed() const {
+  Tensor t = hooks_->unpack(*packed_);
+  KILN_CHECK(t.defined() && t.shape() == tensor_.shape() && t.dtype() == tensor_.dtype(), op_,
+             "the unpack hook of SavedTensorsHooks returned ",
+             t.defined() ? std::string(dtype_name(t.dtype())) + " tensor of shape " + shape_str(t.shape())
+                         : std::string("an undefined tensor"),
+             " for a saved ", dtype_name(tensor_.dtype()), " tensor of shape ", shape_str(tensor_.shape()));
+  return t.detach();
 }
 
 Tensor SavedTensor::get() const {
   if (!tensor_.defined()) return tensor_;
+  if (hooks_) return get_packed();
   if (recompute_) {
     std::shared_ptr<Storage> storage = storage_.lock();
     const bool rebuilt = storage == nullptr;

@@ -10,6 +10,7 @@
 
 #include "../core/tensor.h"
 #include "recompute.h"
+#include "saved_hooks.h"
 
 namespace kiln {
 
@@ -74,7 +75,9 @@ class AccumulateGrad final : public Node {
 // had when saved so that an in-place change before backward is caught. A tensor whose
 // storage carries a recipe (autograd/recompute.h) is kept as the recipe and a weak
 // reference: get() returns it while something else keeps it alive, and the same bits
-// written again by the recipe once it is gone.
+// written again by the recipe once it is gone. Under a SavedTensorsHooks guard
+// (autograd/saved_hooks.h) it is kept as what the guard's pack returned, and get() calls
+// its unpack.
 class SavedTensor {
  public:
   SavedTensor() = default;
@@ -88,9 +91,13 @@ class SavedTensor {
  private:
   void check_version(const Tensor& t) const;
 
-  Tensor tensor_;  // the tensor; kept by recipe: its geometry only, over no storage
+  Tensor get_packed() const;
+
+  Tensor tensor_;  // the tensor; kept by recipe or hooks: its geometry only, over no storage
   std::weak_ptr<Storage> storage_;                // kept by recipe: the storage while alive
   std::shared_ptr<const Recompute> recompute_;   // kept by recipe: how to write it again
+  std::shared_ptr<const detail::SavedHooksPair> hooks_;  // kept by hooks: whose unpack
+  std::shared_ptr<const std::any> packed_;               // kept by hooks: what pack returned
   uint64_t version_ = 0;
   const char* op_ = "";
 };

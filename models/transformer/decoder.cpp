@@ -102,13 +102,25 @@ TransformerDecoder::TransformerDecoder(TransformerLayerOptions layer, int64_t nu
 
 std::shared_ptr<nn::Module> TransformerDecoder::make_fresh() const {
   // Not make_shared: this constructor is private.
-  return std::shared_ptr<TransformerDecoder>(new TransformerDecoder(clone_child(layers), clone_child(norm)));
+  auto fresh = std::shared_ptr<TransformerDecoder>(new TransformerDecoder(clone_child(layers), clone_child(norm)));
+  fresh->checkpoint_layers = checkpoint_layers;
+  return fresh;
 }
 
 Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
                                    const Tensor& memory_mask, const Tensor& tgt_kpm, const Tensor& memory_kpm) {
   Tensor x = tgt;
-  for (const auto& layer : *layers) x = layer->forward(x, memory, tgt_mask, memory_mask, tgt_kpm, memory_kpm);
+  for (const auto& layer : *layers) {
+    if (checkpoint_layers) {
+      // By value: the layer runs again in backward, after this call has returned.
+      auto run = [layer, tgt_mask, memory_mask, tgt_kpm, memory_kpm](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{layer->forward(in[0], in[1], tgt_mask, memory_mask, tgt_kpm, memory_kpm)};
+      };
+      x = utils::checkpoint(run, {x, memory})[0];
+    } else {
+      x = layer->forward(x, memory, tgt_mask, memory_mask, tgt_kpm, memory_kpm);
+    }
+  }
   return norm ? norm->forward(x) : x;
 }
 

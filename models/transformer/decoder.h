@@ -72,6 +72,8 @@ class TransformerDecoder : public nn::Cloneable<TransformerDecoder> {
 
   std::shared_ptr<nn::ModuleList<TransformerDecoderLayer>> layers;
   std::shared_ptr<nn::UnaryModule> norm;  // null without a final norm
+  // Each layer through utils::checkpoint while grad is on (TransformerEncoder's).
+  bool checkpoint_layers = false;
 
  private:
   // The layers and the optional final norm, registered as given: what the public

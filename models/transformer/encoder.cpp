@@ -66,12 +66,21 @@ TransformerEncoder::TransformerEncoder(TransformerLayerOptions layer, int64_t nu
 
 std::shared_ptr<nn::Module> TransformerEncoder::make_fresh() const {
   // Not make_shared: this constructor is private.
-  return std::shared_ptr<TransformerEncoder>(new TransformerEncoder(clone_child(layers), clone_child(norm)));
+  auto fresh = std::shared_ptr<TransformerEncoder>(new TransformerEncoder(clone_child(layers), clone_child(norm)));
+  fresh->checkpoint_layers = checkpoint_layers;
+  return fresh;
 }
 
 Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const Tensor& kpm) {
   Tensor x = src;
-  for (const auto& layer : *layers) x = layer->forward(x, mask, kpm);
+  for (const auto& layer : *layers) {
+    if (checkpoint_layers) {
+      // By value: the layer runs again in backward, after this call has returned.
+      x = utils::checkpoint([layer, mask, kpm](const Tensor& in) { return layer->forward(in, mask, kpm); }, x);
+    } else {
+      x = layer->forward(x, mask, kpm);
+    }
+  }
   return norm ? norm->forward(x) : x;
 }
 

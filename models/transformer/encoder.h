@@ -45,6 +45,9 @@ class TransformerEncoder : public nn::Cloneable<TransformerEncoder> {
 
   std::shared_ptr<nn::ModuleList<TransformerEncoderLayer>> layers;
   std::shared_ptr<nn::UnaryModule> norm;  // null without a final norm
+  // Each layer through utils::checkpoint while grad is on: its activations are not kept
+  // but written again in backward (one more forward of the layers for their memory).
+  bool checkpoint_layers = false;
 
  private:
   // The layers and the optional final norm, registered as given: what the public

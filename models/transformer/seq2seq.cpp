@@ -36,6 +36,7 @@ Seq2SeqTransformer::Seq2SeqTransformer(Seq2SeqOptions o) : Cloneable("Seq2SeqTra
     t.custom_decoder = std::make_shared<TransformerDecoder>(layer, t.num_decoder_layers, /*final_norm=*/false);
   }
   transformer = register_module("transformer", std::make_shared<Transformer>(t));
+  transformer->encoder->checkpoint_layers = transformer->decoder->checkpoint_layers = options.checkpoint_layers;
   generator = register_module("generator", std::make_shared<nn::Linear>(d, options.tgt_vocab_size));
 }
 

@@ -29,6 +29,9 @@ struct Seq2SeqOptions {
   int64_t pad_id = 0;
   bool scale_embedding = true;  // embeddings · sqrt(d_model) (the paper); false as seeds 002/004
   bool final_norms = true;      // a LayerNorm after the encoder and the decoder (nn.Transformer)
+  // Every encoder and decoder layer through utils::checkpoint in training: less memory
+  // at the step's peak for one more forward pass of the layers in backward.
+  bool checkpoint_layers = false;
 };
 
 class Seq2SeqTransformer : public nn::Cloneable<Seq2SeqTransformer> {

@@ -1,0 +1,185 @@
+// Activation checkpointing (checkpoint.h) on saved-tensor hooks: the first run's pack hook
+// keeps a slot number per saved tensor (and the tensor's shape, dtype and device, to check
+// the second run against); the first unpack runs fn again under a hook that fills the
+// slots. A slot is emptied when the SavedTensor holding it goes (its node has run its
+// backward), so the second run's tensors live no longer than the first run's would have.
+#include "autograd/checkpoint.h"
+
+#include <any>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "autograd/autocast.h"
+#include "autograd/grad_mode.h"
+#include "autograd/saved_hooks.h"
+#include "core/error.h"
+#include "core/generator.h"
+
+namespace kiln::utils {
+namespace {
+
+using Fn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+struct SavedMeta {
+  Shape shape;
+  DType dtype;
+  Device device;
+};
+
+std::string describe(const SavedMeta& m) {
+  return std::string(dtype_name(m.dtype)) + " tensor of shape " + shape_str(m.shape) + " on " + m.device.str();
+}
+
+// One call of checkpoint: what the second run needs, and its results by slot.
+class Frame : public std::enable_shared_from_this<Frame> {
+ public:
+  Frame(Fn fn, const std::vector<Tensor>& inputs, CheckpointOptions options)
+      : fn_(std::move(fn)),
+        preserve_rng_(options.preserve_rng_state),
+        rng_(default_generator().get_state()),
+        autocast_(is_autocast_enabled()),
+        autocast_dtype_(get_autocast_dtype()) {
+    for (const Tensor& t : inputs) {
+      inputs_.push_back(t.defined() ? t.detach() : t);
+      requires_grad_.push_back(t.defined() && t.requires_grad());
+      versions_.push_back(t.defined() ? t.version() : 0);
+    }
+  }
+
+  // The first run saves t: a handle to a new slot.
+  std::any pack(const Tensor& t);
+  // Slot i's tensor, from the second run (made now if it has not run).
+  Tensor unpack(size_t slot) {
+    if (!values_[slot].defined()) run_again();
+    return values_[slot];
+  }
+  // The handle of slot i is gone: nothing will read it.
+  void forget(size_t slot) {
+    values_[slot] = Tensor();
+    live_[slot] = false;
+  }
+  // Throws when the first run changed an input in place (the second would read another value).
+  void check_inputs_unchanged(const char* when) const;
+
+ private:
+  void run_again();
+  void keep(size_t slot, const Tensor& t);
+
+  Fn fn_;
+  std::vector<Tensor> inputs_;  // detached
+  std::vector<bool> requires_grad_;
+  std::vector<uint64_t> versions_;
+  bool preserve_rng_;
+  GeneratorState rng_;
+  bool autocast_;
+  DType autocast_dtype_;
+  std::vector<SavedMeta> meta_;  // by slot, from the first run
+  std::vector<Tensor> values_;   // by slot, from the second run
+  std::vector<bool> live_;       // by slot: its handle exists
+};
+
+// What a SavedTensor of the first run keeps: its frame and slot.
+struct Handle {
+  std::shared_ptr<Frame> frame;
+  size_t slot;
+  Handle(std::shared_ptr<Frame> f, size_t s) : frame(std::move(f)), slot(s) {}
+  ~Handle() { frame->forget(slot); }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+};
+
+std::any Frame::pack(const Tensor& t) {
+  meta_.push_back({t.shape(), t.dtype(), t.device()});
+  values_.emplace_back();
+  live_.push_back(true);
+  return std::make_shared<Handle>(shared_from_this(), meta_.size() - 1);
+}
+
+void Frame::check_inputs_unchanged(const char* when) const {
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    if (!inputs_[i].defined()) continue;
+    KILN_CHECK(inputs_[i].version() == versions_[i], "checkpoint", "input ", i, " (",
+               dtype_name(inputs_[i].dtype()), " tensor of shape ", shape_str(inputs_[i].shape()),
+               ") was modified by an inplace operation ", when, ": it is at version ", inputs_[i].version(),
+               "; expected version ", versions_[i], " instead");
+  }
+}
+
+void Frame::keep(size_t slot, const Tensor& t) {
+  KILN_CHECK(slot < meta_.size(), "checkpoint", "the second run of the function saved more tensors for backward than ",
+             "the first (", meta_.size(), "): it must do the same operations on both runs");
+  const SavedMeta& want = meta_[slot];
+  KILN_CHECK(t.shape() == want.shape && t.dtype() == want.dtype && t.device() == want.device, "checkpoint",
+             "the second run of the function saved a ", describe({t.shape(), t.dtype(), t.device()}),
+             " for backward where the first saved a ", describe(want), " (saved tensor ", slot,
+             "): it must do the same operations on both runs");
+  if (live_[slot]) values_[slot] = t;
+}
+
+// Restores the default generator's state when the second run ends, however it ends.
+class RngRestore {
+ public:
+  explicit RngRestore(const GeneratorState& replay) : saved_(default_generator().get_state()) {
+    default_generator().set_state(replay);
+  }
+  ~RngRestore() { default_generator().set_state(saved_); }
+  RngRestore(const RngRestore&) = delete;
+  RngRestore& operator=(const RngRestore&) = delete;
+
+ private:
+  GeneratorState saved_;
+};
+
+void Frame::run_again() {
+  check_inputs_unchanged("after the checkpoint saved it");
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    Tensor t = inputs_[i].defined() ? inputs_[i].detach() : inputs_[i];
+    if (requires_grad_[i]) t.requires_grad_();
+    inputs.push_back(t);
+  }
+  std::optional<RngRestore> rng;
+  if (preserve_rng_) rng.emplace(rng_);
+  AutocastGuard autocast(autocast_dtype_, autocast_);
+  EnableGradGuard grad;  // backward runs without recording
+  size_t count = 0;
+  {
+    SavedTensorsHooks fill([this, &count](const Tensor& t) -> std::any {
+      keep(count++, t);
+      return {};
+    }, [](const std::any&) -> Tensor {
+      KILN_FAIL("checkpoint", "the graph of the second run of a checkpointed function is not for backward");
+    });
+    fn_(inputs);  // the outputs, and the graph of this run, go here
+  }
+  KILN_CHECK(count == meta_.size(), "checkpoint", "the second run of the function saved ", count,
+             " tensors for backward and the first ", meta_.size(), ": it must do the same operations on both runs");
+}
+
+}  // namespace
+
+std::vector<Tensor> checkpoint(const Fn& fn, const std::vector<Tensor>& inputs, CheckpointOptions options) {
+  KILN_CHECK(fn != nullptr, "checkpoint", "the function is empty");
+  if (!is_grad_enabled()) return fn(inputs);
+  auto frame = std::make_shared<Frame>(fn, inputs, options);
+  std::vector<Tensor> out;
+  {
+    SavedTensorsHooks hooks([frame](const Tensor& t) { return frame->pack(t); },
+                            [](const std::any& kept) {
+                              const auto& handle = std::any_cast<const std::shared_ptr<Handle>&>(kept);
+                              return handle->frame->unpack(handle->slot);
+                            });
+    out = fn(inputs);
+  }
+  frame->check_inputs_unchanged("by the checkpointed function");
+  return out;
+}
+
+Tensor checkpoint(const std::function<Tensor(const Tensor&)>& fn, const Tensor& input, CheckpointOptions options) {
+  KILN_CHECK(fn != nullptr, "checkpoint", "the function is empty");
+  return checkpoint([fn](const std::vector<Tensor>& in) { return std::vector<Tensor>{fn(in[0])}; }, {input},
+                    options)[0];
+}
+
+}  // namespace kiln::utils

@@ -1,0 +1,293 @@
+// Activation checkpointing (autograd/checkpoint.h) and the saved-tensor hooks it is built on
+// (autograd/saved_hooks.h): a checkpointed function gives the outputs and gradients of the
+// plain one bit for bit (dropout's masks too), holds less after the forward pass, runs
+// twice and no more, nests, works under autocast and with retain_graph, and refuses a
+// second run that differs from the first and inputs changed in place.
+#include <doctest/doctest.h>
+
+#include <any>
+#include <memory>
+#include <vector>
+
+#include "test_util.h"
+#include "transformer/kiln_transformer.h"
+
+using namespace kiln;
+using kiln::testing::error_of;
+namespace tr = kiln::transformer;
+
+namespace {
+
+int64_t allocated() { return memory_stats().allocated_bytes; }
+
+// A block with a bit of everything that saves tensors: linear, layer norm, relu_dropout,
+// dropout, exp, a product of two activations. x (rows, 16) -> (rows, 16).
+struct Block {
+  Tensor w1, b1, w2, ln_w, ln_b;
+  explicit Block(DType dtype) {
+    Generator g(3);
+    TensorOptions o(dtype);
+    w1 = (randn({32, 16}, o, &g) * 0.2).requires_grad_();
+    b1 = (randn({32}, o, &g) * 0.1).requires_grad_();
+    w2 = (randn({16, 32}, o, &g) * 0.2).requires_grad_();
+    ln_w = (randn({16}, o, &g) * 0.1 + 1.0).requires_grad_();
+    ln_b = (randn({16}, o, &g) * 0.1).requires_grad_();
+  }
+  std::vector<Tensor> params() const { return {w1, b1, w2, ln_w, ln_b}; }
+  Tensor forward(const Tensor& x) const {
+    Tensor h = relu_dropout(linear(layer_norm(x, {16}, ln_w, ln_b), w1, b1), 0.2);
+    Tensor y = linear(h, w2);
+    return dropout(y * exp(y * 0.1), 0.1) + x;
+  }
+};
+
+std::vector<std::vector<double>> grads_of(const std::vector<Tensor>& leaves) {
+  std::vector<std::vector<double>> g;
+  for (const Tensor& t : leaves) g.push_back(t.grad().to_vector<double>());
+  return g;
+}
+
+struct Run {
+  std::vector<double> out;
+  std::vector<std::vector<double>> grads;
+  int64_t held_after_forward = 0;
+  uint64_t rng_offset_after = 0;
+  int calls = 0;  // of the block's forward
+};
+
+// Three blocks in a row, each checkpointed or not, on the same input and random stream.
+Run run_blocks(DType dtype, bool checkpointed, bool autocast = false) {
+  manual_seed(11);
+  Block blocks[] = {Block(dtype), Block(dtype), Block(dtype)};
+  Tensor x = randn({64, 16}, TensorOptions(dtype)).requires_grad_();
+  Run r;
+  const int64_t before = allocated();
+  Tensor out;
+  {
+    std::optional<AutocastGuard> guard;
+    if (autocast) guard.emplace(kBFloat16);
+    Tensor h = x;
+    for (const Block& b : blocks) {
+      auto f = [&b, &r](const Tensor& in) {
+        ++r.calls;
+        return b.forward(in);
+      };
+      h = checkpointed ? utils::checkpoint(f, h) : f(h);
+    }
+    out = h.sum();
+  }
+  r.held_after_forward = allocated() - before;
+  out.backward();
+  r.out = out.to_vector<double>();
+  std::vector<Tensor> leaves = {x};
+  for (const Block& b : blocks)
+    for (const Tensor& p : b.params()) leaves.push_back(p);
+  r.grads = grads_of(leaves);
+  r.rng_offset_after = default_generator().get_state().offset;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: the plain run's output, gradients and random stream, bit for bit, for less memory") {
+  for (DType dtype : {kFloat64, kFloat32}) {
+    CAPTURE(dtype_name(dtype));
+    const Run plain = run_blocks(dtype, false), ckpt = run_blocks(dtype, true);
+    CHECK(ckpt.out == plain.out);
+    REQUIRE(ckpt.grads.size() == plain.grads.size());
+    for (size_t i = 0; i < plain.grads.size(); ++i) {
+      CAPTURE(i);
+      CHECK(ckpt.grads[i] == plain.grads[i]);
+    }
+    // The second runs drew the same numbers again and left the generator where it was.
+    CHECK(ckpt.rng_offset_after == plain.rng_offset_after);
+    CHECK(plain.calls == 3);
+    CHECK(ckpt.calls == 6);  // each block once more, in backward
+    // Plain: every block's activations (several (64, 32) and (64, 16) tensors each) are
+    // held after forward; checkpointed: the blocks' outputs and inputs only.
+    const int64_t elem = dtype == kFloat64 ? 8 : 4;
+    CHECK(ckpt.held_after_forward + 3 * 64 * 32 * elem < plain.held_after_forward);
+  }
+}
+
+TEST_CASE("checkpoint under autocast: the plain run's bits") {
+  const Run plain = run_blocks(kFloat32, false, true), ckpt = run_blocks(kFloat32, true, true);
+  CHECK(ckpt.out == plain.out);
+  for (size_t i = 0; i < plain.grads.size(); ++i) {
+    CAPTURE(i);
+    CHECK(ckpt.grads[i] == plain.grads[i]);
+  }
+}
+
+TEST_CASE("checkpoint: float64 gradient check through a checkpointed block") {
+  manual_seed(5);
+  const Block b(kFloat64);
+  std::vector<Tensor> inputs = {randn({6, 16}, TensorOptions(kFloat64)).requires_grad_()};
+  for (const Tensor& p : b.params()) inputs.push_back(p);
+  CHECK(gradcheck(
+      [&](const std::vector<Tensor>& in) {
+        Block local = b;
+        local.w1 = in[1], local.b1 = in[2], local.w2 = in[3], local.ln_w = in[4], local.ln_b = in[5];
+        manual_seed(9);  // dropout: the same masks at every point the check evaluates
+        // By value: the second run comes in backward, after this function has returned.
+        return utils::checkpoint([local](const Tensor& t) { return local.forward(t); }, in[0]);
+      },
+      inputs));
+}
+
+TEST_CASE("checkpoint: several inputs and outputs, an input without grad, nested checkpoints, retain_graph") {
+  auto run = [](int mode) {  // 0 plain, 1 checkpointed, 2 nested
+    manual_seed(4);
+    Tensor a = randn({5, 7}, TensorOptions(kFloat64)).requires_grad_();
+    Tensor b = randn({7, 3}, TensorOptions(kFloat64)).requires_grad_();
+    Tensor mask = randn({5, 3}, TensorOptions(kFloat64)) > 0;  // no grad
+    auto inner = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{tanh(in[0]) * in[0]}; };
+    auto f = [&](const std::vector<Tensor>& in) {
+      Tensor p = matmul(in[0], in[1]);
+      Tensor q = mode == 2 ? utils::checkpoint(inner, {p})[0] : inner({p})[0];
+      return std::vector<Tensor>{q.masked_fill(in[2], 0.0), sigmoid(p).sum(1)};
+    };
+    std::vector<Tensor> out = mode == 0 ? f({a, b, mask}) : utils::checkpoint(f, {a, b, mask});
+    Tensor loss = out[0].pow(2).sum() + out[1].sum();
+    loss.backward(Tensor(), /*retain_graph=*/true);
+    loss.backward();  // a second pass over the same graph adds the same gradients again
+    return std::vector<std::vector<double>>{a.grad().to_vector<double>(), b.grad().to_vector<double>(),
+                                            out[0].to_vector<double>(), out[1].to_vector<double>()};
+  };
+  const auto plain = run(0);
+  CHECK(run(1) == plain);
+  CHECK(run(2) == plain);
+}
+
+// Kiln's dropout keeps its seed and offset for backward, not its mask, so its gradient is
+// the first run's either way; a saved tensor made from random numbers (exp of noise added
+// here) is what the generator's state decides.
+TEST_CASE("checkpoint: preserve_rng_state off draws new numbers in the second run") {
+  auto grad_of = [](bool checkpointed, bool preserve) {
+    manual_seed(8);
+    Tensor x = randn({200}, TensorOptions(kFloat64)).requires_grad_();
+    auto f = [](const Tensor& t) { return dropout(exp(t + randn({200}, TensorOptions(kFloat64))), 0.5); };
+    Tensor y = checkpointed ? utils::checkpoint(f, x, {.preserve_rng_state = preserve}) : f(x);
+    y.sum().backward();
+    return x.grad().to_vector<double>();
+  };
+  const auto plain = grad_of(false, true);
+  CHECK(grad_of(true, true) == plain);
+  CHECK(grad_of(true, false) != plain);
+}
+
+TEST_CASE("checkpoint: without grad mode the function runs once and records nothing") {
+  Tensor x = randn({4}).requires_grad_();
+  int calls = 0;
+  Tensor y;
+  {
+    NoGradGuard no_grad;
+    y = utils::checkpoint([&](const Tensor& t) { ++calls; return t * 2.0; }, x);
+  }
+  CHECK(calls == 1);
+  CHECK_FALSE(y.requires_grad());
+}
+
+TEST_CASE("checkpoint: a second run that differs, inputs changed in place and an empty function are refused") {
+  SUBCASE("another number of saved tensors") {
+    int calls = 0;
+    Tensor x = randn({4}, TensorOptions(kFloat64)).requires_grad_();
+    Tensor y = utils::checkpoint([&](const Tensor& t) { return ++calls == 1 ? exp(t) : exp(exp(t)); }, x);
+    CHECK_ERROR_STARTS("[checkpoint]", y.sum().backward(), "saved more tensors", "same operations");
+  }
+  SUBCASE("a saved tensor of another shape") {
+    int calls = 0;
+    Tensor x = randn({4, 6}, TensorOptions(kFloat64)).requires_grad_();
+    Tensor y = utils::checkpoint([&](const Tensor& t) { return exp(++calls == 1 ? t : t.t()).sum(); }, x);
+    CHECK_ERROR_STARTS("[checkpoint]", y.backward(), "shape (6, 4)", "shape (4, 6)");
+  }
+  SUBCASE("fewer saved tensors") {
+    int calls = 0;
+    Tensor x = randn({4}, TensorOptions(kFloat64)).requires_grad_();
+    Tensor y = utils::checkpoint([&](const Tensor& t) { return ++calls == 1 ? exp(exp(t)) : exp(t) * 1.0; }, x);
+    CHECK_ERROR_STARTS("[checkpoint]", y.sum().backward(), "saved 1 tensors", "the first 2");
+  }
+  SUBCASE("an input changed in place after the forward") {
+    Tensor w = randn({4}, TensorOptions(kFloat64)).requires_grad_();
+    Tensor x = w * 1.0;
+    Tensor y = utils::checkpoint([](const Tensor& t) { return exp(t); }, x);
+    { NoGradGuard no_grad; x.add_(1.0); }
+    CHECK_ERROR_STARTS("[checkpoint]", y.sum().backward(), "input 0", "modified by an inplace operation",
+                       "expected version 0");
+  }
+  SUBCASE("an input changed in place by the function") {
+    Tensor x = randn({4}, TensorOptions(kFloat64));
+    CHECK_ERROR_STARTS("[checkpoint]", utils::checkpoint([](const Tensor& t) { return Tensor(t).mul_(2.0); }, x),
+                       "by the checkpointed function");
+  }
+  SUBCASE("an empty function") {
+    CHECK_ERROR_STARTS("[checkpoint]", utils::checkpoint(std::function<Tensor(const Tensor&)>(), randn({2})),
+                       "empty");
+  }
+}
+
+TEST_CASE("SavedTensorsHooks: pack once per saved tensor, unpack in backward, checked on the way back") {
+  Tensor x = randn({3, 4}, TensorOptions(kFloat64)).requires_grad_();
+  int packs = 0, unpacks = 0;
+  Tensor y;
+  {
+    SavedTensorsHooks hooks(
+        [&](const Tensor& t) -> std::any {
+          ++packs;
+          return t.clone();  // a copy: the original may go
+        },
+        [&](const std::any& kept) {
+          ++unpacks;
+          return std::any_cast<Tensor>(kept);
+        });
+    y = exp(x) * x;  // exp saves its output, mul both operands
+  }
+  CHECK(packs == 3);
+  y.sum().backward();
+  CHECK(unpacks == 3);
+  CHECK(allclose(x.grad(), exp(x) * (x + 1.0)));
+
+  SUBCASE("an unpack of another shape is refused, naming the op") {
+    Tensor z;
+    {
+      SavedTensorsHooks hooks([](const Tensor& t) -> std::any { return t; },
+                              [](const std::any& kept) { return std::any_cast<Tensor>(kept).reshape({-1}); });
+      z = exp(x);
+    }
+    CHECK_ERROR_STARTS("[exp]", z.sum().backward(), "unpack hook", "shape (12,)", "shape (3, 4)");
+  }
+  SUBCASE("empty hooks are refused") {
+    CHECK_ERROR_STARTS("[SavedTensorsHooks]",
+                       SavedTensorsHooks(PackHook(), [](const std::any&) { return Tensor(); }), "empty pack");
+  }
+}
+
+TEST_CASE("checkpointed Transformer layers: the plain step's loss and gradients, a lower peak") {
+  auto step = [](bool checkpointed) {
+    manual_seed(21);
+    tr::Seq2SeqOptions o;
+    o.src_vocab_size = o.tgt_vocab_size = 40;
+    o.d_model = 32;
+    o.nhead = 4;
+    o.num_encoder_layers = o.num_decoder_layers = 2;
+    o.dim_feedforward = 64;
+    o.max_len = 32;
+    o.checkpoint_layers = checkpointed;
+    tr::Seq2SeqTransformer model(o);
+    model.train();
+    Tensor src = randint(1, 40, {6, 10}), tgt = randint(1, 40, {6, 9});
+    reset_peak_memory();
+    const int64_t base = allocated();
+    Tensor logits = model.forward(src, tgt.slice(1, 0, 8));
+    Tensor loss = cross_entropy(logits.reshape({-1, 40}), tgt.slice(1, 1, 9).reshape({-1}));
+    const int64_t held = allocated() - base;
+    loss.backward();
+    std::vector<std::vector<double>> out = {loss.to_vector<double>()};
+    for (const Tensor& p : model.parameters()) out.push_back(p.grad().to_vector<double>());
+    return std::pair{out, held};
+  };
+  const auto [plain, plain_held] = step(false);
+  const auto [ckpt, ckpt_held] = step(true);
+  CHECK(ckpt == plain);
+  CHECK(ckpt_held * 2 < plain_held);
+}
