@@ -92,6 +92,29 @@ bool fusable(const Tensor& p, const Tensor& g, std::map<std::string, Tensor>& st
   return true;
 }
 
+// The update as elementwise ops, for the layouts the fused kernel does not take: torch's
+// single-tensor Adam, op for op.
+void composed_step(Tensor p, Tensor g, std::map<std::string, Tensor>& st, const AdamStepParams& hp) {
+  const double lr = hp.lr, b1 = hp.beta1, b2 = hp.beta2, step = static_cast<double>(hp.step);
+  if (hp.weight_decay != 0) {
+    if (hp.decoupled) p.mul_(1.0 - lr * hp.weight_decay);
+    else g = add(g, p, hp.weight_decay);
+  }
+  Tensor& m = st["exp_avg"];
+  Tensor& v = st["exp_avg_sq"];
+  m.mul_(b1).add_(g, 1.0 - b1);
+  v.mul_(b2).add_(mul(g, g), 1.0 - b2);
+  const double bc1 = 1.0 - std::pow(b1, step), bc2 = 1.0 - std::pow(b2, step);
+  Tensor second = v;
+  if (hp.amsgrad) {
+    Tensor& vmax = st["max_exp_avg_sq"];
+    vmax.copy_(maximum(vmax, v));
+    second = vmax;
+  }
+  Tensor denom = add(div(sqrt(second), std::sqrt(bc2)), hp.eps);
+  p.add_(div(m, denom), -lr / bc1);
+}
+
 }  // namespace
 
 void Adam::step() {
@@ -103,15 +126,8 @@ void Adam::step() {
     FusedRun run;
     auto flush = [&] {
       if (run.params.empty()) return;
-      AdamStepParams hp;
-      hp.lr = lr;
-      hp.beta1 = b1;
-      hp.beta2 = b2;
-      hp.eps = eps;
-      hp.weight_decay = wd;
-      hp.step = run.step;
-      hp.decoupled = decoupled_;
-      hp.amsgrad = amsgrad;
+      const AdamStepParams hp{.lr = lr, .beta1 = b1, .beta2 = b2, .eps = eps, .weight_decay = wd,
+                              .step = run.step, .decoupled = decoupled_, .amsgrad = amsgrad};
       backend_of(name_.c_str(), {&run.params[0].param}).adam_step_many(run.params, hp);
       for (const AdamTensors& t : run.params) {
         for (const Tensor* w : {&t.param, &t.exp_avg, &t.exp_avg_sq, &t.max_exp_avg_sq}) {
@@ -147,23 +163,8 @@ void Adam::step() {
         continue;
       }
       flush();
-      if (wd != 0) {
-        if (decoupled_) p.mul_(1.0 - lr * wd);
-        else g = add(g, p, wd);
-      }
-      Tensor& m = st["exp_avg"];
-      Tensor& v = st["exp_avg_sq"];
-      m.mul_(b1).add_(g, 1.0 - b1);
-      v.mul_(b2).add_(mul(g, g), 1.0 - b2);
-      const double bc1 = 1.0 - std::pow(b1, step), bc2 = 1.0 - std::pow(b2, step);
-      Tensor second = v;
-      if (amsgrad) {
-        Tensor& vmax = st["max_exp_avg_sq"];
-        vmax.copy_(maximum(vmax, v));
-        second = vmax;
-      }
-      Tensor denom = add(div(sqrt(second), std::sqrt(bc2)), eps);
-      p.add_(div(m, denom), -lr / bc1);
+      composed_step(p, g, st, {.lr = lr, .beta1 = b1, .beta2 = b2, .eps = eps, .weight_decay = wd,
+                               .step = static_cast<int64_t>(step), .decoupled = decoupled_, .amsgrad = amsgrad});
     }
     flush();
   }
