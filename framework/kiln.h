@@ -26,6 +26,7 @@
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/module.h"
+#include "nn/checkpoint_sequential.h"
 #include "nn/data_parallel.h"
 #include "optim/adam.h"
 #include "optim/clip_grad.h"

@@ -309,3 +309,29 @@ TEST_CASE("checkpoint: the layer norm recipes' setting changed between forward a
   };
   CHECK(grads(true) == grads(false));
 }
+
+TEST_CASE("checkpoint_sequential: the plain Sequential's output and gradients, its segments run twice") {
+  auto run = [](int64_t segments) {
+    manual_seed(12);
+    auto seq = std::make_shared<nn::Sequential>(
+        std::make_shared<nn::Linear>(8, 16), std::make_shared<nn::ReLU>(), std::make_shared<nn::Dropout>(0.3),
+        std::make_shared<nn::Linear>(16, 16), std::make_shared<nn::GELU>(), std::make_shared<nn::Linear>(16, 4),
+        std::make_shared<nn::Tanh>());
+    seq->to(kFloat64);
+    Tensor x = randn({5, 8}, TensorOptions(kFloat64)).requires_grad_();
+    Tensor y = segments == 0 ? (*seq)(x) : utils::checkpoint_sequential(*seq, segments, x);
+    y.pow(2).sum().backward();
+    std::vector<std::vector<double>> out = {y.to_vector<double>(), x.grad().to_vector<double>()};
+    for (const Tensor& p : seq->parameters()) out.push_back(p.grad().to_vector<double>());
+    return out;
+  };
+  const auto plain = run(0);
+  for (int64_t segments : {1, 2, 3, 7}) {
+    CAPTURE(segments);
+    CHECK(run(segments) == plain);
+  }
+  nn::Sequential seq(std::make_shared<nn::ReLU>(), std::make_shared<nn::ReLU>());
+  CHECK_ERROR_STARTS("[checkpoint_sequential]", utils::checkpoint_sequential(seq, 0, randn({2})),
+                     "between 1 and the number of modules (2), got 0");
+  CHECK_ERROR_STARTS("[checkpoint_sequential]", utils::checkpoint_sequential(seq, 3, randn({2})), "got 3");
+}
