@@ -27,6 +27,22 @@ struct SavedMeta {
   Device device;
 };
 
+// An input of fn: detached (the second run makes its own leaves), whether it required grad
+// (what the ops save depends on it) and its version (a change in place is refused).
+struct Input {
+  Tensor tensor;
+  bool requires_grad;
+  uint64_t version;
+};
+
+// A tensor the first run saved: what it was, the second run's tensor for it, and whether
+// its handle still exists (a slot whose node has run is not filled again).
+struct Slot {
+  SavedMeta meta;
+  Tensor value;
+  bool live = true;
+};
+
 std::string describe(const SavedMeta& m) {
   return std::string(dtype_name(m.dtype)) + " tensor of shape " + shape_str(m.shape) + " on " + m.device.str();
 }
@@ -41,9 +57,7 @@ class Frame : public std::enable_shared_from_this<Frame> {
         autocast_(is_autocast_enabled()),
         autocast_dtype_(get_autocast_dtype()) {
     for (const Tensor& t : inputs) {
-      inputs_.push_back(t.defined() ? t.detach() : t);
-      requires_grad_.push_back(t.defined() && t.requires_grad());
-      versions_.push_back(t.defined() ? t.version() : 0);
+      inputs_.push_back(t.defined() ? Input{t.detach(), t.requires_grad(), t.version()} : Input{t, false, 0});
     }
   }
 
@@ -51,13 +65,13 @@ class Frame : public std::enable_shared_from_this<Frame> {
   std::any pack(const Tensor& t);
   // Slot i's tensor, from the second run (made now if it has not run).
   Tensor unpack(size_t slot) {
-    if (!values_[slot].defined()) run_again();
-    return values_[slot];
+    if (!slots_[slot].value.defined()) run_again();
+    return slots_[slot].value;
   }
   // The handle of slot i is gone: nothing will read it.
   void forget(size_t slot) {
-    values_[slot] = Tensor();
-    live_[slot] = false;
+    slots_[slot].value = Tensor();
+    slots_[slot].live = false;
   }
   // Throws when the first run changed an input in place (the second would read another value).
   void check_inputs_unchanged(const char* when) const;
@@ -67,16 +81,12 @@ class Frame : public std::enable_shared_from_this<Frame> {
   void keep(size_t slot, const Tensor& t);
 
   Fn fn_;
-  std::vector<Tensor> inputs_;  // detached
-  std::vector<bool> requires_grad_;
-  std::vector<uint64_t> versions_;
+  std::vector<Input> inputs_;
   bool preserve_rng_;
   GeneratorState rng_;
   bool autocast_;
   DType autocast_dtype_;
-  std::vector<SavedMeta> meta_;  // by slot, from the first run
-  std::vector<Tensor> values_;   // by slot, from the second run
-  std::vector<bool> live_;       // by slot: its handle exists
+  std::vector<Slot> slots_;  // in the order the first run saved
 };
 
 // What a SavedTensor of the first run keeps: its frame and slot.
@@ -90,31 +100,29 @@ struct Handle {
 };
 
 std::any Frame::pack(const Tensor& t) {
-  meta_.push_back({t.shape(), t.dtype(), t.device()});
-  values_.emplace_back();
-  live_.push_back(true);
-  return std::make_shared<Handle>(shared_from_this(), meta_.size() - 1);
+  slots_.push_back({{t.shape(), t.dtype(), t.device()}, Tensor(), true});
+  return std::make_shared<Handle>(shared_from_this(), slots_.size() - 1);
 }
 
 void Frame::check_inputs_unchanged(const char* when) const {
   for (size_t i = 0; i < inputs_.size(); ++i) {
-    if (!inputs_[i].defined()) continue;
-    KILN_CHECK(inputs_[i].version() == versions_[i], "checkpoint", "input ", i, " (",
-               dtype_name(inputs_[i].dtype()), " tensor of shape ", shape_str(inputs_[i].shape()),
-               ") was modified by an inplace operation ", when, ": it is at version ", inputs_[i].version(),
-               "; expected version ", versions_[i], " instead");
+    const Tensor& t = inputs_[i].tensor;
+    if (!t.defined()) continue;
+    KILN_CHECK(t.version() == inputs_[i].version, "checkpoint", "input ", i, " (", dtype_name(t.dtype()),
+               " tensor of shape ", shape_str(t.shape()), ") was modified by an inplace operation ", when,
+               ": it is at version ", t.version(), "; expected version ", inputs_[i].version, " instead");
   }
 }
 
 void Frame::keep(size_t slot, const Tensor& t) {
-  KILN_CHECK(slot < meta_.size(), "checkpoint", "the second run of the function saved more tensors for backward than ",
-             "the first (", meta_.size(), "): it must do the same operations on both runs");
-  const SavedMeta& want = meta_[slot];
+  KILN_CHECK(slot < slots_.size(), "checkpoint", "the second run of the function saved more tensors for backward ",
+             "than the first (", slots_.size(), "): it must do the same operations on both runs");
+  const SavedMeta& want = slots_[slot].meta;
   KILN_CHECK(t.shape() == want.shape && t.dtype() == want.dtype && t.device() == want.device, "checkpoint",
              "the second run of the function saved a ", describe({t.shape(), t.dtype(), t.device()}),
              " for backward where the first saved a ", describe(want), " (saved tensor ", slot,
              "): it must do the same operations on both runs");
-  if (live_[slot]) values_[slot] = t;
+  if (slots_[slot].live) slots_[slot].value = t;
 }
 
 // Restores the default generator's state when the second run ends, however it ends.
@@ -134,9 +142,9 @@ class RngRestore {
 void Frame::run_again() {
   check_inputs_unchanged("after the checkpoint saved it");
   std::vector<Tensor> inputs;
-  for (size_t i = 0; i < inputs_.size(); ++i) {
-    Tensor t = inputs_[i].defined() ? inputs_[i].detach() : inputs_[i];
-    if (requires_grad_[i]) t.requires_grad_();
+  for (const Input& in : inputs_) {
+    Tensor t = in.tensor.defined() ? in.tensor.detach() : in.tensor;  // a leaf of its own
+    if (in.requires_grad) t.requires_grad_();
     inputs.push_back(t);
   }
   std::optional<RngRestore> rng;
@@ -153,8 +161,8 @@ void Frame::run_again() {
     });
     fn_(inputs);  // the outputs, and the graph of this run, go here
   }
-  KILN_CHECK(count == meta_.size(), "checkpoint", "the second run of the function saved ", count,
-             " tensors for backward and the first ", meta_.size(), ": it must do the same operations on both runs");
+  KILN_CHECK(count == slots_.size(), "checkpoint", "the second run of the function saved ", count,
+             " tensors for backward and the first ", slots_.size(), ": it must do the same operations on both runs");
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 
 #include <atomic>
 
+#include "autograd/saved_hooks.h"
+
 namespace kiln {
 namespace {
 
@@ -26,8 +28,10 @@ void reset_recompute_saved() { recompute_setting().store(kDefault, std::memory_o
 
 namespace detail {
 
+bool recipes_wanted(Device device) { return is_recompute_saved_enabled(device) && !current_saved_hooks(); }
+
 std::shared_ptr<const Recompute> leave_recompute(const Tensor& out, std::function<Tensor()> rebuild) {
-  if (!out.defined() || out.numel() == 0 || !is_recompute_saved_enabled(out.device()) || !out.is_contiguous() ||
+  if (!out.defined() || out.numel() == 0 || !recipes_wanted(out.device()) || !out.is_contiguous() ||
       out.offset() != 0 ||
       static_cast<size_t>(out.numel()) * out.element_size() != out.impl()->storage->nbytes())
     return nullptr;

@@ -53,8 +53,14 @@ class Recompute {
 
 namespace detail {
 
+// Whether an op recording now should leave recipes for outputs on `device`: the setting
+// is on there and no SavedTensorsHooks guard rules this thread (the SavedTensors made under
+// one keep what the hooks pack and never read a recipe, and a checkpoint's second run must
+// save what its first saved, whatever the setting is by then).
+bool recipes_wanted(Device device);
+
 // Leaves a recipe on `out` (the whole of a fresh storage, contiguous from its start) and
-// returns it for the op's node to own; null (nothing left) when the setting is off for
+// returns it for the op's node to own; null (nothing left) when recipes_wanted is false for
 // out's device, out is empty or out is not its storage's whole.
 std::shared_ptr<const Recompute> leave_recompute(const Tensor& out, std::function<Tensor()> rebuild);
 

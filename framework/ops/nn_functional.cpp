@@ -97,9 +97,7 @@ struct LayerNormRecipes {
 LayerNormRecipes leave_layer_norm_recipes(const char* op, const SavedTensor& sx, const SavedTensor& sw,
                                           const Tensor& bc, double eps, const Shape& normalized_shape,
                                           const Tensor& y, const Tensor& low) {
-  // Under saved-tensor hooks (a checkpoint) the readers' SavedTensors keep what the hooks
-  // pack, never a recipe; none is left, so what is saved does not depend on the setting.
-  if (!is_recompute_saved_enabled(y.device()) || detail::current_saved_hooks()) return {};
+  if (!detail::recipes_wanted(y.device())) return {};  // and then saves nothing more
   const SavedTensor sb(bc, op);
   auto rebuild_y = [op, sx, sw, sb, eps, normalized_shape]() {
     const Tensor xs = sx.get();

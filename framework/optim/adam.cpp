@@ -1,5 +1,6 @@
 #include "optim/adam.h"
 
+#include <array>
 #include <cmath>
 #include <set>
 #include <vector>
@@ -50,18 +51,18 @@ struct FusedRun {
   DType dtype = kFloat32;
   Device device;
 
-  static std::vector<const Storage*> writes_of(const AdamTensors& t) {
-    std::vector<const Storage*> out;
-    for (const Tensor* w : {&t.param, &t.exp_avg, &t.exp_avg_sq, &t.max_exp_avg_sq}) {
-      if (w->defined()) out.push_back(w->impl()->storage.get());
-    }
+  // The storages an update of t writes (undefined entries: null).
+  static std::array<const Storage*, 4> writes_of(const AdamTensors& t) {
+    std::array<const Storage*, 4> out{};
+    const Tensor* w[] = {&t.param, &t.exp_avg, &t.exp_avg_sq, &t.max_exp_avg_sq};
+    for (size_t i = 0; i < out.size(); ++i) out[i] = w[i]->defined() ? w[i]->impl()->storage.get() : nullptr;
     return out;
   }
   bool takes(const AdamTensors& t, int64_t s) const {
     if (params.empty()) return true;
     if (s != step || t.param.dtype() != dtype || !(t.param.device() == device)) return false;
     for (const Storage* w : writes_of(t)) {
-      if (written.count(w) || read.count(w)) return false;
+      if (w && (written.count(w) || read.count(w))) return false;
     }
     return !written.count(t.grad.impl()->storage.get());
   }
@@ -71,7 +72,9 @@ struct FusedRun {
       dtype = t.param.dtype();
       device = t.param.device();
     }
-    for (const Storage* w : writes_of(t)) written.insert(w);
+    for (const Storage* w : writes_of(t)) {
+      if (w) written.insert(w);
+    }
     read.insert(t.grad.impl()->storage.get());
     params.push_back(std::move(t));
   }
@@ -120,14 +123,14 @@ void composed_step(Tensor p, Tensor g, std::map<std::string, Tensor>& st, const 
 void Adam::step() {
   NoGradGuard no_grad;
   for (auto& group : groups_) {
-    const double lr = group.get("lr"), b1 = group.get("beta1"), b2 = group.get("beta2"), eps = group.get("eps"),
-                 wd = group.get("weight_decay");
-    const bool amsgrad = group.get("amsgrad") != 0;
+    // The group's hyper-parameters; each update sets its step count.
+    AdamStepParams hp{.lr = group.get("lr"), .beta1 = group.get("beta1"), .beta2 = group.get("beta2"),
+                      .eps = group.get("eps"), .weight_decay = group.get("weight_decay"), .step = 0,
+                      .decoupled = decoupled_, .amsgrad = group.get("amsgrad") != 0};
     FusedRun run;
     auto flush = [&] {
       if (run.params.empty()) return;
-      const AdamStepParams hp{.lr = lr, .beta1 = b1, .beta2 = b2, .eps = eps, .weight_decay = wd,
-                              .step = run.step, .decoupled = decoupled_, .amsgrad = amsgrad};
+      hp.step = run.step;
       backend_of(name_.c_str(), {&run.params[0].param}).adam_step_many(run.params, hp);
       for (const AdamTensors& t : run.params) {
         for (const Tensor* w : {&t.param, &t.exp_avg, &t.exp_avg_sq, &t.max_exp_avg_sq}) {
@@ -146,7 +149,7 @@ void Adam::step() {
         st["exp_avg_sq"] = zeros_like(p);
       }
       // Also when amsgrad was switched on after some steps (or the state came without it).
-      if (amsgrad && !st.count("max_exp_avg_sq")) st["max_exp_avg_sq"] = zeros_like(p);
+      if (hp.amsgrad && !st.count("max_exp_avg_sq")) st["max_exp_avg_sq"] = zeros_like(p);
       Tensor& step_t = st["step"];
       if (!step_t.device().is_cpu()) step_t = step_t.to(kCPU);  // read on the host below
       // A 0-d float64 counter on the CPU: bumped directly, not through an op per parameter.
@@ -156,15 +159,15 @@ void Adam::step() {
       // Loaded counters are checked to be whole numbers up to 2^53; the kernels take an int64.
       KILN_CHECK(step >= 1 && step <= 0x1p53, name_.c_str(), "step counter ", step, " of parameter is out of range");
       AdamTensors fused;
-      if (fusable(p, g, st, amsgrad, fused)) {
+      if (fusable(p, g, st, hp.amsgrad, fused)) {
         // Runs keep the parameters' order where it could matter (overlapping storages).
         if (!run.takes(fused, static_cast<int64_t>(step))) flush();
         run.add(std::move(fused), static_cast<int64_t>(step));
         continue;
       }
       flush();
-      composed_step(p, g, st, {.lr = lr, .beta1 = b1, .beta2 = b2, .eps = eps, .weight_decay = wd,
-                               .step = static_cast<int64_t>(step), .decoupled = decoupled_, .amsgrad = amsgrad});
+      hp.step = static_cast<int64_t>(step);
+      composed_step(p, g, st, hp);
     }
     flush();
   }

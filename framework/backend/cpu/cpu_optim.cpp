@@ -49,21 +49,7 @@ KILN_MULTIVERSION void adam_range(T* p, const T* g, T* m, T* v, T* vmax, int64_t
 #pragma GCC pop_options
 #endif
 
-template <class T>
-void adam_typed(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const Tensor& vmax,
-                const AdamStepParams& hp) {
-  const AdamScalars<T> s = adam_scalars<T>(hp);
-  T* p = param.data<T>();
-  const T* g = grad.data<T>();
-  T* pm = m.data<T>();
-  T* pv = v.data<T>();
-  T* pvmax = hp.amsgrad ? vmax.data<T>() : nullptr;
-  parallel_for(param.numel(), kGrainElements / 4, [&](int64_t i0, int64_t i1) {
-    adam_range<T>(p, g, pm, pv, pvmax, i0, i1, s);
-  });
-}
-
-// adam_typed over every parameter of `params` as one range of their summed lengths, so
+// adam_range over every parameter of `params` as one range of their summed lengths, so
 // that a model's many small tensors (biases, norms) make one parallel loop, not one each.
 template <class T>
 void adam_many_typed(const std::vector<AdamTensors>& params, const AdamStepParams& hp) {
@@ -93,8 +79,7 @@ void CpuBackend::adam_step_many(const std::vector<AdamTensors>& params, const Ad
 
 void CpuBackend::adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                            const Tensor& vmax, const AdamStepParams& hp) {
-  if (param.dtype() == kFloat64) return adam_typed<double>(param, grad, m, v, vmax, hp);
-  adam_typed<float>(param, grad, m, v, vmax, hp);
+  adam_step_many({{param, grad, m, v, vmax}}, hp);
 }
 
 }  // namespace kiln::cpu

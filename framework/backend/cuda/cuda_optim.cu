@@ -1,5 +1,5 @@
-// The fused Adam/AdamW update, one thread per element (one launch per parameter, or one
-// per list of up to 48 parameters: adam_step_many), with the CPU backend's
+// The fused Adam/AdamW update, one thread per element (one launch per list of up to 48
+// parameters: adam_step_many; adam_step is a list of one), with the CPU backend's
 // (torch.optim.Adam's single-tensor) arithmetic, operation for operation and rounded
 // as the CPU's baseline code (no fused multiply-add, which g++'s AVX2 and AVX-512 clones
 // of the CPU loop do use: meson.build; IEEE sqrt and division):
@@ -31,12 +31,6 @@ __device__ void adam_element(T* p, const T* g, T* m, T* v, T* vmax, int64_t i, c
   }
   const T denom = add_rn(sqrt(vi) / s.bc2_sqrt, s.eps);
   p[i] = add_rn(param, mul_rn(s.neg_step_size, mi / denom));
-}
-
-// p, m, v [, vmax] (n) updated in place from g (n)
-template <class T>
-__global__ void adam_kernel(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, AdamScalars<T> s) {
-  KILN_GRID_STRIDE_LOOP(i, n) { adam_element(p, g, m, v, vmax, i, s); }
 }
 
 // Up to kListMax parameters of one launch, by value (a kernel's parameters may take 4 KB:
@@ -102,18 +96,6 @@ void adam_many_typed(const std::vector<AdamTensors>& params, const AdamStepParam
   launch();
 }
 
-template <class T>
-void adam_typed(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v, const Tensor& vmax,
-                const AdamStepParams& hp) {
-  const AdamScalars<T> s = adam_scalars<T>(hp);
-  const int64_t n = param.numel();
-  if (n == 0) return;
-  adam_kernel<T><<<grid_for(n), kThreads, 0, stream_of(param)>>>(param.data<T>(), grad.data<T>(), m.data<T>(),
-                                                                 v.data<T>(), hp.amsgrad ? vmax.data<T>() : nullptr,
-                                                                 n, s);
-  KILN_CUDA_LAUNCH_CHECK("adam_step");
-}
-
 }  // namespace
 
 void CudaBackend::adam_step_many(const std::vector<AdamTensors>& params, const AdamStepParams& hp) {
@@ -125,9 +107,7 @@ void CudaBackend::adam_step_many(const std::vector<AdamTensors>& params, const A
 
 void CudaBackend::adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const Tensor& v,
                             const Tensor& vmax, const AdamStepParams& hp) {
-  DeviceGuard guard(param);
-  if (param.dtype() == kFloat64) return adam_typed<double>(param, grad, m, v, vmax, hp);
-  adam_typed<float>(param, grad, m, v, vmax, hp);
+  adam_step_many({{param, grad, m, v, vmax}}, hp);
 }
 
 }  // namespace kiln::cuda
