@@ -17,7 +17,8 @@ thread_local std::vector<std::shared_ptr<const detail::SavedHooksPair>> t_hooks;
 SavedTensorsHooks::SavedTensorsHooks(PackHook pack, UnpackHook unpack) {
   KILN_CHECK(pack != nullptr && unpack != nullptr, "SavedTensorsHooks",
              "expected a pack and an unpack function, got an empty ", pack ? "unpack" : "pack", " function");
-  t_hooks.push_back(std::make_shared<const detail::SavedHooksPair>(detail::SavedHooksPair{std::move(pack), std::move(unpack)}));
+  t_hooks.push_back(
+      std::make_shared<const detail::SavedHooksPair>(detail::SavedHooksPair{std::move(pack), std::move(unpack)}));
 }
 
 SavedTensorsHooks::~SavedTensorsHooks() { t_hooks.pop_back(); }
