@@ -19,7 +19,9 @@ ninja -C build
 # Issue 16: where Open MPI is installed (install_deps.sh installs it), `meson test` runs
 # the `mpi` suite too (tests/distributed under mpirun -np 2 and -np 3 --oversubscribe,
 # allowed to run as root). A tree that did not pick MPI up would skip it silently: fail.
-if command -v mpirun >/dev/null && ! meson test -C build --list 2>/dev/null | grep -q '^kiln:mpi / '; then
+# (The list is read whole first: `meson test --list | grep -q` under pipefail fails when
+# grep's early exit meets meson still writing, SIGPIPE.)
+if command -v mpirun >/dev/null && ! grep -q '^kiln:mpi / ' <<<"$(meson test -C build --list 2>/dev/null)"; then
   echo "test.sh: mpirun is installed but build/ has no 'mpi' test suite: configure it with -Dmpi=enabled" >&2
   exit 1
 fi
