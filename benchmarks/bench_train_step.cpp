@@ -4,7 +4,7 @@
 //   bench_train_step --config seed|small|tiny [--steps N] [--warmup W] [--threads T]
 //                    [--device cpu|cuda:N] [--bf16] [--flush-denormal] [--curve K]
 //                    [--attention auto|tiled|materialized] [--recompute on|off]
-//                    [--checkpoint-layers]
+//                    [--checkpoint-layers] [--blas cublas|cublaslt]
 //
 // Prints one JSON line: ms/step (median of the timed steps), tokens/s (target tokens,
 // batch·seq), achieved GFLOP/s as 6·parameters·tokens/time, and the process's peak
@@ -23,6 +23,8 @@
 // --checkpoint-layers: Seq2SeqOptions::checkpoint_layers (every encoder and decoder layer
 // through utils::checkpoint), as torch_train_step.py --checkpoint-layers wraps each layer
 // in torch.utils.checkpoint; the line then says "checkpoint_layers": true.
+// --blas: kiln::cuda::set_preferred_blas_library's choice for a GPU (default cublas); the
+// line then says "blas".
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -57,6 +59,7 @@ struct Args {
   bool bf16 = false, flush_denormal = false, checkpoint_layers = false;
   std::optional<kiln::cuda::AttentionKernel> attention;  // --attention: the GPU's attention kernels
   std::optional<bool> recompute;                         // --recompute on|off
+  std::optional<kiln::cuda::BlasLibrary> blas;           // --blas cublas|cublaslt
 };
 
 
@@ -75,7 +78,7 @@ int main(int argc, char** argv) {
         continue;
       }
       if (f != "--config" && f != "--steps" && f != "--warmup" && f != "--threads" && f != "--device" &&
-          f != "--curve" && f != "--attention" && f != "--recompute")
+          f != "--curve" && f != "--attention" && f != "--recompute" && f != "--blas")
         throw std::invalid_argument("unknown option " + f);
       if (i + 1 >= argc) throw std::invalid_argument(f + " needs a value");
       const std::string v = argv[++i];
@@ -86,6 +89,7 @@ int main(int argc, char** argv) {
       else if (f == "--device") a.device = v;
       else if (f == "--attention") a.attention = bench::attention_option(v);
       else if (f == "--recompute") a.recompute = bench::on_off_option(f, v);
+      else if (f == "--blas") a.blas = bench::blas_option(v);
       else a.curve = bench::int_option(f, v, 1);
     }
   } catch (const std::invalid_argument& e) {
@@ -112,6 +116,7 @@ int run(const Args& a) {
   if (a.threads > 0) kiln::set_num_threads(a.threads);
   if (a.attention) kiln::cuda::set_attention_kernel(*a.attention);
   if (a.recompute) kiln::set_recompute_saved(*a.recompute);
+  if (a.blas) kiln::cuda::set_preferred_blas_library(*a.blas);
   if (a.flush_denormal && !kiln::set_flush_denormal(true))
     throw std::invalid_argument("--flush-denormal: this CPU cannot flush denormals");
   kiln::manual_seed(0);
@@ -170,6 +175,9 @@ int run(const Args& a) {
   if (a.flush_denormal) extra += ", \"flush_denormal\": true";
   if (a.recompute) extra += std::string(", \"recompute\": ") + (*a.recompute ? "true" : "false");
   if (a.checkpoint_layers) extra += ", \"checkpoint_layers\": true";
+  if (a.blas) {
+    extra += std::string(", \"blas\": ") + (*a.blas == kiln::cuda::BlasLibrary::Cublaslt ? "\"cublaslt\"" : "\"cublas\"");
+  }
   if (a.curve > 0) extra += ", \"curve\": [" + curve + "]";
   std::printf(
       "{\"framework\": \"kiln\", \"config\": \"%s\", \"threads\": %d, \"steps\": %d, \"ms_per_step\": %.3f, "

@@ -76,4 +76,10 @@ inline kiln::cuda::AttentionKernel attention_option(const std::string& v) {
   throw std::invalid_argument("--attention takes auto, tiled or materialized, got '" + v + "'");
 }
 
+inline kiln::cuda::BlasLibrary blas_option(const std::string& v) {
+  if (v == "cublas") return kiln::cuda::BlasLibrary::Cublas;
+  if (v == "cublaslt") return kiln::cuda::BlasLibrary::Cublaslt;
+  throw std::invalid_argument("--blas takes cublas or cublaslt, got '" + v + "'");
+}
+
 }  // namespace bench

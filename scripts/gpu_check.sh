@@ -19,7 +19,8 @@
 #    alternating KILN_BENCH_ROUNDS times (default 1; PyTorch's step varies 30-50% between
 #    runs on an H200, so 3 or more make a ratio firmer) and the medians' ratio; the seed
 #    step once more with --recompute off (the norms' outputs kept: its time and memory
-#    cost) and once on both sides with every layer checkpointed (--checkpoint-layers);
+#    cost), once with --blas cublaslt (unbatched products on cuBLASLt, a linear's bias
+#    in the GEMM's epilogue) and once on both sides with every layer checkpointed (--checkpoint-layers);
 #    bench_attention at 1024 and 4096 tokens on the tiled and the materialising
 #    kernels.
 #
@@ -185,6 +186,10 @@ if stage bench; then
         k=$("$build/benchmarks/bench_train_step" --config $config --device cuda:0 --steps $steps --warmup 5 $flag --recompute off 2>&1 | tail -1)
         echo "$k" >>"$out/bench.jsonl"
         note "bench $config $mode recompute off: kiln $(fields "$k")"
+        # Unbatched products on cuBLASLt, a linear's bias in its epilogue (set_preferred_blas_library).
+        k=$("$build/benchmarks/bench_train_step" --config $config --device cuda:0 --steps $steps --warmup 5 $flag --blas cublaslt 2>&1 | tail -1)
+        echo "$k" >>"$out/bench.jsonl"
+        note "bench $config $mode blas cublaslt: kiln $(fields "$k")"
         # Activation checkpointing on both sides: each layer through its checkpoint.
         k=$("$build/benchmarks/bench_train_step" --config $config --device cuda:0 --steps $steps --warmup 5 $flag --checkpoint-layers 2>&1 | tail -1)
         t=$($py "$ROOT/benchmarks/torch_train_step.py" --config $config --device cuda:0 --steps $steps --warmup 5 $flag --checkpoint-layers 2>&1 | tail -1)

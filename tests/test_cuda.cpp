@@ -258,7 +258,7 @@ TEST_SUITE("everywhere") {
     CHECK(config().find("  - CUDA: ") != std::string::npos);
   }
 
-  TEST_CASE("the CUDA cache cap and the attention kernel choice, in every build") {
+  TEST_CASE("the CUDA cache cap, the attention kernel and the BLAS choice, in every build") {
     CHECK(error_of([] { cuda::set_cache_limit(-5); }) == "[set_cache_limit] the cap must be at least 0 bytes, got -5");
     CHECK_FALSE(cuda::cache_limit().has_value());  // none by default
     cuda::set_cache_limit(int64_t{1} << 30);
@@ -272,6 +272,13 @@ TEST_SUITE("everywhere") {
           "[set_attention_kernel] unknown kernel choice 7");
     CHECK(cuda::attention_kernel() == cuda::AttentionKernel::Tiled);  // unchanged by the error
     cuda::set_attention_kernel(cuda::AttentionKernel::Auto);
+    CHECK(cuda::preferred_blas_library() == cuda::BlasLibrary::Cublas);
+    cuda::set_preferred_blas_library(cuda::BlasLibrary::Cublaslt);
+    CHECK(cuda::preferred_blas_library() == cuda::BlasLibrary::Cublaslt);
+    CHECK(error_of([] { cuda::set_preferred_blas_library(static_cast<cuda::BlasLibrary>(5)); }) ==
+          "[set_preferred_blas_library] unknown library choice 5");
+    CHECK(cuda::preferred_blas_library() == cuda::BlasLibrary::Cublaslt);
+    cuda::set_preferred_blas_library(cuda::BlasLibrary::Cublas);
   }
 
   TEST_CASE("a CPU-only build: asking for CUDA is an error that names the device") {
@@ -324,6 +331,43 @@ TEST_SUITE("everywhere") {
 }
 
 // ====================================================================== the GPU suite
+
+// Products in every layout matmul handles (and linear's), for run_table.
+std::vector<Case> matmul_cases() {
+  return {
+      {"1-D . 1-D", [](V x, Device) { return matmul(x[0], x[1]); }, {R({7}), R({7})}},
+      {"2-D @ 2-D", [](V x, Device) { return matmul(x[0], x[1]); }, {R({5, 3}), R({3, 4})}},
+      {"1-D @ 3-D", [](V x, Device) { return matmul(x[0], x[1]); }, {R({3}), R({2, 3, 2})}},
+      {"3-D @ 1-D", [](V x, Device) { return matmul(x[0], x[1]); }, {R({2, 2, 3}), R({3})}},
+      {"batched", [](V x, Device) { return matmul(x[0], x[1]); }, {R({3, 4, 5}), R({3, 5, 6})}},
+      {"broadcast batch (2,1,3,4)@(5,4,2)", [](V x, Device) { return matmul(x[0], x[1]); },
+       {R({2, 1, 3, 4}), R({5, 4, 2})}},
+      {"stride-0 batch", [](V x, Device) { return matmul(x[0].expand({3, 2, 3}), x[1]); },
+       {R({1, 2, 3}), R({3, 3, 2})}},
+      {"K = 1", [](V x, Device) { return matmul(x[0], x[1]); }, {R({3, 1}), R({1, 4})}},
+      {"a.t() @ b.t()", [](V x, Device) { return matmul(x[0].t(), x[1].t()); }, {R({3, 2}), R({4, 3})}},
+      {"transposed and stepped leaves", [](V x, Device) { return matmul(x[0], x[1]); }, {T({2, 3}), S({3, 4})}},
+      {"batched transposed", [](V x, Device) { return matmul(x[0], x[1]); }, {T({2, 4, 3}), T({2, 3, 5})}},
+      {"batched permuted (not a gemm layout)", [](V x, Device) { return matmul(x[0], x[1]); },
+       {Pm({2, 3, 4}), R({2, 4, 3})}},
+      {"permuted batch dims (copied)", [](V x, Device) { return matmul(x[0].permute({1, 0, 2, 3}), x[1]); },
+       {R({3, 2, 4, 5}), R({2, 3, 5, 2})}},
+      {"3-D @ 2-D folded", [](V x, Device) { return matmul(x[0], x[1]); }, {R({2, 3, 4}), R({4, 6})}},
+      {"linear", [](V x, Device) { return linear(x[0], x[1], x[2]); }, {R({2, 3, 16}), R({24, 16}), R({24})}},
+      {"bigger square", [](V x, Device) { return matmul(x[0], x[1]); }, {R({70, 65}), R({65, 80})}},
+      {"attention shapes", [](V x, Device) { return matmul(softmax(matmul(x[0], x[1].transpose(-1, -2)), -1), x[2]); },
+       {R({2, 4, 7, 8}), R({2, 4, 9, 8}), R({2, 4, 9, 8})}},
+  };
+}
+
+// Sets the preferred cuBLAS interface for a scope.
+struct PreferredBlas {
+  explicit PreferredBlas(cuda::BlasLibrary l) : previous(cuda::preferred_blas_library()) {
+    cuda::set_preferred_blas_library(l);
+  }
+  ~PreferredBlas() { cuda::set_preferred_blas_library(previous); }
+  cuda::BlasLibrary previous;
+};
 
 TEST_SUITE("gpu") {
   // ---------------------------------------------------------------- copies and fills
@@ -737,31 +781,36 @@ TEST_SUITE("gpu") {
     });
   }
 
-  TEST_CASE("matmul in every layout, forward and backward") {
-    run_table({
-        {"1-D . 1-D", [](V x, Device) { return matmul(x[0], x[1]); }, {R({7}), R({7})}},
-        {"2-D @ 2-D", [](V x, Device) { return matmul(x[0], x[1]); }, {R({5, 3}), R({3, 4})}},
-        {"1-D @ 3-D", [](V x, Device) { return matmul(x[0], x[1]); }, {R({3}), R({2, 3, 2})}},
-        {"3-D @ 1-D", [](V x, Device) { return matmul(x[0], x[1]); }, {R({2, 2, 3}), R({3})}},
-        {"batched", [](V x, Device) { return matmul(x[0], x[1]); }, {R({3, 4, 5}), R({3, 5, 6})}},
-        {"broadcast batch (2,1,3,4)@(5,4,2)", [](V x, Device) { return matmul(x[0], x[1]); },
-         {R({2, 1, 3, 4}), R({5, 4, 2})}},
-        {"stride-0 batch", [](V x, Device) { return matmul(x[0].expand({3, 2, 3}), x[1]); },
-         {R({1, 2, 3}), R({3, 3, 2})}},
-        {"K = 1", [](V x, Device) { return matmul(x[0], x[1]); }, {R({3, 1}), R({1, 4})}},
-        {"a.t() @ b.t()", [](V x, Device) { return matmul(x[0].t(), x[1].t()); }, {R({3, 2}), R({4, 3})}},
-        {"transposed and stepped leaves", [](V x, Device) { return matmul(x[0], x[1]); }, {T({2, 3}), S({3, 4})}},
-        {"batched transposed", [](V x, Device) { return matmul(x[0], x[1]); }, {T({2, 4, 3}), T({2, 3, 5})}},
-        {"batched permuted (not a gemm layout)", [](V x, Device) { return matmul(x[0], x[1]); },
-         {Pm({2, 3, 4}), R({2, 4, 3})}},
-        {"permuted batch dims (copied)", [](V x, Device) { return matmul(x[0].permute({1, 0, 2, 3}), x[1]); },
-         {R({3, 2, 4, 5}), R({2, 3, 5, 2})}},
-        {"3-D @ 2-D folded", [](V x, Device) { return matmul(x[0], x[1]); }, {R({2, 3, 4}), R({4, 6})}},
-        {"linear", [](V x, Device) { return linear(x[0], x[1], x[2]); }, {R({2, 3, 16}), R({24, 16}), R({24})}},
-        {"bigger square", [](V x, Device) { return matmul(x[0], x[1]); }, {R({70, 65}), R({65, 80})}},
-        {"attention shapes", [](V x, Device) { return matmul(softmax(matmul(x[0], x[1].transpose(-1, -2)), -1), x[2]); },
-         {R({2, 4, 7, 8}), R({2, 4, 9, 8}), R({2, 4, 9, 8})}},
-    });
+  TEST_CASE("matmul in every layout, forward and backward") { run_table(matmul_cases()); }
+
+  TEST_CASE("cuBLASLt (preferred_blas_library Cublaslt): every matmul layout, linear with its bias in the epilogue") {
+    // Unbatched float32 products and linear's bias through cublasLtMatmul; the rest (float64,
+    // batches) stays on cuBLAS. Odd sizes and a bias 4 bytes past alignment give the
+    // heuristic other kernels than the aligned ones (or none: then cuBLAS), the same values.
+    PreferredBlas lt(cuda::BlasLibrary::Cublaslt);
+    std::vector<Case> cases = matmul_cases();
+    cases.push_back({"linear, odd sizes, a bias at an odd offset",
+                     [](V x, Device) { return linear(x[0], x[1], x[2].narrow(0, 1, 23)); },
+                     {R({37, 29}), R({23, 29}), R({24})}});
+    cases.push_back({"linear, transposed weight, aligned sizes", [](V x, Device) { return linear(x[0], x[1], x[2]); },
+                     {R({4, 16, 128}), T({96, 128}), R({96})}});
+    cases.push_back({"linear without bias", [](V x, Device) { return linear(x[0], x[1]); },
+                     {R({64, 33}), R({40, 33})}});
+    run_table(cases);
+    // Autocast's mixed product with its bias in the epilogue, and its gradients.
+    manual_seed(17);
+    const Tensor a = randn({3, 9, 32}), w = randn({24, 32}) * 0.2, bias = randn({24}), c = randn({3, 9, 24});
+    Tensor lw = w.detach().requires_grad_(), glw = w.to(gpu()).detach().requires_grad_();
+    Tensor lx = a.detach().requires_grad_(), glx = a.to(gpu()).detach().requires_grad_();
+    {
+      AutocastGuard autocast(kBFloat16);
+      Tensor gy = linear(glx, glw, bias.to(gpu())), y = linear(lx, lw, bias);
+      check_same("mixed linear", gy, y);
+      sum(mul(gy, c.to(gpu()))).backward();
+      sum(mul(y, c)).backward();
+    }
+    check_same("mixed linear grad x", glx.grad(), lx.grad());
+    check_same("mixed linear grad w", glw.grad(), lw.grad());
   }
 
   TEST_CASE("shape ops, forward and backward") {

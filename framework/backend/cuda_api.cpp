@@ -14,6 +14,7 @@ namespace kiln::cuda {
 namespace {
 std::atomic<int64_t> g_limit{-1};  // set_cache_limit's cap; -1: none
 std::atomic<AttentionKernel> g_attention{AttentionKernel::Auto};
+std::atomic<BlasLibrary> g_blas{BlasLibrary::Cublas};
 }  // namespace
 
 void set_cache_limit(std::optional<int64_t> bytes) {
@@ -37,6 +38,14 @@ void set_attention_kernel(AttentionKernel kernel) {
 }
 
 AttentionKernel attention_kernel() { return g_attention.load(); }
+
+void set_preferred_blas_library(BlasLibrary library) {
+  KILN_CHECK(library == BlasLibrary::Cublas || library == BlasLibrary::Cublaslt, "set_preferred_blas_library",
+             "unknown library choice ", static_cast<int>(library));
+  g_blas.store(library);
+}
+
+BlasLibrary preferred_blas_library() { return g_blas.load(); }
 
 #ifdef KILN_WITH_CUDA
 

@@ -29,6 +29,8 @@ class CudaBackend final : public Backend {
               const Tensor* indices) override;
   using Backend::matmul;
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) override;
+  // cuBLASLt with the bias in its epilogue under set_preferred_blas_library(Cublaslt).
+  void matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) override;
   // Autocast's mixed product through cublasGemmStridedBatchedEx, and attention's mixed
   // form (bfloat16 q, k, v; float32 scores, outputs and gradients) on such products.
   bool matmul_takes_mixed_bfloat16() const override { return true; }

@@ -40,14 +40,12 @@ const Runtime& runtime() {
   return r;
 }
 
-// The 32 MiB cuBLAS recommends on Hopper (more than enough elsewhere).
-constexpr size_t kBlasWorkspaceBytes = size_t{32} << 20;
-
 struct PerDevice {
-  std::once_flag stream_once, blas_once;
+  std::once_flag stream_once, blas_once, lt_once;
   std::atomic<bool> has_stream{false};
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
+  cublasLtHandle_t lt = nullptr;
   void* blas_workspace = nullptr;
 };
 
@@ -107,6 +105,20 @@ cublasHandle_t blas_handle(int index) {
     d.blas = h;
   });
   return d.blas;
+}
+
+void* blas_workspace(int index) {
+  blas_handle(index);  // allocates it
+  return per_device(index).blas_workspace;
+}
+
+cublasLtHandle_t lt_handle(int index) {
+  PerDevice& d = per_device(index);
+  std::call_once(d.lt_once, [&] {
+    DeviceGuard guard(index);
+    KILN_CUBLAS_CHECK(cublasLtCreate(&d.lt), "matmul");
+  });
+  return d.lt;
 }
 
 void synchronize_stream(int index, const char* op) {

@@ -2,8 +2,11 @@
 // The CUDA runtime as the backend uses it: lazy start-up, the checks behind "[device] …"
 // errors, and per-GPU state (its stream and cuBLAS handle). Backend-internal: includes
 // the CUDA headers.
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+
+#include <cstddef>
 
 #include "cuda_check.h"
 #include "../../core/tensor.h"
@@ -37,6 +40,14 @@ inline cudaStream_t stream_of(const Tensor& t) { return stream(t.device().index)
 // The cuBLAS handle of device `index`, bound to its stream, with a workspace of its own
 // allocated once (so a gemm never allocates). Created on the first matmul.
 cublasHandle_t blas_handle(int index);
+
+// The cuBLASLt handle of device `index` (created on first use) and the workspace its
+// matmuls take: blas_handle's own (both libraries run on the one stream, so never at
+// once), kBlasWorkspaceBytes long.
+cublasLtHandle_t lt_handle(int index);
+void* blas_workspace(int index);
+// The 32 MiB cuBLAS recommends on Hopper (more than enough elsewhere).
+constexpr size_t kBlasWorkspaceBytes = size_t{32} << 20;
 
 // Waits for the device's stream (before the host reads what a kernel wrote).
 void synchronize_stream(int index, const char* op);

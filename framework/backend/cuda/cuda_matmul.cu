@@ -10,11 +10,15 @@
 // one stride is first copied to a contiguous buffer. Autocast's mixed product (bfloat16
 // a and b, float32 out) is cublasGemmStridedBatchedEx with CUDA_R_16BF operands, a
 // CUDA_R_32F result and CUBLAS_COMPUTE_32F: float32 accumulation, as the CPU's.
+// With set_preferred_blas_library(Cublaslt) an unbatched product, and a linear's with its
+// bias, goes to cuBLASLt first (cuda_gemm_lt.cpp).
 #include <algorithm>
 #include <climits>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_device.h"
+#include "backend/cuda/cuda_gemm_lt.h"
+#include "core/cuda.h"
 #include "backend/matrix_layout.h"
 
 namespace kiln::cuda {
@@ -60,6 +64,7 @@ void CudaBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& o
     if (!accumulate) fill(out, 0.0);
     return;
   }
+  if (preferred_blas_library() == BlasLibrary::Cublaslt && lt_matmul(a_in, b_in, nullptr, out, accumulate)) return;
   DeviceGuard guard(out);
   MatLayout la, lb;
   int64_t sa = 0, sb = 0;
@@ -100,6 +105,11 @@ void CudaBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& o
                         "matmul");
     });
   }
+}
+
+void CudaBackend::matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
+  if (preferred_blas_library() == BlasLibrary::Cublaslt && lt_matmul(a, b, &bias, out, false)) return;
+  Backend::matmul_bias(a, b, bias, out);  // the bias broadcast into out, the product accumulated onto it
 }
 
 }  // namespace kiln::cuda

@@ -1,0 +1,193 @@
+// Unbatched products through cuBLASLt: the row-major product out (M, N) = a @ b is the
+// column-major one outᵀ (N, M) = bᵀ · aᵀ, as in cuda_matmul.cu: cuBLASLt's A is Kiln's b
+// (m = N rows of D), its B is Kiln's a (n = M columns), and a linear's bias, one value per
+// output feature, is the per-row bias of D that CUBLASLT_EPILOGUE_BIAS adds.
+//
+// A plan (the matmul descriptor, the three matrix layouts and the heuristic's first
+// algorithm) is made once per problem: sizes, leading dimensions, transposes, dtypes,
+// epilogue and the alignment of every pointer (the heuristic picks kernels by it), and
+// kept for the process. A call then sets the bias pointer and launches.
+#include "backend/cuda/cuda_gemm_lt.h"
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+
+#include "backend/cuda/cuda_device.h"
+#include "backend/matrix_layout.h"
+
+namespace kiln::cuda {
+namespace {
+
+struct LtPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t first = nullptr, second = nullptr, result = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool usable = false;  // false: the heuristic had no algorithm (the caller takes cuBLAS)
+};
+
+// device, bfloat16 operands, bias, op_first, op_second, m, n, k, lda, ldb, and the
+// alignments of the first operand, the second, the output and the bias.
+using LtKey = std::array<int64_t, 14>;
+
+// Plans of every device; a few per model in training, more where sizes vary (decoding),
+// so past kMaxPlans the map starts over.
+constexpr size_t kMaxPlans = 1024;
+std::mutex g_mutex;
+std::map<LtKey, LtPlan>& plans() {
+  static auto* m = new std::map<LtKey, LtPlan>();  // never destroyed: see per_device
+  return *m;
+}
+
+void destroy(LtPlan& p) {
+  if (p.desc) cublasLtMatmulDescDestroy(p.desc);
+  if (p.first) cublasLtMatrixLayoutDestroy(p.first);
+  if (p.second) cublasLtMatrixLayoutDestroy(p.second);
+  if (p.result) cublasLtMatrixLayoutDestroy(p.result);
+  p = LtPlan{};
+}
+
+// The alignment in bytes (1 to 16) of a matrix at p whose columns are ld_bytes apart.
+int64_t alignment(const void* p, int64_t ld_bytes) {
+  const auto x = reinterpret_cast<uintptr_t>(p) | static_cast<uintptr_t>(ld_bytes) | uintptr_t{16};
+  return static_cast<int64_t>(x & (~x + 1));
+}
+
+template <class V>
+void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const V& v) {
+  KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)), "matmul");
+}
+
+template <class V>
+void set_pref(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr, const V& v) {
+  KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(p, attr, &v, sizeof(v)), "matmul");
+}
+
+// The problem of one call, in cuBLASLt's (column-major) terms.
+struct LtProblem {
+  int device;
+  bool low;  // bfloat16 operands
+  const void *first, *second, *bias;
+  float* out;
+  cublasOperation_t op_first, op_second;
+  int64_t m, n, k, lda, ldb;
+
+  LtKey key() const {
+    const int64_t es = low ? 2 : 4;
+    return {device, low, bias != nullptr, op_first, op_second, m, n, k, lda, ldb,
+            alignment(first, lda * es), alignment(second, ldb * es), alignment(out, m * 4),
+            bias ? alignment(bias, 0) : 0};
+  }
+};
+
+// A stored (rows, cols) matrix read as op(X): (m, k) for the first operand.
+cublasLtMatrixLayout_t layout(cudaDataType_t type, cublasOperation_t op, int64_t rows, int64_t cols, int64_t ld) {
+  if (op != CUBLAS_OP_N) std::swap(rows, cols);
+  cublasLtMatrixLayout_t l = nullptr;
+  KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, type, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld),
+                    "matmul");
+  return l;
+}
+
+LtPlan make_plan(const LtProblem& pr, const LtKey& key) {
+  LtPlan p;
+  const cudaDataType_t in = pr.low ? CUDA_R_16BF : CUDA_R_32F;
+  try {
+    KILN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul");
+    set_desc(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, static_cast<int32_t>(pr.op_first));
+    set_desc(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, static_cast<int32_t>(pr.op_second));
+    if (pr.bias) {
+      set_desc(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<uint32_t>(CUBLASLT_EPILOGUE_BIAS));
+      set_desc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(CUDA_R_32F));
+      set_desc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, pr.bias);  // its alignment guides the heuristic
+    }
+    p.first = layout(in, pr.op_first, pr.m, pr.k, pr.lda);
+    p.second = layout(in, pr.op_second, pr.k, pr.n, pr.ldb);
+    p.result = layout(CUDA_R_32F, CUBLAS_OP_N, pr.m, pr.n, pr.m);
+
+    cublasLtMatmulPreference_t pref = nullptr;
+    KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref), "matmul");
+    cublasLtMatmulHeuristicResult_t found{};
+    int count = 0;
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    try {
+      set_pref(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(kBlasWorkspaceBytes));
+      set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, static_cast<uint32_t>(key[10]));
+      set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<uint32_t>(key[11]));
+      set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<uint32_t>(key[12]));
+      set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<uint32_t>(key[12]));
+      st = cublasLtMatmulAlgoGetHeuristic(lt_handle(pr.device), p.desc, p.first, p.second, p.result, p.result, pref,
+                                          1, &found, &count);
+    } catch (...) {
+      cublasLtMatmulPreferenceDestroy(pref);
+      throw;
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    // NOT_SUPPORTED (or no result): no kernel for this problem; anything else is an error.
+    if (st != CUBLAS_STATUS_NOT_SUPPORTED) KILN_CUBLAS_CHECK(st, "matmul");
+    p.usable = st == CUBLAS_STATUS_SUCCESS && count > 0 && found.state == CUBLAS_STATUS_SUCCESS;
+    if (p.usable) p.algo = found.algo;
+  } catch (...) {
+    destroy(p);
+    throw;
+  }
+  return p;
+}
+
+bool eligible(const Tensor& a, const Tensor& b, const Tensor* bias, const Tensor& out) {
+  const int64_t nd = out.dim();
+  if (nd < 2 || a.dim() != nd || b.dim() != nd || out.dtype() != kFloat32 || !out.is_contiguous()) return false;
+  const int64_t M = out.size(nd - 2), N = out.size(nd - 1), K = a.size(nd - 1);
+  if (M == 0 || N == 0 || K == 0 || out.numel() != M * N) return false;
+  const bool f32 = a.dtype() == kFloat32 && b.dtype() == kFloat32;
+  const bool mixed = a.dtype() == kBFloat16 && b.dtype() == kBFloat16;
+  if (!f32 && !mixed) return false;
+  return !bias || (bias->dtype() == kFloat32 && bias->is_contiguous() && bias->numel() == N);
+}
+
+}  // namespace
+
+bool lt_matmul(const Tensor& a, const Tensor& b, const Tensor* bias, const Tensor& out, bool accumulate) {
+  if (!eligible(a, b, bias, out)) return false;
+  MatLayout la, lb;
+  if (!blas_layout(a, la) || !blas_layout(b, lb)) return false;
+  const int64_t nd = out.dim();
+  LtProblem pr;
+  pr.device = out.device().index;
+  pr.low = a.dtype() == kBFloat16;
+  pr.first = b.data_ptr();
+  pr.second = a.data_ptr();
+  pr.bias = bias ? bias->data_ptr() : nullptr;
+  pr.out = out.data<float>();
+  pr.op_first = lb.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+  pr.op_second = la.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+  pr.m = out.size(nd - 1);
+  pr.n = out.size(nd - 2);
+  pr.k = a.size(nd - 1);
+  pr.lda = lb.ld;
+  pr.ldb = la.ld;
+  const LtKey key = pr.key();
+
+  DeviceGuard guard(pr.device);
+  std::lock_guard<std::mutex> lock(g_mutex);  // the plans, and a plan's bias pointer up to its launch
+  auto it = plans().find(key);
+  if (it == plans().end()) {
+    if (plans().size() >= kMaxPlans) {
+      for (auto& [k, p] : plans()) destroy(p);
+      plans().clear();
+    }
+    it = plans().emplace(key, make_plan(pr, key)).first;
+  }
+  LtPlan& p = it->second;
+  if (!p.usable) return false;
+  if (pr.bias) set_desc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, pr.bias);
+  const float alpha = 1, beta = accumulate ? 1 : 0;
+  KILN_CUBLAS_CHECK(cublasLtMatmul(lt_handle(pr.device), p.desc, &alpha, pr.first, p.first, pr.second, p.second,
+                                   &beta, pr.out, p.result, pr.out, p.result, &p.algo, blas_workspace(pr.device),
+                                   kBlasWorkspaceBytes, stream(pr.device)),
+                    "matmul");
+  return true;
+}
+
+}  // namespace kiln::cuda
