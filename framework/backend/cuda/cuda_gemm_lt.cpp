@@ -73,15 +73,21 @@ struct LtProblem {
   cublasOperation_t op_first, op_second;
   int64_t m, n, k, lda, ldb;
 
-  LtKey key() const {
+  // The alignments in bytes the heuristic is told: the first operand's, the second's,
+  // the output's (C and D) and the bias's (0: none).
+  std::array<int64_t, 4> alignments() const {
     const int64_t es = low ? 2 : 4;
-    return {device, low, bias != nullptr, op_first, op_second, m, n, k, lda, ldb,
-            alignment(first, lda * es), alignment(second, ldb * es), alignment(out, m * 4),
+    return {alignment(first, lda * es), alignment(second, ldb * es), alignment(out, m * 4),
             bias ? alignment(bias, 0) : 0};
+  }
+  LtKey key() const {
+    const std::array<int64_t, 4> al = alignments();
+    return {device, low, bias != nullptr, op_first, op_second, m, n, k, lda, ldb, al[0], al[1], al[2], al[3]};
   }
 };
 
-// A stored (rows, cols) matrix read as op(X): (m, k) for the first operand.
+// The layout of an operand X with op(X) (rows, cols): X is stored (cols, rows) when op
+// transposes it. (m, k) for the first operand, (k, n) for the second.
 cublasLtMatrixLayout_t layout(cudaDataType_t type, cublasOperation_t op, int64_t rows, int64_t cols, int64_t ld) {
   if (op != CUBLAS_OP_N) std::swap(rows, cols);
   cublasLtMatrixLayout_t l = nullptr;
@@ -90,8 +96,9 @@ cublasLtMatrixLayout_t layout(cudaDataType_t type, cublasOperation_t op, int64_t
   return l;
 }
 
-LtPlan make_plan(const LtProblem& pr, const LtKey& key) {
+LtPlan make_plan(const LtProblem& pr) {
   LtPlan p;
+  const std::array<int64_t, 4> al = pr.alignments();
   const cudaDataType_t in = pr.low ? CUDA_R_16BF : CUDA_R_32F;
   try {
     KILN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul");
@@ -113,10 +120,10 @@ LtPlan make_plan(const LtProblem& pr, const LtKey& key) {
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
     try {
       set_pref(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(kBlasWorkspaceBytes));
-      set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, static_cast<uint32_t>(key[10]));
-      set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<uint32_t>(key[11]));
-      set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<uint32_t>(key[12]));
-      set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<uint32_t>(key[12]));
+      set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, static_cast<uint32_t>(al[0]));
+      set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<uint32_t>(al[1]));
+      set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<uint32_t>(al[2]));
+      set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<uint32_t>(al[2]));
       st = cublasLtMatmulAlgoGetHeuristic(lt_handle(pr.device), p.desc, p.first, p.second, p.result, p.result, pref,
                                           1, &found, &count);
     } catch (...) {
@@ -167,17 +174,17 @@ bool lt_matmul(const Tensor& a, const Tensor& b, const Tensor* bias, const Tenso
   pr.k = a.size(nd - 1);
   pr.lda = lb.ld;
   pr.ldb = la.ld;
-  const LtKey key = pr.key();
 
   DeviceGuard guard(pr.device);
   std::lock_guard<std::mutex> lock(g_mutex);  // the plans, and a plan's bias pointer up to its launch
+  const LtKey key = pr.key();
   auto it = plans().find(key);
   if (it == plans().end()) {
     if (plans().size() >= kMaxPlans) {
       for (auto& [k, p] : plans()) destroy(p);
       plans().clear();
     }
-    it = plans().emplace(key, make_plan(pr, key)).first;
+    it = plans().emplace(key, make_plan(pr)).first;
   }
   LtPlan& p = it->second;
   if (!p.usable) return false;
