@@ -20,7 +20,8 @@
 #    runs on an H200, so 3 or more make a ratio firmer) and the medians' ratio; the seed
 #    step once more with --recompute off (the norms' outputs kept: its time and memory
 #    cost), once with --blas cublaslt (unbatched products on cuBLASLt, a linear's bias
-#    in the GEMM's epilogue) and once on both sides with every layer checkpointed (--checkpoint-layers);
+#    in the GEMM's epilogue), once with KILN_CUDA_HEAD_COPIES=1 (attention's heads
+#    copied head-major, the path before session 12) and once on both sides with every layer checkpointed (--checkpoint-layers);
 #    bench_attention at 1024 and 4096 tokens on the tiled and the materialising
 #    kernels.
 #
@@ -190,6 +191,10 @@ if stage bench; then
         k=$("$build/benchmarks/bench_train_step" --config $config --device cuda:0 --steps $steps --warmup 5 $flag --blas cublaslt 2>&1 | tail -1)
         echo "$k" >>"$out/bench.jsonl"
         note "bench $config $mode blas cublaslt: kiln $(fields "$k")"
+        # Attention's heads copied head-major around its products (the path before session 12).
+        k=$(KILN_CUDA_HEAD_COPIES=1 "$build/benchmarks/bench_train_step" --config $config --device cuda:0 --steps $steps --warmup 5 $flag 2>&1 | tail -1)
+        echo "$k" >>"$out/bench.jsonl"
+        note "bench $config $mode head copies: kiln $(fields "$k")"
         # Activation checkpointing on both sides: each layer through its checkpoint.
         k=$("$build/benchmarks/bench_train_step" --config $config --device cuda:0 --steps $steps --warmup 5 $flag --checkpoint-layers 2>&1 | tail -1)
         t=$($py "$ROOT/benchmarks/torch_train_step.py" --config $config --device cuda:0 --steps $steps --warmup 5 $flag --checkpoint-layers 2>&1 | tail -1)

@@ -3,12 +3,13 @@
 //   q (N, H, L, E), k (N, H, S, E), v (N, H, S, Ev) -> out (N, H, L, Ev), lse (N, H, L)
 // set_attention_kernel (core/cuda.h) picks between the tiled kernels of
 // cuda_flash_attention.cu (heads up to 128 wide) and this file's path, which materialises
-// the (N, H, L, S) scores in a temporary from the caching allocator: cuBLAS
-// strided-batched GEMMs around one row kernel (one block per query row), also the path
+// the (N, H, L, S) scores in a temporary from the caching allocator: cuBLAS strided- or
+// pointer-batched GEMMs around one row kernel (a warp per query row), also the path
 // of whatever the tiled kernels do not fit. Dropout element (n, h, l, s) is number ((n·H + h)·L + l)·S + s of the Philox word stream at (seed, block): word e % 4
 // of block (block + e / 4), as for bernoulli(1 - p).
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <limits>
 #include <type_traits>
 
@@ -222,25 +223,43 @@ Heads heads_of(const Tensor& t) {
   return {t.stride(0), t.stride(1), std::max<int64_t>({t.stride(2), t.size(3), 1})};
 }
 
+// Device pointer arrays for a pointer-batched cuBLAS call: entry b = n·H + h of array i
+// is bases[i] + n·s0[i] + h·s1[i] (bytes).
+struct HeadPointers {
+  const char* bases[3];
+  int64_t s0[3], s1[3];
+};
+
+// ptrs (3, count): the matrices of problems b of each operand.
+__global__ void head_pointers_kernel(HeadPointers hp, int64_t H, int64_t count, const void** ptrs) {
+  for (int64_t b = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; b < count;
+       b += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t n = b / H, h = b % H;
+#pragma unroll
+    for (int i = 0; i < 3; ++i) ptrs[i * count + b] = hp.bases[i] + n * hp.s0[i] + h * hp.s1[i];
+  }
+}
+
 // C (M, Nc) = alpha · op(A) op(B) for each of the N·H problems, row-major; op(X) = Xᵀ
 // when X is stored transposed (ta, tb). As in cuda_matmul.cu, cuBLAS gets Cᵀ = op(B)ᵀ
 // op(A)ᵀ. One strided-batched call when every operand's problem b = n·H + h sits at
-// b·stride, else one call per n (or per h, whichever is fewer). In is T, or bfloat16
-// with T float (autocast's mixed products: cublasGemmStridedBatchedEx, float32
-// accumulation, on the tensor cores).
+// b·stride; else one pointer-batched call over arrays of the N·H matrices (the heads of
+// a projection's rows, MultiheadAttention's layout, read and written where they are). In
+// is T, or bfloat16 with T float (autocast's mixed products: float32 accumulation, on
+// the tensor cores).
 template <class In, class T>
 void gemm_heads(cublasHandle_t handle, bool ta, bool tb, int64_t M, int64_t Nc, int64_t K, T alpha, const In* A,
-                Heads a, const In* B, Heads b, T* C, Heads c, int64_t N, int64_t H) {
+                Heads a, const In* B, Heads b, T* C, Heads c, int64_t N, int64_t H, const Tensor& like) {
   const int m = as_int(Nc), n = as_int(M), k = as_int(K);
   const int lda = as_int(b.ld), ldb = as_int(a.ld), ldc = as_int(c.ld);
   const cublasOperation_t op_first = tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_second = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   const T zero = 0;
-  auto call = [&](int64_t offA, int64_t offB, int64_t offC, long long sA, long long sB, long long sC, int64_t count) {
+  auto call = [&](long long sA, long long sB, long long sC, int64_t count) {
     for (int64_t i0 = 0; i0 < count; i0 += 65535) {  // the grid's z limit, as in cuda_matmul.cu
       const int cnt = static_cast<int>(std::min<int64_t>(65535, count - i0));
-      const In* pa = A + offA + i0 * sA;
-      const In* pb = B + offB + i0 * sB;
-      T* pc = C + offC + i0 * sC;
+      const In* pa = A + i0 * sA;
+      const In* pb = B + i0 * sB;
+      T* pc = C + i0 * sC;
       if constexpr (std::is_same_v<In, bfloat16>) {
         static_assert(std::is_same_v<T, float>, "a bfloat16 product accumulates in float32");
         KILN_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, op_first, op_second, m, n, k, &alpha, pb, CUDA_R_16BF,
@@ -264,11 +283,41 @@ void gemm_heads(cublasHandle_t handle, bool ta, bool tb, int64_t M, int64_t Nc, 
     return false;
   };
   int64_t ua = 0, ub = 0, uc = 0;
-  if (uniform(a, ua) && uniform(b, ub) && uniform(c, uc)) return call(0, 0, 0, ua, ub, uc, N * H);
-  if (N <= H) {
-    for (int64_t i = 0; i < N; ++i) call(i * a.s0, i * b.s0, i * c.s0, a.s1, b.s1, c.s1, H);
-  } else {
-    for (int64_t j = 0; j < H; ++j) call(j * a.s1, j * b.s1, j * c.s1, a.s0, b.s0, c.s0, N);
+  if (uniform(a, ua) && uniform(b, ub) && uniform(c, uc)) return call(ua, ub, uc, N * H);
+
+  // Pointer arrays: cuBLAS's first operand is B, its second A (see above).
+  const int64_t count = N * H;
+  Tensor ptrs = Tensor::empty({3 * count}, TensorOptions(kInt64).device(like.device()));
+  HeadPointers hp{{reinterpret_cast<const char*>(B), reinterpret_cast<const char*>(A),
+                   reinterpret_cast<const char*>(C)},
+                  {b.s0 * int64_t{sizeof(In)}, a.s0 * int64_t{sizeof(In)}, c.s0 * int64_t{sizeof(T)}},
+                  {b.s1 * int64_t{sizeof(In)}, a.s1 * int64_t{sizeof(In)}, c.s1 * int64_t{sizeof(T)}}};
+  auto** arrays = reinterpret_cast<const void**>(ptrs.data_ptr());
+  head_pointers_kernel<<<grid_for(count), kThreads, 0, stream_of(like)>>>(hp, H, count, arrays);
+  KILN_CUDA_LAUNCH_CHECK("attention");
+  for (int64_t i0 = 0; i0 < count; i0 += 65535) {
+    const int cnt = static_cast<int>(std::min<int64_t>(65535, count - i0));
+    const void* const* first = arrays + i0;
+    const void* const* second = arrays + count + i0;
+    void* const* out = const_cast<void* const*>(arrays + 2 * count + i0);
+    if constexpr (std::is_same_v<In, bfloat16>) {
+      KILN_CUBLAS_CHECK(cublasGemmBatchedEx(handle, op_first, op_second, m, n, k, &alpha, first, CUDA_R_16BF, lda,
+                                            second, CUDA_R_16BF, ldb, &zero, out, CUDA_R_32F, ldc, cnt,
+                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                        "attention");
+    } else if constexpr (std::is_same_v<T, double>) {
+      KILN_CUBLAS_CHECK(cublasDgemmBatched(handle, op_first, op_second, m, n, k, &alpha,
+                                           reinterpret_cast<const double* const*>(first), lda,
+                                           reinterpret_cast<const double* const*>(second), ldb, &zero,
+                                           reinterpret_cast<double* const*>(out), ldc, cnt),
+                        "attention");
+    } else {
+      KILN_CUBLAS_CHECK(cublasSgemmBatched(handle, op_first, op_second, m, n, k, &alpha,
+                                           reinterpret_cast<const float* const*>(first), lda,
+                                           reinterpret_cast<const float* const*>(second), ldb, &zero,
+                                           reinterpret_cast<float* const*>(out), ldc, cnt),
+                        "attention");
+    }
   }
 }
 
@@ -284,21 +333,29 @@ bool uniform_heads(const Tensor& t) {
   return H == 1 || N == 1 || t.stride(0) == H * t.stride(1);
 }
 
-// t itself where uniform_heads, else a contiguous copy. The heads of a projection's rows
-// (MultiheadAttention's layout) otherwise take one cuBLAS call per head (or per
-// sequence): at the seed model's shapes (64 · 8 problems of 100 × 100 × 64) the float32
-// products took 8.9 ms a step in eight calls each, 4.2 ms on the copies, which cost 1.8.
+// Whether the heads of a projection's rows are copied head-major around the products
+// (KILN_CUDA_HEAD_COPIES set, read once: the earlier path, kept to measure against) or
+// read and written in place by pointer-batched calls (the default). At the seed model's
+// shapes (64 · 8 problems of 100 × 100 × 64) the float32 products took 8.9 ms a step in
+// one call per head, 4.2 ms on head-major copies, which cost 1.8 ms.
+bool head_copies() {
+  static const bool on = std::getenv("KILN_CUDA_HEAD_COPIES") != nullptr;
+  return on;
+}
+
+// t itself, or under head_copies a contiguous copy where t is not uniform_heads.
 Tensor head_major(CudaBackend& be, const Tensor& t) {
-  if (uniform_heads(t)) return t;
+  if (!head_copies() || uniform_heads(t)) return t;
   Tensor c = Tensor::empty(t.shape(), TensorOptions(t.dtype()).device(t.device()));
   be.copy(t, c);
   return c;
 }
 
-// Where a product meant for dst writes: dst where uniform_heads, else a contiguous
-// scratch that write_back then copies into dst.
+// Where a product meant for dst writes: dst, or under head_copies a contiguous scratch
+// where dst is not uniform_heads, which write_back then copies into dst.
 Tensor head_major_out(const Tensor& dst) {
-  return uniform_heads(dst) ? dst : Tensor::empty(dst.shape(), TensorOptions(dst.dtype()).device(dst.device()));
+  if (!head_copies() || uniform_heads(dst)) return dst;
+  return Tensor::empty(dst.shape(), TensorOptions(dst.dtype()).device(dst.device()));
 }
 void write_back(CudaBackend& be, const Tensor& written, const Tensor& dst) {
   if (written.data_ptr() != dst.data_ptr()) be.copy(written, dst);
@@ -323,7 +380,7 @@ void attention_materialized(CudaBackend& be, const Tensor& q, const Tensor& k, c
     } else {
       const Tensor qh = head_major(be, q), kh = head_major(be, k);
       gemm_heads<In, T>(handle, false, true, L, S, E, static_cast<T>(scale), qh.data<In>(), heads_of(qh),
-                        kh.data<In>(), heads_of(kh), scores.data<T>(), heads_of(scores), N, H);
+                        kh.data<In>(), heads_of(kh), scores.data<T>(), heads_of(scores), N, H, q);
     }
   }
   const uint64_t threshold = cpu::bernoulli_threshold(1.0 - p);
@@ -340,7 +397,7 @@ void attention_materialized(CudaBackend& be, const Tensor& q, const Tensor& k, c
   const Tensor vh = head_major(be, v), oh = head_major_out(out);
   const Tensor& weights = kMixed ? low : scores;  // P' as the product reads it
   gemm_heads<In, T>(handle, false, false, L, Ev, S, T(1), weights.data<In>(), heads_of(weights), vh.data<In>(),
-                    heads_of(vh), oh.data<T>(), heads_of(oh), N, H);
+                    heads_of(vh), oh.data<T>(), heads_of(oh), N, H, q);
   write_back(be, oh, out);
 }
 
@@ -384,11 +441,11 @@ void attention_backward_materialized(CudaBackend& be, const Tensor& g, const Ten
   // probs (L, S) = scale · q kᵀ (P once the row kernel adds the mask and takes exp(· - lse))
   if (E == 0) be.fill(probs, 0.0);
   else gemm_heads<In, T>(handle, false, true, L, S, E, tscale, qh.data<In>(), heads_of(qh), kh.data<In>(),
-                         heads_of(kh), probs.data<T>(), ph, N, H);
+                         heads_of(kh), probs.data<T>(), ph, N, H, q);
   // dprobs (L, S) = dP' = g (L, Ev) @ v (S, Ev)ᵀ
   if (Ev == 0) be.fill(dprobs, 0.0);
   else gemm_heads<In, T>(handle, false, true, L, S, Ev, T(1), gp, gh, vh.data<In>(), heads_of(vh),
-                         dprobs.data<T>(), ph, N, H);
+                         dprobs.data<T>(), ph, N, H, q);
   const uint64_t threshold = cpu::bernoulli_threshold(1.0 - p);
   bfloat16* pl = kMixed ? p_low.data<bfloat16>() : nullptr;
   bfloat16* dl = kMixed ? ds_low.data<bfloat16>() : nullptr;
@@ -408,14 +465,14 @@ void attention_backward_materialized(CudaBackend& be, const Tensor& g, const Ten
   // grad_v (S, Ev) = P'ᵀ (S, L) @ g (L, Ev)
   if (Ev > 0)
     gemm_heads<In, T>(handle, true, false, S, Ev, L, T(1), weights.data<In>(), ph, gp, gh, gv.data<T>(),
-                      heads_of(gv), N, H);
+                      heads_of(gv), N, H, q);
   if (E > 0) {
     // grad_q (L, E) = scale · dS (L, S) @ k (S, E)
     gemm_heads<In, T>(handle, false, false, L, E, S, ds_alpha, dscores.data<In>(), ph, kh.data<In>(),
-                      heads_of(kh), gq.data<T>(), heads_of(gq), N, H);
+                      heads_of(kh), gq.data<T>(), heads_of(gq), N, H, q);
     // grad_k (S, E) = scale · dSᵀ (S, L) @ q (L, E)
     gemm_heads<In, T>(handle, true, false, S, E, L, ds_alpha, dscores.data<In>(), ph, qh.data<In>(),
-                      heads_of(qh), gk.data<T>(), heads_of(gk), N, H);
+                      heads_of(qh), gk.data<T>(), heads_of(gk), N, H, q);
   }
   if (Ev > 0) write_back(be, gv, grad_v);
   if (E > 0) {
