@@ -1,6 +1,7 @@
 // Optimizers (SGD, Adam, AdamW), learning-rate schedules and gradient clipping:
 // - a few steps on a tiny fixed problem match torch.optim (tests/fixtures/optim.txt, made
-//   by make_optim_fixtures.py), every variant, parameter groups, float64 and float32;
+//   by make_optim_fixtures.py), every variant (maximize too), parameter groups, float64
+//   and float32;
 // - each schedule against its formula and StepLR/LambdaLR against PyTorch's sequence;
 // - state_dict / load_state_dict resume bitwise, and bad state dicts are refused;
 // - clip_grad_norm_ / clip_grad_value_ against PyTorch; the documented errors.
@@ -175,6 +176,12 @@ TEST_CASE("SGD matches torch.optim.SGD step by step (float64)") {
     SGD opt(net.params, sgd(0.1, 0.8, 0, 0.05, true));
     check_against_torch("sgd_nesterov_wd", net, opt, kTol64);
   }
+  SUBCASE("maximize, nesterov, weight decay") {
+    SGDOptions o = sgd(0.02, 0.8, 0, 0.05, true);
+    o.maximize = true;
+    SGD opt(net.params, o);
+    check_against_torch("sgd_maximize", net, opt, kTol64);
+  }
 }
 
 TEST_CASE("Adam and AdamW match torch.optim step by step (float64)") {
@@ -198,6 +205,18 @@ TEST_CASE("Adam and AdamW match torch.optim step by step (float64)") {
   SUBCASE("AdamW amsgrad") {
     AdamW opt(net.params, adam(0.05, 0.1, true, 0.8, 0.9));
     check_against_torch("adamw_amsgrad", net, opt, kTol64);
+  }
+  SUBCASE("Adam maximize, weight decay, amsgrad") {
+    AdamOptions o = adam(0.05, 0.1, true);
+    o.maximize = true;
+    Adam opt(net.params, o);
+    check_against_torch("adam_maximize", net, opt, kTol64);
+  }
+  SUBCASE("AdamW maximize") {
+    AdamOptions o = adam(0.05, 0.1);
+    o.maximize = true;
+    AdamW opt(net.params, o);
+    check_against_torch("adamw_maximize", net, opt, kTol64);
   }
 }
 
@@ -259,6 +278,70 @@ TEST_CASE("Adam's multi-tensor pass leaves every parameter as stepping it alone 
       if (together[i].numel() > 0) CHECK_FALSE(equal(together[i], initial[i]));
     }
     CHECK(opt->state_dict().at("state.7.step").item() == 2.0);
+  }
+}
+
+// torch's maximize flips the gradient's sign before anything else reads it, so a step
+// that maximizes on g is, bit for bit, the step that minimizes on -g: on the fused kernel
+// (contiguous parameters, one multi-tensor run) and on the composed form (a strided one),
+// with weight decay, amsgrad, momentum and nesterov.
+TEST_CASE("maximize: each step is the minimizing step of the negated gradient, bit for bit") {
+  using Make = std::function<std::unique_ptr<Optimizer>(std::vector<Tensor>, bool)>;
+  auto check = [](const Make& make) {
+    Generator gen(21);
+    const Tensor init[] = {randn({6, 5}, TensorOptions(kFloat32), &gen), randn({9}, TensorOptions(kFloat32), &gen),
+                           randn({4, 6}, TensorOptions(kFloat64), &gen)};
+    std::vector<Tensor> up, down;
+    for (const Tensor& t : init) {
+      const bool strided = t.dim() == 2 && t.size(0) == 4;  // transposed strides: the composed form
+      auto copy = [&] { return (strided ? t.t().contiguous().t() : t.clone()).requires_grad_(); };
+      up.push_back(copy());
+      down.push_back(copy());
+    }
+    REQUIRE_FALSE(up[2].is_contiguous());
+    std::unique_ptr<Optimizer> ascend = make(up, true), descend = make(down, false);
+    for (int step = 0; step < 3; ++step) {
+      for (size_t i = 0; i < up.size(); ++i) {
+        Tensor g = randn(init[i].shape(), TensorOptions(init[i].dtype()), &gen);
+        up[i].set_grad(g);
+        down[i].set_grad(neg(g));
+      }
+      ascend->step();
+      descend->step();
+    }
+    for (size_t i = 0; i < up.size(); ++i) {
+      CAPTURE(i);
+      CHECK(equal(up[i], down[i]));
+      CHECK_FALSE(equal(up[i], init[i]));
+    }
+    CHECK(ascend->param_groups()[0].get("maximize") == 1.0);
+  };
+  SUBCASE("Adam, L2 weight decay, amsgrad") {
+    check([](std::vector<Tensor> ps, bool maximize) {
+      AdamOptions o = adam(0.05, 0.1, true);
+      o.maximize = maximize;
+      return std::unique_ptr<Optimizer>(new Adam(std::move(ps), o));
+    });
+  }
+  SUBCASE("AdamW") {
+    check([](std::vector<Tensor> ps, bool maximize) {
+      AdamOptions o = adam(0.05, 0.1);
+      o.maximize = maximize;
+      return std::unique_ptr<Optimizer>(new AdamW(std::move(ps), o));
+    });
+  }
+  SUBCASE("SGD, nesterov momentum and weight decay") {
+    check([](std::vector<Tensor> ps, bool maximize) {
+      SGDOptions o = sgd(0.1, 0.8, 0, 0.05, true);
+      o.maximize = maximize;
+      return std::unique_ptr<Optimizer>(new SGD(std::move(ps), o));
+    });
+  }
+  SUBCASE("a group's own option") {
+    check([](std::vector<Tensor> ps, bool maximize) {
+      return std::unique_ptr<Optimizer>(
+          new Adam({ParamGroup(std::move(ps), {{"maximize", maximize ? 1.0 : 0.0}})}, adam(0.05)));
+    });
   }
 }
 
@@ -448,11 +531,12 @@ TEST_CASE("state_dict names state and options as documented") {
   CHECK(empty.count("state.0.step") == 0);  // no state before the first step
   for (int k = 0; k < 3; ++k) net.train_step(opt);
   auto sd = opt.state_dict();
-  CHECK(sd.size() == 2 * 6 + 4 * 4);  // 6 options per group, 4 tensors per parameter
+  CHECK(sd.size() == 2 * 7 + 4 * 4);  // 7 options per group, 4 tensors per parameter
   CHECK(sd.at("param_groups.0.lr").item() == 0.05);
   CHECK(sd.at("param_groups.1.lr").item() == 0.01);
   CHECK(sd.at("param_groups.1.weight_decay").item() == 0.2);
   CHECK(sd.at("param_groups.0.amsgrad").item() == 1.0);
+  CHECK(sd.at("param_groups.1.maximize").item() == 0.0);
   CHECK(sd.at("param_groups.0.beta2").dtype() == kFloat64);
   CHECK(sd.at("param_groups.0.beta2").dim() == 0);
   for (int i = 0; i < 4; ++i) {
@@ -608,12 +692,55 @@ TEST_CASE("bad optimizer state dicts are refused before anything changes") {
     sd = good;
     sd["param_groups.0.beta2"] = scalar_tensor(1.5);
     CHECK_ERROR(target.load_state_dict(sd), "[Adam] invalid beta parameter at index 1: 1.5");
+    sd = good;
+    sd["param_groups.1.maximize"] = scalar_tensor(0.5);
+    CHECK_ERROR(target.load_state_dict(sd), "[Adam] invalid maximize value: 0.5");
   }
   // Whatever was refused, the target is as it was and still loads the good state.
   CHECK(same_state(target.state_dict(), target_before));
   CHECK(lrs_of(target) == std::vector<double>{0.5, 0.02});
   target.load_state_dict(good);
   CHECK(same_state(target.state_dict(), good));
+}
+
+// A state dict written before an option existed (maximize came after the first files)
+// loads, the option taking torch's default (false) as torch's __setstate__ gives it, also
+// where this optimizer was made maximizing; a file that has it sets it.
+TEST_CASE("a state dict without maximize loads with maximize false; one with it sets it") {
+  Net a;
+  Adam writer(a.params, adam(0.01));
+  for (int k = 0; k < 2; ++k) a.train_step(writer);
+  Net b = a.copy();
+  AdamOptions up = adam(0.01);
+  up.maximize = true;
+  Adam reader(b.params, up);
+  OptimizerState old = writer.state_dict();
+  REQUIRE(old.erase("param_groups.0.maximize") == 1);
+  CHECK(reader.param_groups()[0].get("maximize") == 1.0);
+  reader.load_state_dict(old);
+  CHECK(reader.param_groups()[0].get("maximize") == 0.0);
+  CHECK(same_state(reader.state_dict(), writer.state_dict()));
+  // From here both minimize: the same steps.
+  for (int k = 0; k < 2; ++k) {
+    a.train_step(writer);
+    b.train_step(reader);
+  }
+  for (size_t i = 0; i < 4; ++i) CHECK(equal(a.params[i], b.params[i]));
+  OptimizerState on = writer.state_dict();
+  on["param_groups.0.maximize"] = scalar_tensor(1.0);
+  reader.load_state_dict(on);
+  CHECK(reader.param_groups()[0].get("maximize") == 1.0);
+  // SGD too; an option that is not newer than the file is still required.
+  Net c;
+  SGD sgd_writer(c.params, sgd(0.1, 0.9)), sgd_reader(Net().params, sgd(0.1));
+  c.train_step(sgd_writer);
+  OptimizerState s = sgd_writer.state_dict();
+  s.erase("param_groups.0.maximize");
+  sgd_reader.load_state_dict(s);
+  CHECK(sgd_reader.param_groups()[0].get("momentum") == 0.9);
+  CHECK(sgd_reader.param_groups()[0].get("maximize") == 0.0);
+  s.erase("param_groups.0.momentum");
+  CHECK_ERROR(sgd_reader.load_state_dict(s), "[load_state_dict]", "lacks 'param_groups.0.momentum'");
 }
 
 // ------------------------------------------------------------------ LR schedules
@@ -934,6 +1061,13 @@ TEST_CASE("bad optimizer options name the optimizer and the value") {
     CHECK_ERROR(Adam(ps, adam(1e-3, -0.1)), "[Adam] invalid weight_decay value: -0.1");
     CHECK_ERROR(AdamW(ps, adam(-0.5)), "[AdamW] invalid learning rate: -0.5");
     CHECK_ERROR(AdamW(net.two_groups({{"beta2", 1.0}}, {}), adam(0.1)), "[AdamW] invalid beta parameter at index 1: 1");
+  }
+  SUBCASE("flags are 0 or 1") {
+    CHECK_ERROR(Adam(net.two_groups({{"maximize", 0.5}}, {}), adam(0.1)),
+                "[Adam] invalid maximize value: 0.5 (a flag is 0 or 1)");
+    CHECK_ERROR(AdamW(net.two_groups({}, {{"amsgrad", 2.0}}), adam(0.1)), "[AdamW] invalid amsgrad value: 2");
+    CHECK_ERROR(SGD(net.two_groups({{"maximize", -1.0}}, {}), sgd(0.1)), "[SGD] invalid maximize value: -1");
+    CHECK_ERROR(SGD(net.two_groups({{"nesterov", 0.5}}, {}), sgd(0.1, 0.9)), "[SGD] invalid nesterov value: 0.5");
   }
   SUBCASE("groups added later are checked too") {
     SGD opt({ps[0]}, sgd(0.1));

@@ -16,7 +16,8 @@ Adam::Adam(std::vector<ParamGroup> groups, AdamOptions o) : Adam(std::move(group
 Adam::Adam(std::vector<ParamGroup> groups, AdamOptions o, std::string name, bool decoupled)
     : Optimizer(std::move(groups),
                 {{"lr", o.lr}, {"beta1", o.beta1}, {"beta2", o.beta2}, {"eps", o.eps},
-                 {"weight_decay", o.weight_decay}, {"amsgrad", o.amsgrad ? 1.0 : 0.0}},
+                 {"weight_decay", o.weight_decay}, {"amsgrad", o.amsgrad ? 1.0 : 0.0},
+                 {"maximize", o.maximize ? 1.0 : 0.0}},
                 name),
       decoupled_(decoupled) {
   state_names_ = {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
@@ -32,6 +33,8 @@ void Adam::check_options(const ParamGroup& g) const {
   KILN_CHECK(g.get("beta2") >= 0 && g.get("beta2") < 1, name_.c_str(), "invalid beta parameter at index 1: ",
              g.get("beta2"));
   KILN_CHECK(g.get("weight_decay") >= 0, name_.c_str(), "invalid weight_decay value: ", g.get("weight_decay"));
+  check_flag(g, "amsgrad");
+  check_flag(g, "maximize");
 }
 
 AdamW::AdamW(std::vector<ParamGroup> groups, AdamOptions o) : Adam(std::move(groups), o, "AdamW", true) {}
@@ -99,6 +102,7 @@ bool fusable(const Tensor& p, const Tensor& g, std::map<std::string, Tensor>& st
 // single-tensor Adam, op for op.
 void composed_step(Tensor p, Tensor g, std::map<std::string, Tensor>& st, const AdamStepParams& hp) {
   const double lr = hp.lr, b1 = hp.beta1, b2 = hp.beta2, step = static_cast<double>(hp.step);
+  if (hp.maximize) g = neg(g);
   if (hp.weight_decay != 0) {
     if (hp.decoupled) p.mul_(1.0 - lr * hp.weight_decay);
     else g = add(g, p, hp.weight_decay);
@@ -126,7 +130,8 @@ void Adam::step() {
     // The group's hyper-parameters; each update sets its step count.
     AdamStepParams hp{.lr = group.get("lr"), .beta1 = group.get("beta1"), .beta2 = group.get("beta2"),
                       .eps = group.get("eps"), .weight_decay = group.get("weight_decay"), .step = 0,
-                      .decoupled = decoupled_, .amsgrad = group.get("amsgrad") != 0};
+                      .decoupled = decoupled_, .amsgrad = group.get("amsgrad") != 0,
+                      .maximize = group.get("maximize") != 0};
     FusedRun run;
     auto flush = [&] {
       if (run.params.empty()) return;

@@ -10,6 +10,7 @@ struct AdamOptions {
   double eps = 1e-8;
   double weight_decay = 0.0;
   bool amsgrad = false;
+  bool maximize = false;  // ascend the objective (torch's maximize: the gradient's sign flipped)
 };
 
 // torch.optim.Adam: weight decay is L2 added to the gradient.

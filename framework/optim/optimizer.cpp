@@ -42,6 +42,15 @@ void check_buffer(const std::string& key, const std::string& name, const Tensor&
 }
 }  // namespace
 
+std::map<std::string, double> Optimizer::with_load_defaults(std::map<std::string, double> options,
+                                                            const OptimizerState& state, size_t g) const {
+  for (const auto& [option, v] : load_defaults_) {
+    if (defaults_.count(option) && !state.count("param_groups." + std::to_string(g) + "." + option))
+      options[option] = v;
+  }
+  return options;
+}
+
 double ParamGroup::get(const std::string& key) const {
   auto it = options.find(key);
   KILN_CHECK(it != options.end(), "optimizer", "parameter group has no option '", key, "'");
@@ -76,6 +85,11 @@ void Optimizer::add_param_group(ParamGroup group) {
   groups_.push_back(std::move(group));
 }
 
+void Optimizer::check_flag(const ParamGroup& g, const char* key) const {
+  const double v = g.get(key);
+  KILN_CHECK(v == 0 || v == 1, name_.c_str(), "invalid ", key, " value: ", v, " (a flag is 0 or 1)");
+}
+
 void Optimizer::zero_grad(bool set_to_none) {
   for (auto& g : groups_)
     for (auto& p : g.params) p.zero_grad(set_to_none);
@@ -105,7 +119,7 @@ void Optimizer::check_state_dict(const OptimizerState& state) const {
     for (const auto& p : g.params) params.push_back(&p);
   // The groups' options as they would be after loading, and each parameter's state names.
   std::vector<ParamGroup> loaded(groups_.size());
-  for (size_t g = 0; g < groups_.size(); ++g) loaded[g].options = groups_[g].options;
+  for (size_t g = 0; g < groups_.size(); ++g) loaded[g].options = with_load_defaults(groups_[g].options, state, g);
   std::vector<std::set<std::string>> names(params.size());
   for (const auto& [key, t] : state) {
     if (key.rfind("param_groups.", 0) == 0) {
@@ -146,7 +160,7 @@ void Optimizer::check_state_dict(const OptimizerState& state) const {
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (const auto& [option, v] : defaults_) {
       std::string key = "param_groups." + std::to_string(g) + "." + option;
-      KILN_CHECK(state.count(key), "load_state_dict", "state lacks '", key, "' (the optimizer has ", groups_.size(),
+      KILN_CHECK(state.count(key) || load_defaults_.count(option), "load_state_dict", "state lacks '", key, "' (the optimizer has ", groups_.size(),
                  " parameter groups)");
     }
     check_options(loaded[g]);
@@ -164,6 +178,7 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
   for (const auto& g : groups_)
     for (const auto& p : g.params) params.push_back(&p);
   state_.clear();
+  for (size_t g = 0; g < groups_.size(); ++g) groups_[g].options = with_load_defaults(groups_[g].options, state, g);
   for (const auto& [key, t] : state) {
     if (key.rfind("param_groups.", 0) == 0) {
       size_t dot = key.find('.', 13);

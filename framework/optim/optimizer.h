@@ -40,7 +40,9 @@ class Optimizer {
 
   OptimizerState state_dict() const;
   // Checks that the state fits these parameters before changing anything: one entry per
-  // option of every group (no more groups, no fewer), options this optimizer accepts,
+  // option of every group (no more groups, no fewer; an option newer than the file, such
+  // as maximize, may be absent and takes torch's default then, false), options this
+  // optimizer accepts,
   // per-parameter state with the names this optimizer keeps, all of them, in the
   // parameter's shape. Loaded tensors are copied.
   void load_state_dict(const OptimizerState& state);
@@ -52,6 +54,12 @@ class Optimizer {
   // construction and for the options of a state being loaded; the constructors of
   // subclasses call it for the groups they were given (a base constructor cannot).
   virtual void check_options(const ParamGroup&) const {}
+  // options with every load_defaults_ option this optimizer has and group g of `state`
+  // lacks set to its load default.
+  std::map<std::string, double> with_load_defaults(std::map<std::string, double> options,
+                                                   const OptimizerState& state, size_t g) const;
+  // Throws unless option `key` of g is a flag: 0 (false) or 1 (true).
+  void check_flag(const ParamGroup& g, const char* key) const;
 
   // The named state tensors of a parameter, created on first use.
   std::map<std::string, Tensor>& state_for(const Tensor& p);
@@ -63,6 +71,9 @@ class Optimizer {
   // The names a parameter's state may hold; if it holds any, it holds all the required
   // ones. A "step" is one value, any other state has the parameter's shape.
   std::vector<std::string> state_names_, required_state_;
+  // Options a state dict may lack (written before they existed), with the value a group
+  // loaded from it takes: torch's __setstate__ defaults (e.g. maximize: false).
+  std::map<std::string, double> load_defaults_{{"maximize", 0.0}};
 };
 
 }  // namespace kiln::optim

@@ -9,9 +9,10 @@ struct SGDOptions {
   double dampening = 0.0;
   double weight_decay = 0.0;
   bool nesterov = false;
+  bool maximize = false;  // ascend the objective (torch's maximize: the gradient's sign flipped)
 };
 
-// torch.optim.SGD: g += wd·p; buf = momentum·buf + (1 - dampening)·g (buf = g at the
+// torch.optim.SGD: g = -g when maximizing; g += wd·p; buf = momentum·buf + (1 - dampening)·g (buf = g at the
 // first step); g = nesterov ? g + momentum·buf : buf; p -= lr·g.
 class SGD : public Optimizer {
  public:
