@@ -160,8 +160,8 @@ void Optimizer::check_state_dict(const OptimizerState& state) const {
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (const auto& [option, v] : defaults_) {
       std::string key = "param_groups." + std::to_string(g) + "." + option;
-      KILN_CHECK(state.count(key) || load_defaults_.count(option), "load_state_dict", "state lacks '", key, "' (the optimizer has ", groups_.size(),
-                 " parameter groups)");
+      KILN_CHECK(state.count(key) || load_defaults_.count(option), "load_state_dict", "state lacks '", key,
+                 "' (the optimizer has ", groups_.size(), " parameter groups)");
     }
     check_options(loaded[g]);
   }
