@@ -785,8 +785,8 @@ TEST_SUITE("gpu") {
 
   TEST_CASE("cuBLASLt (preferred_blas_library Cublaslt): every matmul layout, linear with its bias in the epilogue") {
     // Unbatched float32 products and linear's bias through cublasLtMatmul; the rest (float64,
-    // batches) stays on cuBLAS. Odd sizes and a bias 4 bytes past alignment give the
-    // heuristic other kernels than the aligned ones (or none: then cuBLAS), the same values.
+    // batches) stays on cuBLAS. Odd sizes give the heuristic other kernels than the
+    // aligned ones (or none: then cuBLAS); a bias 4 bytes past alignment takes cuBLAS.
     PreferredBlas lt(cuda::BlasLibrary::Cublaslt);
     std::vector<Case> cases = matmul_cases();
     cases.push_back({"linear, odd sizes, a bias at an odd offset",

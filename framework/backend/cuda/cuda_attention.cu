@@ -9,6 +9,7 @@
 // of block (block + e / 4), as for bernoulli(1 - p).
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <limits>
 #include <type_traits>
@@ -244,7 +245,8 @@ __global__ void head_pointers_kernel(HeadPointers hp, int64_t H, int64_t count, 
 // when X is stored transposed (ta, tb). As in cuda_matmul.cu, cuBLAS gets Cᵀ = op(B)ᵀ
 // op(A)ᵀ. One strided-batched call when every operand's problem b = n·H + h sits at
 // b·stride; else one pointer-batched call over arrays of the N·H matrices (the heads of
-// a projection's rows, MultiheadAttention's layout, read and written where they are). In
+// a projection's rows, MultiheadAttention's layout, read and written where they are),
+// where every matrix is 16-byte aligned, or one strided-batched call per n or h. In
 // is T, or bfloat16 with T float (autocast's mixed products: float32 accumulation, on
 // the tensor cores).
 template <class In, class T>
@@ -254,12 +256,12 @@ void gemm_heads(cublasHandle_t handle, bool ta, bool tb, int64_t M, int64_t Nc, 
   const int lda = as_int(b.ld), ldb = as_int(a.ld), ldc = as_int(c.ld);
   const cublasOperation_t op_first = tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_second = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   const T zero = 0;
-  auto call = [&](long long sA, long long sB, long long sC, int64_t count) {
+  auto call = [&](int64_t offA, int64_t offB, int64_t offC, long long sA, long long sB, long long sC, int64_t count) {
     for (int64_t i0 = 0; i0 < count; i0 += 65535) {  // the grid's z limit, as in cuda_matmul.cu
       const int cnt = static_cast<int>(std::min<int64_t>(65535, count - i0));
-      const In* pa = A + i0 * sA;
-      const In* pb = B + i0 * sB;
-      T* pc = C + i0 * sC;
+      const In* pa = A + offA + i0 * sA;
+      const In* pb = B + offB + i0 * sB;
+      T* pc = C + offC + i0 * sC;
       if constexpr (std::is_same_v<In, bfloat16>) {
         static_assert(std::is_same_v<T, float>, "a bfloat16 product accumulates in float32");
         KILN_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, op_first, op_second, m, n, k, &alpha, pb, CUDA_R_16BF,
@@ -283,15 +285,31 @@ void gemm_heads(cublasHandle_t handle, bool ta, bool tb, int64_t M, int64_t Nc, 
     return false;
   };
   int64_t ua = 0, ub = 0, uc = 0;
-  if (uniform(a, ua) && uniform(b, ub) && uniform(c, uc)) return call(ua, ub, uc, N * H);
+  if (uniform(a, ua) && uniform(b, ub) && uniform(c, uc)) return call(0, 0, 0, ua, ub, uc, N * H);
 
   // Pointer arrays: cuBLAS's first operand is B, its second A (see above).
-  const int64_t count = N * H;
-  Tensor ptrs = Tensor::empty({3 * count}, TensorOptions(kInt64).device(like.device()));
   HeadPointers hp{{reinterpret_cast<const char*>(B), reinterpret_cast<const char*>(A),
                    reinterpret_cast<const char*>(C)},
                   {b.s0 * int64_t{sizeof(In)}, a.s0 * int64_t{sizeof(In)}, c.s0 * int64_t{sizeof(T)}},
                   {b.s1 * int64_t{sizeof(In)}, a.s1 * int64_t{sizeof(In)}, c.s1 * int64_t{sizeof(T)}}};
+  // cuBLAS cannot see the alignment of pointers it reads on the device, and its tensor-core
+  // kernels take 16-byte loads: matrices off that alignment go one strided-batched call
+  // per n (or per h, whichever is fewer), whose pointers it checks.
+  bool aligned = true;
+  for (int i = 0; i < 3; ++i) {
+    aligned = aligned && reinterpret_cast<uintptr_t>(hp.bases[i]) % 16 == 0 && hp.s0[i] % 16 == 0 &&
+              hp.s1[i] % 16 == 0;
+  }
+  if (!aligned) {
+    if (N <= H) {
+      for (int64_t i = 0; i < N; ++i) call(i * a.s0, i * b.s0, i * c.s0, a.s1, b.s1, c.s1, H);
+    } else {
+      for (int64_t j = 0; j < H; ++j) call(j * a.s1, j * b.s1, j * c.s1, a.s0, b.s0, c.s0, N);
+    }
+    return;
+  }
+  const int64_t count = N * H;
+  Tensor ptrs = Tensor::empty({3 * count}, TensorOptions(kInt64).device(like.device()));
   auto** arrays = reinterpret_cast<const void**>(ptrs.data_ptr());
   head_pointers_kernel<<<grid_for(count), kThreads, 0, stream_of(like)>>>(hp, H, count, arrays);
   KILN_CUDA_LAUNCH_CHECK("attention");

@@ -48,9 +48,10 @@ void destroy(LtPlan& p) {
   p = LtPlan{};
 }
 
-// The alignment in bytes (1 to 16) of a matrix at p whose columns are ld_bytes apart.
+// The alignment in bytes (1 to 256, cuBLASLt's default assumption) of a matrix at p
+// whose columns are ld_bytes apart.
 int64_t alignment(const void* p, int64_t ld_bytes) {
-  const auto x = reinterpret_cast<uintptr_t>(p) | static_cast<uintptr_t>(ld_bytes) | uintptr_t{16};
+  const auto x = reinterpret_cast<uintptr_t>(p) | static_cast<uintptr_t>(ld_bytes) | uintptr_t{256};
   return static_cast<int64_t>(x & (~x + 1));
 }
 
@@ -150,7 +151,10 @@ bool eligible(const Tensor& a, const Tensor& b, const Tensor* bias, const Tensor
   const bool f32 = a.dtype() == kFloat32 && b.dtype() == kFloat32;
   const bool mixed = a.dtype() == kBFloat16 && b.dtype() == kBFloat16;
   if (!f32 && !mixed) return false;
-  return !bias || (bias->dtype() == kFloat32 && bias->is_contiguous() && bias->numel() == N);
+  // The heuristic is told no alignment for the bias, and the epilogue's loads want 16
+  // bytes: a bias off that takes the cuBLAS path.
+  return !bias || (bias->dtype() == kFloat32 && bias->is_contiguous() && bias->numel() == N &&
+                   alignment(bias->data_ptr(), 0) >= 16);
 }
 
 }  // namespace
