@@ -40,11 +40,18 @@ void check_buffer(const std::string& key, const std::string& name, const Tensor&
   KILN_CHECK(!square || (t.numel() == 0 || min(t).item() >= 0), "load_state_dict", "state '", key,
              "' is an average of squares but holds a negative value (", t.numel() ? min(t).item() : 0.0, ")");
 }
+
+// Options a state dict may lack (written before they existed), with the value a group
+// loaded from it takes: torch's __setstate__ defaults.
+const std::map<std::string, double>& load_defaults() {
+  static const std::map<std::string, double> d{{"maximize", 0.0}};
+  return d;
+}
 }  // namespace
 
 std::map<std::string, double> Optimizer::with_load_defaults(std::map<std::string, double> options,
                                                             const OptimizerState& state, size_t g) const {
-  for (const auto& [option, v] : load_defaults_) {
+  for (const auto& [option, v] : load_defaults()) {
     if (defaults_.count(option) && !state.count("param_groups." + std::to_string(g) + "." + option))
       options[option] = v;
   }
@@ -160,7 +167,7 @@ void Optimizer::check_state_dict(const OptimizerState& state) const {
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (const auto& [option, v] : defaults_) {
       std::string key = "param_groups." + std::to_string(g) + "." + option;
-      KILN_CHECK(state.count(key) || load_defaults_.count(option), "load_state_dict", "state lacks '", key,
+      KILN_CHECK(state.count(key) || load_defaults().count(option), "load_state_dict", "state lacks '", key,
                  "' (the optimizer has ", groups_.size(), " parameter groups)");
     }
     check_options(loaded[g]);

@@ -54,8 +54,9 @@ class Optimizer {
   // construction and for the options of a state being loaded; the constructors of
   // subclasses call it for the groups they were given (a base constructor cannot).
   virtual void check_options(const ParamGroup&) const {}
-  // options with every load_defaults_ option this optimizer has and group g of `state`
-  // lacks set to its load default.
+  // options with every option newer than some state files (optimizer.cpp's
+  // load_defaults()) that this optimizer has and group g of `state` lacks set to torch's
+  // default for it.
   std::map<std::string, double> with_load_defaults(std::map<std::string, double> options,
                                                    const OptimizerState& state, size_t g) const;
   // Throws unless option `key` of g is a flag: 0 (false) or 1 (true).
@@ -71,9 +72,6 @@ class Optimizer {
   // The names a parameter's state may hold; if it holds any, it holds all the required
   // ones. A "step" is one value, any other state has the parameter's shape.
   std::vector<std::string> state_names_, required_state_;
-  // Options a state dict may lack (written before they existed), with the value a group
-  // loaded from it takes: torch's __setstate__ defaults (e.g. maximize: false).
-  std::map<std::string, double> load_defaults_{{"maximize", 0.0}};
 };
 
 }  // namespace kiln::optim

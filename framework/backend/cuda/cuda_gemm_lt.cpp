@@ -16,6 +16,7 @@
 
 #include "backend/cuda/cuda_device.h"
 #include "backend/matrix_layout.h"
+#include "core/cuda.h"
 
 namespace kiln::cuda {
 namespace {
@@ -160,7 +161,7 @@ bool eligible(const Tensor& a, const Tensor& b, const Tensor* bias, const Tensor
 }  // namespace
 
 bool lt_matmul(const Tensor& a, const Tensor& b, const Tensor* bias, const Tensor& out, bool accumulate) {
-  if (!eligible(a, b, bias, out)) return false;
+  if (preferred_blas_library() != BlasLibrary::Cublaslt || !eligible(a, b, bias, out)) return false;
   MatLayout la, lb;
   if (!blas_layout(a, la) || !blas_layout(b, lb)) return false;
   const int64_t nd = out.dim();

@@ -18,7 +18,6 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_gemm_lt.h"
-#include "core/cuda.h"
 #include "backend/matrix_layout.h"
 
 namespace kiln::cuda {
@@ -64,7 +63,7 @@ void CudaBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& o
     if (!accumulate) fill(out, 0.0);
     return;
   }
-  if (preferred_blas_library() == BlasLibrary::Cublaslt && lt_matmul(a_in, b_in, nullptr, out, accumulate)) return;
+  if (lt_matmul(a_in, b_in, nullptr, out, accumulate)) return;  // under set_preferred_blas_library(Cublaslt)
   DeviceGuard guard(out);
   MatLayout la, lb;
   int64_t sa = 0, sb = 0;
@@ -108,7 +107,7 @@ void CudaBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& o
 }
 
 void CudaBackend::matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
-  if (preferred_blas_library() == BlasLibrary::Cublaslt && lt_matmul(a, b, &bias, out, false)) return;
+  if (lt_matmul(a, b, &bias, out, false)) return;  // under set_preferred_blas_library(Cublaslt)
   Backend::matmul_bias(a, b, bias, out);  // the bias broadcast into out, the product accumulated onto it
 }
 
