@@ -23,6 +23,10 @@
 // --checkpoint-layers: Seq2SeqOptions::checkpoint_layers (every encoder and decoder layer
 // through utils::checkpoint), as torch_train_step.py --checkpoint-layers wraps each layer
 // in torch.utils.checkpoint; the line then says "checkpoint_layers": true.
+// --checkpoint-ff: Seq2SeqOptions::checkpoint_feed_forward (each layer's feed-forward
+// hidden layer through utils::checkpoint, its output freed too), as torch_train_step.py
+// --checkpoint-ff wraps each layer's linear1, activation and dropout in
+// torch.utils.checkpoint; the line then says "checkpoint_feed_forward": true.
 // --blas: kiln::cuda::set_preferred_blas_library's choice for a GPU (default cublas); the
 // line then says "blas".
 #include <sys/resource.h>
@@ -56,7 +60,7 @@ double peak_tensor_mb(kiln::Device d) { return static_cast<double>(kiln::memory_
 struct Args {
   std::string config = "tiny", device = "cpu";
   int steps = 0, warmup = 2, threads = 0, curve = 0;
-  bool bf16 = false, flush_denormal = false, checkpoint_layers = false;
+  bool bf16 = false, flush_denormal = false, checkpoint_layers = false, checkpoint_ff = false;
   std::optional<kiln::cuda::AttentionKernel> attention;  // --attention: the GPU's attention kernels
   std::optional<bool> recompute;                         // --recompute on|off
   std::optional<kiln::cuda::BlasLibrary> blas;           // --blas cublas|cublaslt
@@ -73,8 +77,11 @@ int main(int argc, char** argv) {
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string f = argv[i];
-      if (f == "--bf16" || f == "--flush-denormal" || f == "--checkpoint-layers") {
-        (f == "--bf16" ? a.bf16 : f == "--flush-denormal" ? a.flush_denormal : a.checkpoint_layers) = true;
+      if (f == "--bf16" || f == "--flush-denormal" || f == "--checkpoint-layers" || f == "--checkpoint-ff") {
+        (f == "--bf16"              ? a.bf16
+         : f == "--flush-denormal"  ? a.flush_denormal
+         : f == "--checkpoint-ff"   ? a.checkpoint_ff
+                                    : a.checkpoint_layers) = true;
         continue;
       }
       if (f != "--config" && f != "--steps" && f != "--warmup" && f != "--threads" && f != "--device" &&
@@ -123,6 +130,7 @@ int run(const Args& a) {
 
   tr::Seq2SeqOptions options = bench::model_options(c);
   options.checkpoint_layers = a.checkpoint_layers;
+  options.checkpoint_feed_forward = a.checkpoint_ff;
   tr::Seq2SeqTransformer model(options);
   model.to(device);
   model.train();
@@ -175,6 +183,7 @@ int run(const Args& a) {
   if (a.flush_denormal) extra += ", \"flush_denormal\": true";
   if (a.recompute) extra += std::string(", \"recompute\": ") + (*a.recompute ? "true" : "false");
   if (a.checkpoint_layers) extra += ", \"checkpoint_layers\": true";
+  if (a.checkpoint_ff) extra += ", \"checkpoint_feed_forward\": true";
   if (a.blas) {
     extra += std::string(", \"blas\": ") + (*a.blas == kiln::cuda::BlasLibrary::Cublaslt ? "\"cublaslt\"" : "\"cublas\"");
   }

@@ -7,6 +7,7 @@
 
 #include <any>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "test_util.h"
@@ -290,6 +291,160 @@ TEST_CASE("checkpointed Transformer layers: the plain step's loss and gradients,
   const auto [ckpt, ckpt_held] = step(true);
   CHECK(ckpt == plain);
   CHECK(ckpt_held * 2 < plain_held);
+}
+
+namespace {
+
+// A feed-forward block as the Transformer's: layer_norm -> [linear -> relu_dropout] ->
+// linear, the bracket checkpointed with recompute_outputs or not, in float64, float32 or
+// under autocast; the layer norm's recipes on or off.
+struct FeedForwardRun {
+  std::vector<std::vector<double>> grads;  // of x and the four weights
+  int64_t held_after_forward = 0;
+  int calls = 0;
+};
+
+FeedForwardRun run_feed_forward(DType dtype, bool autocast, bool checkpointed, bool recipes, bool nested = false) {
+  manual_seed(21);
+  Generator g(8);
+  TensorOptions o(dtype);
+  Tensor x = randn({64, 16}, o, &g).requires_grad_();
+  Tensor w1 = (randn({32, 16}, o, &g) * 0.3).requires_grad_(), b1 = (randn({32}, o, &g) * 0.1).requires_grad_();
+  Tensor w2 = (randn({16, 32}, o, &g) * 0.3).requires_grad_(), ln_w = (randn({16}, o, &g) + 1.0).requires_grad_();
+  set_recompute_saved(recipes);
+  FeedForwardRun r;
+  auto hidden = [w1, b1, &r](const Tensor& in) {
+    ++r.calls;
+    return relu_dropout(linear(in, w1, b1), 0.25);
+  };
+  utils::CheckpointOptions freeing;
+  freeing.recompute_outputs = true;
+  const int64_t before = allocated();
+  Tensor out;
+  {
+    std::optional<AutocastGuard> guard;
+    if (autocast) guard.emplace(kBFloat16);
+    Tensor y = layer_norm(x, {16}, ln_w);
+    Tensor h;
+    if (!checkpointed) {
+      h = hidden(y);
+    } else if (nested) {  // inside an outer checkpoint the inner one leaves no recipe
+      h = utils::checkpoint([&](const Tensor& in) { return utils::checkpoint(hidden, in, freeing); }, y);
+    } else {
+      h = utils::checkpoint(hidden, y, freeing);
+    }
+    out = linear(h, w2).sum();
+  }
+  r.held_after_forward = allocated() - before;
+  out.backward();
+  reset_recompute_saved();
+  r.grads = grads_of({x, w1, b1, w2, ln_w});
+  return r;
+}
+
+}  // namespace
+
+// recompute_outputs: the second linear saves h (or, under autocast, the bfloat16 copy
+// relu_dropout cached for it) as a recipe that reads the checkpoint's second run, so
+// nothing of h is held after forward, and the run that fills the checkpoint's own saved
+// tensors is the one the recipe reads (the function runs twice, not three times). An input
+// that is a layer norm's output with a recipe is kept as that recipe, not its memory.
+TEST_CASE("checkpoint recompute_outputs: a consumer keeps the output's recipe, not its memory; the plain bits") {
+  struct Mode {
+    DType dtype;
+    bool autocast;
+  };
+  for (const Mode m : {Mode{kFloat64, false}, Mode{kFloat32, false}, Mode{kFloat32, true}}) {
+    CAPTURE(dtype_name(m.dtype));
+    CAPTURE(m.autocast);
+    const int64_t h_bytes = 64 * 32 * (m.autocast ? 2 : dtype_size(m.dtype));  // what linear(h) keeps of h
+    const int64_t y_bytes = 64 * 16 * dtype_size(m.dtype);
+    const FeedForwardRun plain = run_feed_forward(m.dtype, m.autocast, false, false);
+    for (bool recipes : {false, true}) {
+      CAPTURE(recipes);
+      const FeedForwardRun kept = run_feed_forward(m.dtype, m.autocast, false, recipes);
+      const FeedForwardRun freed = run_feed_forward(m.dtype, m.autocast, true, recipes);
+      CHECK(kept.grads == plain.grads);
+      CHECK(freed.grads == plain.grads);
+      CHECK(freed.calls == 2);
+      // Under autocast the plain linear1 also keeps its weight's bfloat16 copy (the
+      // checkpointed one only in a slot, gone with the guard's cache) and, without recipes,
+      // y's bfloat16 copy where the checkpoint keeps y itself.
+      int64_t expected = h_bytes;
+      if (m.autocast) expected += 32 * 16 * 2;
+      if (m.autocast && !recipes) expected += 64 * 16 * 2 - 64 * 16 * 4;
+      CHECK(kept.held_after_forward - freed.held_after_forward == expected);
+    }
+    // The checkpoint's input, y, kept by its recipe when the recipes are on.
+    CHECK(run_feed_forward(m.dtype, m.autocast, true, false).held_after_forward -
+              run_feed_forward(m.dtype, m.autocast, true, true).held_after_forward ==
+          y_bytes);
+    const FeedForwardRun nested = run_feed_forward(m.dtype, m.autocast, true, true, true);
+    CHECK(nested.grads == plain.grads);
+    // The outer checkpoint's ops all save under the inner one's hooks: only the inner runs again.
+    CHECK(nested.calls == 2);
+  }
+}
+
+TEST_CASE("checkpoint recompute_outputs: an input returned as it is, and a function that saves nothing") {
+  Tensor x = randn({4, 3}, TensorOptions(kFloat64)).requires_grad_();
+  utils::CheckpointOptions freeing;
+  freeing.recompute_outputs = true;
+  Tensor same = utils::checkpoint([](const Tensor& t) { return t; }, x, freeing);
+  Tensor doubled = utils::checkpoint([](const Tensor& t) { return t * 2.0; }, x, freeing);  // Mul by a number saves nothing
+  Tensor w = randn({3, 3}, TensorOptions(kFloat64)).requires_grad_();
+  (linear(same, w) + linear(doubled, w)).sum().backward();
+  // d/dx sum(x w^T + 2 x w^T) = 3 · (column sums of w), on every row.
+  const std::vector<double> col = w.detach().sum({0}).to_vector<double>();
+  const std::vector<double> gx = x.grad().to_vector<double>();
+  for (size_t i = 0; i < gx.size(); ++i) CHECK(gx[i] == doctest::Approx(3.0 * col[i % 3]).epsilon(1e-12));
+}
+
+// checkpoint_feed_forward: each layer's hidden feed-forward layer through a checkpoint with
+// recompute_outputs. The plain step's loss and gradients, bit for bit, and nothing of the
+// (rows, dim_feedforward) activations held after forward: with the recipes on (as on a GPU)
+// exactly their bytes less than the plain step, whose norms' outputs are recipes too.
+TEST_CASE("checkpoint_feed_forward: the plain step's bits, each layer's hidden activation not held") {
+  for (bool autocast : {false, true}) {
+    CAPTURE(autocast);
+    auto step = [autocast](bool checkpointed) {
+      manual_seed(12);
+      tr::Seq2SeqOptions o;
+      o.src_vocab_size = o.tgt_vocab_size = 40;
+      o.d_model = 16;
+      o.nhead = 2;
+      o.num_encoder_layers = o.num_decoder_layers = 2;
+      o.dim_feedforward = 64;
+      o.max_len = 32;
+      o.checkpoint_feed_forward = checkpointed;
+      tr::Seq2SeqTransformer model(o);
+      model.train();
+      Tensor src = randint(1, 40, {6, 10}), tgt = randint(1, 40, {6, 9});
+      set_recompute_saved(true);
+      const int64_t base = allocated();
+      Tensor loss;
+      {
+        std::optional<AutocastGuard> guard;
+        if (autocast) guard.emplace(kBFloat16);
+        loss = cross_entropy(model.forward(src, tgt.slice(1, 0, 8)).reshape({-1, 40}),
+                             tgt.slice(1, 1, 9).reshape({-1}));
+      }
+      const int64_t held = allocated() - base;
+      loss.backward();
+      reset_recompute_saved();
+      std::vector<std::vector<double>> out = {loss.to_vector<double>()};
+      for (const Tensor& p : model.parameters()) out.push_back(p.grad().to_vector<double>());
+      return std::pair{out, held};
+    };
+    const auto [plain, plain_held] = step(false);
+    const auto [ckpt, ckpt_held] = step(true);
+    CHECK(ckpt == plain);
+    // Two encoder layers over 6 x 10 tokens and two decoder layers over 6 x 8, 64 wide;
+    // under autocast also the four linear1 weights' bfloat16 copies (64 x 16), which the
+    // checkpointed linear1 does not keep past the guard (its second run rounds them again).
+    const int64_t weights = autocast ? 4 * 64 * 16 * 2 : 0;
+    CHECK(plain_held - ckpt_held == (2 * 60 + 2 * 48) * 64 * (autocast ? 2 : 4) + weights);
+  }
 }
 
 // Layer norm outputs as recipes (autograd/recompute.h) are for SavedTensors without hooks;

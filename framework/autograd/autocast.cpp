@@ -224,6 +224,19 @@ Tensor autocast_adopt(const Tensor& t, const Tensor& low) {
   return low;
 }
 
+Tensor autocast_cached_copy(const Tensor& t) {
+  AutocastState& s = state();
+  if (s.depth == 0 || t.dtype() != kFloat32) return Tensor();
+  auto it = s.cache.find(t.impl()->storage.get());
+  if (it == s.cache.end()) return Tensor();
+  const Shadow& sh = it->second;
+  int64_t lo = 0, hi = 0;
+  if (sh.storage.lock() != t.impl()->storage || sh.version != t.version() || !span_of(t, lo, hi) ||
+      lo != sh.start || hi != sh.end)
+    return Tensor();
+  return sh.low;
+}
+
 std::pair<Tensor, Tensor> autocast_operand_and_column_sums(const Tensor& g, const char* op) {
   KILN_CHECK(g.dim() == 2, op, "expected a 2-D gradient, got shape ", shape_str(g.shape()));
   if (g.dtype() != kFloat32 || !g.is_contiguous()) return {autocast_operand(g, op), sum(g, {0})};

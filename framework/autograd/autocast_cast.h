@@ -35,6 +35,12 @@ Tensor autocast_share(const Tensor& t, const char* op);
 // returns low. Inside a guard only (autocast_applies); counted as a conversion.
 Tensor autocast_adopt(const Tensor& t, const Tensor& low);
 
+// The bfloat16 copy this thread's cache holds of exactly t's elements (t float32 and
+// dense: what autocast_share or autocast_adopt put there for it), flat and current;
+// undefined when there is none. Counts no hit: for an op that leaves a recipe on the copy
+// a later product will save (utils::checkpoint's outputs).
+Tensor autocast_cached_copy(const Tensor& t);
+
 // g (R, N) float32 as autocast_operand gives it, and its column sums (N, float32, the
 // bits of sum(g, {0})): a linear's output gradient, the GEMMs' operand and the bias
 // gradient's input, read once by the backend where g is contiguous and not cached.

@@ -11,7 +11,10 @@
 #include <string>
 
 #include "autograd/autocast.h"
+#include "autograd/autocast_cast.h"
 #include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "autograd/recompute.h"
 #include "autograd/saved_hooks.h"
 #include "core/error.h"
 #include "core/generator.h"
@@ -28,11 +31,23 @@ struct SavedMeta {
 };
 
 // An input of fn: detached (the second run makes its own leaves), whether it required grad
-// (what the ops save depends on it) and its version (a change in place is refused).
+// (what the ops save depends on it) and its version (a change in place is refused). An
+// input whose storage carries a recipe (a layer norm's output, autograd/recompute.h) is
+// kept as a SavedTensor of it, the recipe and a weak reference, not its memory (outside
+// any saved-tensor hooks).
 struct Input {
-  Tensor tensor;
+  Tensor tensor;            // kept whole; undefined when kept by recipe
+  SavedTensor by_recipe;
   bool requires_grad;
   uint64_t version;
+};
+
+// An output of the first run that recompute_outputs left a recipe on: its storage (to
+// know whether the second run's output must be kept for the recipe) and that output.
+struct Output {
+  std::weak_ptr<Storage> first;
+  bool recipe = false;
+  Tensor second;
 };
 
 // A tensor the first run saved: what it was, the second run's tensor for it, and whether
@@ -57,9 +72,21 @@ class Frame : public std::enable_shared_from_this<Frame> {
         autocast_(is_autocast_enabled()),
         autocast_dtype_(get_autocast_dtype()) {
     for (const Tensor& t : inputs) {
-      inputs_.push_back(t.defined() ? Input{t.detach(), t.requires_grad(), t.version()} : Input{t, false, 0});
+      if (!t.defined()) {
+        inputs_.push_back(Input{t, SavedTensor(), false, 0});
+      } else if (t.impl()->storage->recompute() && !detail::current_saved_hooks()) {
+        // (Under an outer checkpoint's hooks the SavedTensor would be one of its slots, which
+        // its second run, on a rebuilt input without the recipe, would not save again.)
+        inputs_.push_back(Input{Tensor(), SavedTensor(t, "checkpoint"), t.requires_grad(), t.version()});
+      } else {
+        inputs_.push_back(Input{t.detach(), SavedTensor(), t.requires_grad(), t.version()});
+      }
     }
   }
+
+  // Leaves on the first run's outputs (and their bfloat16 copies autocast cached) recipes
+  // that read the second run's (recompute_outputs).
+  void leave_output_recipes(const std::vector<Tensor>& out);
 
   // The first run saves t: a handle to a new slot.
   std::any pack(const Tensor& t);
@@ -68,16 +95,21 @@ class Frame : public std::enable_shared_from_this<Frame> {
     if (!slots_[slot].value.defined()) run_again();
     return slots_[slot].value;
   }
-  // The handle of slot i is gone: nothing will read it.
+  // The handle of slot i is gone: nothing will read it. With the last one the output
+  // recipes are let go: a consumer that kept one keeps it (and this frame) until it runs.
   void forget(size_t slot) {
     slots_[slot].value = Tensor();
+    if (slots_[slot].live && --live_slots_ == 0) std::vector<std::shared_ptr<const Recompute>>().swap(recipes_);
     slots_[slot].live = false;
   }
-  // Throws when the first run changed an input in place (the second would read another value).
-  void check_inputs_unchanged(const char* when) const;
+  // Throws when the first run changed an input in place (the second would read another value);
+  // `given` (the inputs as passed) stands for those kept by recipe.
+  void check_inputs_unchanged(const char* when, const std::vector<Tensor>& given = {}) const;
 
  private:
   void run_again();
+  // Output i of the second run (running it again when it was not kept).
+  Tensor second_output(size_t i);
   void keep(size_t slot, const Tensor& t);
 
   Fn fn_;
@@ -87,6 +119,11 @@ class Frame : public std::enable_shared_from_this<Frame> {
   bool autocast_;
   DType autocast_dtype_;
   std::vector<Slot> slots_;  // in the order the first run saved
+  std::vector<Output> outputs_;  // recompute_outputs only
+  // The output recipes, owned here while the first run's graph keeps a saved tensor (the
+  // storages hold them weakly); each holds this frame.
+  std::vector<std::shared_ptr<const Recompute>> recipes_;
+  size_t live_slots_ = 0;
 };
 
 // What a SavedTensor of the first run keeps: its frame and slot.
@@ -101,12 +138,14 @@ struct Handle {
 
 std::any Frame::pack(const Tensor& t) {
   slots_.push_back({{t.shape(), t.dtype(), t.device()}, Tensor(), true});
+  ++live_slots_;
   return std::make_shared<Handle>(shared_from_this(), slots_.size() - 1);
 }
 
-void Frame::check_inputs_unchanged(const char* when) const {
+void Frame::check_inputs_unchanged(const char* when, const std::vector<Tensor>& given) const {
   for (size_t i = 0; i < inputs_.size(); ++i) {
-    const Tensor& t = inputs_[i].tensor;
+    const Tensor& t = inputs_[i].by_recipe.defined() && i < given.size() ? given[i] : inputs_[i].tensor;
+    // Undefined, or kept by recipe and not given: its SavedTensor checks the version.
     if (!t.defined()) continue;
     KILN_CHECK(t.version() == inputs_[i].version, "checkpoint", "input ", i, " (", dtype_name(t.dtype()),
                " tensor of shape ", shape_str(t.shape()), ") was modified by an inplace operation ", when,
@@ -143,7 +182,7 @@ void Frame::run_again() {
   check_inputs_unchanged("after the checkpoint saved it");
   std::vector<Tensor> inputs;
   for (const Input& in : inputs_) {
-    Tensor t = in.tensor.defined() ? in.tensor.detach() : in.tensor;  // a leaf of its own
+    Tensor t = in.by_recipe.defined() ? in.by_recipe.get() : in.tensor.defined() ? in.tensor.detach() : in.tensor;
     if (in.requires_grad) t.requires_grad_();
     inputs.push_back(t);
   }
@@ -152,6 +191,7 @@ void Frame::run_again() {
   AutocastGuard autocast(autocast_dtype_, autocast_);
   EnableGradGuard grad;  // backward runs without recording
   size_t count = 0;
+  std::vector<Tensor> out;
   {
     SavedTensorsHooks fill([this, &count](const Tensor& t) -> std::any {
       keep(count++, t);
@@ -159,10 +199,41 @@ void Frame::run_again() {
     }, [](const std::any&) -> Tensor {
       KILN_FAIL("checkpoint", "the graph of the second run of a checkpointed function is not for backward");
     });
-    fn_(inputs);  // the outputs, and the graph of this run, go here
+    out = fn_(inputs);  // the graph of this run goes with these
   }
   KILN_CHECK(count == slots_.size(), "checkpoint", "the second run of the function saved ", count,
              " tensors for backward and the first ", slots_.size(), ": it must do the same operations on both runs");
+  // Kept for a recipe whose output is gone (its consumers will ask); not for one still alive.
+  for (size_t i = 0; i < outputs_.size() && i < out.size(); ++i) {
+    if (outputs_[i].recipe && outputs_[i].first.expired()) outputs_[i].second = out[i].detach();
+  }
+}
+
+Tensor Frame::second_output(size_t i) {
+  if (!outputs_[i].second.defined()) run_again();
+  KILN_CHECK(outputs_[i].second.defined(), "checkpoint",
+             "internal: the second run of the function did not give output ", i);
+  return outputs_[i].second;
+}
+
+void Frame::leave_output_recipes(const std::vector<Tensor>& out) {
+  if (live_slots_ == 0) return;  // fn saved nothing: no graph of its own to hang them on
+  outputs_.resize(out.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    const Tensor& t = out[i];
+    // Not an input returned as it is, nor anything that carries a recipe already.
+    if (!t.defined() || t.impl()->storage->recompute()) continue;
+    auto frame = shared_from_this();
+    auto r = detail::leave_recompute_asked(t, [frame, i]() { return frame->second_output(i); });
+    if (!r) continue;
+    recipes_.push_back(std::move(r));
+    outputs_[i].first = t.impl()->storage;
+    outputs_[i].recipe = true;
+    if (const Tensor low = detail::autocast_cached_copy(t); low.defined()) {
+      r = detail::leave_recompute_asked(low, [frame, i]() { return frame->second_output(i).to(kBFloat16); });
+      if (r) recipes_.push_back(std::move(r));
+    }
+  }
 }
 
 }  // namespace
@@ -180,7 +251,8 @@ std::vector<Tensor> checkpoint(const Fn& fn, const std::vector<Tensor>& inputs, 
                             });
     out = fn(inputs);
   }
-  frame->check_inputs_unchanged("by the checkpointed function");
+  frame->check_inputs_unchanged("by the checkpointed function", inputs);
+  if (options.recompute_outputs) frame->leave_output_recipes(out);
   return out;
 }
 

@@ -26,6 +26,17 @@ struct CheckpointOptions {
   // Restore the default generator's state for the second run, so that dropout draws the
   // same masks (torch's preserve_rng_state). Off: the second run draws new numbers.
   bool preserve_rng_state = true;
+  // Kiln's own (torch has no such option): let the outputs go too. A product or any other
+  // op outside that saves an output for its backward (a linear reading the checkpointed
+  // activation) keeps a recipe (autograd/recompute.h) instead of the output's memory, and
+  // its backward reads the second run's output, the same bits; under autocast the same
+  // holds for the bfloat16 copy of an output the checkpoint's last op cached for the next
+  // product. So `h = checkpoint(linear1 -> relu_dropout)` then `linear2(h)` keeps nothing
+  // of h, at the cost of linear1 once more (rather than linear2 too, were it inside).
+  // Applies whatever set_recompute_saved says, to outputs that are their storage's whole;
+  // the second run's outputs are then kept until the checkpoint's own backward is done
+  // and no consumer holds the recipe (an output held after backward keeps them).
+  bool recompute_outputs = false;
 };
 
 std::vector<Tensor> checkpoint(const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,

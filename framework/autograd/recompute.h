@@ -63,6 +63,9 @@ bool recipes_wanted(Device device);
 // returns it for the op's node to own; null (nothing left) when recipes_wanted is false for
 // out's device, out is empty or out is not its storage's whole.
 std::shared_ptr<const Recompute> leave_recompute(const Tensor& out, std::function<Tensor()> rebuild);
+// The same, asked for explicitly by the caller (utils::checkpoint's recompute_outputs):
+// whatever set_recompute_saved says, but never under SavedTensorsHooks.
+std::shared_ptr<const Recompute> leave_recompute_asked(const Tensor& out, std::function<Tensor()> rebuild);
 
 }  // namespace detail
 }  // namespace kiln

@@ -29,7 +29,7 @@ TransformerDecoderLayer::TransformerDecoderLayer(TransformerLayerOptions o)
 }
 
 Tensor TransformerDecoderLayer::feed_forward_block(const Tensor& x) {
-  return dropout3->forward(feed_forward(x, *linear1, *dropout, *linear2, options.activation));
+  return dropout3->forward(feed_forward(x, linear1, *dropout, *linear2, options.activation, checkpoint_feed_forward));
 }
 
 Tensor TransformerDecoderLayer::keep(const AttentionOutput& a) {
@@ -80,6 +80,7 @@ Tensor TransformerDecoderLayer::forward_step(const Tensor& tgt, const Tensor& me
 std::shared_ptr<nn::Module> TransformerDecoderLayer::make_fresh() const {
   auto copy = std::make_shared<TransformerDecoderLayer>(options);
   copy->keep_cross_attention = keep_cross_attention;
+  copy->checkpoint_feed_forward = checkpoint_feed_forward;
   return copy;
 }
 

@@ -37,6 +37,10 @@ class TransformerDecoderLayer : public nn::Cloneable<TransformerDecoderLayer> {
   bool keep_cross_attention = false;
   Tensor last_cross_attention;
 
+  // Kiln's own: the feed-forward block's hidden layer through utils::checkpoint (while grad
+  // is on), so the layer keeps nothing d_ff wide for backward, which runs linear1 and the
+  // activation once more (feed_forward.h). Same outputs and gradients, bit for bit.
+  bool checkpoint_feed_forward = false;
   TransformerLayerOptions options;
   std::shared_ptr<MultiheadAttention> self_attn, multihead_attn;
   std::shared_ptr<nn::Linear> linear1, linear2;

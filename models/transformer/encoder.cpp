@@ -30,7 +30,7 @@ Tensor TransformerEncoderLayer::self_attention_block(const Tensor& x, const Tens
 }
 
 Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x) {
-  return dropout2->forward(feed_forward(x, *linear1, *dropout, *linear2, options.activation));
+  return dropout2->forward(feed_forward(x, linear1, *dropout, *linear2, options.activation, checkpoint_feed_forward));
 }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& kpm) {
@@ -44,7 +44,9 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mas
 }
 
 std::shared_ptr<nn::Module> TransformerEncoderLayer::make_fresh() const {
-  return std::make_shared<TransformerEncoderLayer>(options);
+  auto copy = std::make_shared<TransformerEncoderLayer>(options);
+  copy->checkpoint_feed_forward = checkpoint_feed_forward;
+  return copy;
 }
 
 TransformerEncoder::TransformerEncoder(std::shared_ptr<nn::ModuleList<TransformerEncoderLayer>> l,

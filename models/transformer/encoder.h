@@ -18,6 +18,10 @@ class TransformerEncoderLayer : public nn::Cloneable<TransformerEncoderLayer> {
                  const Tensor& src_key_padding_mask = Tensor());
   std::shared_ptr<nn::Module> make_fresh() const override;  // clone(): same configuration
 
+  // Kiln's own: the feed-forward block's hidden layer through utils::checkpoint (while grad
+  // is on), so the layer keeps nothing d_ff wide for backward, which runs linear1 and the
+  // activation once more (feed_forward.h). Same outputs and gradients, bit for bit.
+  bool checkpoint_feed_forward = false;
   TransformerLayerOptions options;
   std::shared_ptr<MultiheadAttention> self_attn;
   std::shared_ptr<nn::Linear> linear1, linear2;

@@ -23,12 +23,28 @@ PositionwiseFeedForward::PositionwiseFeedForward(int64_t d_model, int64_t d_ff, 
   linear2 = register_module("linear2", std::make_shared<nn::Linear>(d_ff, d_model));
 }
 
-Tensor feed_forward(const Tensor& x, nn::Linear& linear1, nn::Dropout& dropout, nn::Linear& linear2,
-                    const std::string& activation) {
+namespace {
+
+// dropout(activation(linear1(x))); relu and dropout as one fused op, whose backward needs
+// only its output.
+Tensor hidden_layer(const Tensor& x, nn::Linear& linear1, double p, bool training, const std::string& activation) {
   Tensor h = linear1.forward(x);
-  // One fused op for relu then dropout: backward needs only its output.
-  h = activation == "relu" ? relu_dropout(h, dropout.p, dropout.training_effective())
-                           : dropout.forward(activation_fn(activation, h));
+  return activation == "relu" ? relu_dropout(h, p, training) : dropout(activation_fn(activation, h), p, training);
+}
+
+}  // namespace
+
+Tensor feed_forward(const Tensor& x, const std::shared_ptr<nn::Linear>& linear1, const nn::Dropout& dropout,
+                    nn::Linear& linear2, const std::string& activation, bool checkpoint) {
+  const double p = dropout.p;
+  const bool training = dropout.training_effective();
+  if (!checkpoint || !is_grad_enabled()) return linear2.forward(hidden_layer(x, *linear1, p, training, activation));
+  utils::CheckpointOptions options;
+  options.recompute_outputs = true;
+  // By value: the block runs again in backward, after this call has returned.
+  Tensor h = utils::checkpoint(
+      [linear1, p, training, activation](const Tensor& in) { return hidden_layer(in, *linear1, p, training, activation); },
+      x, options);
   return linear2.forward(h);
 }
 
@@ -38,7 +54,7 @@ std::shared_ptr<nn::Module> PositionwiseFeedForward::make_fresh() const {
 }
 
 Tensor PositionwiseFeedForward::forward(const Tensor& x) {
-  return feed_forward(x, *linear1, *dropout, *linear2, activation);
+  return feed_forward(x, linear1, *dropout, *linear2, activation);
 }
 
 }  // namespace kiln::transformer

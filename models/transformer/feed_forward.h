@@ -13,8 +13,12 @@ void check_activation(const char* op, const std::string& name);
 
 // linear2(dropout(activation(linear1(x)))): x (…, d_model) -> (…, d_model). The
 // position-wise block of PositionwiseFeedForward and of the encoder and decoder layers.
-Tensor feed_forward(const Tensor& x, nn::Linear& linear1, nn::Dropout& dropout, nn::Linear& linear2,
-                    const std::string& activation);
+// checkpoint (while grad is on): the hidden layer dropout(activation(linear1(x))) through
+// utils::checkpoint with recompute_outputs, so neither it nor what its ops save is kept
+// (linear2 keeps its recipe): backward runs linear1 and the activation once more for the
+// step's largest activation per layer (d_ff wide), the same bits.
+Tensor feed_forward(const Tensor& x, const std::shared_ptr<nn::Linear>& linear1, const nn::Dropout& dropout,
+                    nn::Linear& linear2, const std::string& activation, bool checkpoint = false);
 
 class PositionwiseFeedForward : public nn::Cloneable<PositionwiseFeedForward, nn::UnaryModule> {
  public:

@@ -37,6 +37,8 @@ Seq2SeqTransformer::Seq2SeqTransformer(Seq2SeqOptions o) : Cloneable("Seq2SeqTra
   }
   transformer = register_module("transformer", std::make_shared<Transformer>(t));
   transformer->encoder->checkpoint_layers = transformer->decoder->checkpoint_layers = options.checkpoint_layers;
+  for (const auto& layer : *transformer->encoder->layers) layer->checkpoint_feed_forward = options.checkpoint_feed_forward;
+  for (const auto& layer : *transformer->decoder->layers) layer->checkpoint_feed_forward = options.checkpoint_feed_forward;
   generator = register_module("generator", std::make_shared<nn::Linear>(d, options.tgt_vocab_size));
 }
 

@@ -32,6 +32,10 @@ struct Seq2SeqOptions {
   // Every encoder and decoder layer through utils::checkpoint in training: less memory
   // at the step's peak for one more forward pass of the layers in backward.
   bool checkpoint_layers = false;
+  // Only each layer's feed-forward hidden layer through utils::checkpoint (the layers'
+  // checkpoint_feed_forward): its d_ff-wide activation is not kept, for linear1 and the
+  // activation once more in backward. Same outputs and gradients, bit for bit.
+  bool checkpoint_feed_forward = false;
 };
 
 class Seq2SeqTransformer : public nn::Cloneable<Seq2SeqTransformer> {
