@@ -21,6 +21,9 @@
 # --checkpoint-layers (bench_train_step's): every encoder and decoder layer wrapped in
 # torch.utils.checkpoint.checkpoint(layer, ..., use_reentrant=False), PyTorch's own
 # activation checkpointing, with its default preserve_rng_state.
+# --checkpoint-ff (bench_train_step's): only each layer's linear1 -> activation -> dropout
+# through torch.utils.checkpoint (the layer's _ff_block replaced by one that does so;
+# linear2 and the last dropout outside, as Kiln's Seq2SeqOptions::checkpoint_feed_forward).
 #
 # Prints one JSON line like bench_train_step.
 import argparse
@@ -74,6 +77,21 @@ def checkpoint_layers(transformer):
             stack[i] = Checkpointed(stack[i])
 
 
+def checkpoint_feed_forward(transformer):
+    for stack in (transformer.encoder.layers, transformer.decoder.layers):
+        for layer in stack:
+            def hidden(x, layer=layer):
+                return layer.dropout(layer.activation(layer.linear1(x)))
+
+            # The block's last dropout: dropout2 in an encoder layer, dropout3 in a decoder's.
+            last = layer.dropout3 if hasattr(layer, "dropout3") else layer.dropout2
+
+            def ff_block(x, hidden=hidden, layer=layer, last=last):
+                return last(layer.linear2(torch.utils.checkpoint.checkpoint(hidden, x, use_reentrant=False)))
+
+            layer._ff_block = ff_block
+
+
 def ids(batch, seq, vocab, salt):
     return torch.tensor([[token_at(i, j, seq, vocab, salt) for j in range(seq)] for i in range(batch)])
 
@@ -117,6 +135,8 @@ def main():
     ap.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
     ap.add_argument("--checkpoint-layers", action="store_true",
                     help="each encoder and decoder layer through torch.utils.checkpoint")
+    ap.add_argument("--checkpoint-ff", action="store_true",
+                    help="each layer's linear1, activation and dropout through torch.utils.checkpoint")
     ap.add_argument("--flush-denormal", action="store_true", help="torch.set_flush_denormal(True) (FTZ and DAZ)")
     a = ap.parse_args()
     if a.flush_denormal and not torch.set_flush_denormal(True):
@@ -134,6 +154,8 @@ def main():
     model = Seq2Seq(vocab, d, heads, layers, d_ff, max(seq + 1, 128)).to(device)
     if a.checkpoint_layers:
         checkpoint_layers(model.transformer)
+    if a.checkpoint_ff:
+        checkpoint_feed_forward(model.transformer)
     model.train()
     fwd = torch.compile(model) if a.compile else model
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
@@ -170,7 +192,7 @@ def main():
                "reserved_gpu_mb": round(torch.cuda.max_memory_reserved(device) / 2**20, 1)}
     print(json.dumps({
         "framework": "torch", "config": a.config, "threads": torch.get_num_threads(), "steps": steps, "compiled": a.compile, "bf16": a.bf16, "flush_denormal": a.flush_denormal,
-        "checkpoint_layers": a.checkpoint_layers,
+        "checkpoint_layers": a.checkpoint_layers, "checkpoint_feed_forward": a.checkpoint_ff,
         "ms_per_step": round(median, 3), "tokens_per_s": round(tokens / (median / 1000), 1),
         "gflops": round(6 * params * tokens / (median / 1000) / 1e9, 2),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),

@@ -21,7 +21,9 @@
 #    step once more with --recompute off (the norms' outputs kept: its time and memory
 #    cost), once with --blas cublaslt (unbatched products on cuBLASLt, a linear's bias
 #    in the GEMM's epilogue), once with KILN_CUDA_HEAD_COPIES=1 (attention's heads
-#    copied head-major, the path before session 12) and once on both sides with every layer checkpointed (--checkpoint-layers);
+#    copied head-major, the path before session 12), once on both sides with every layer
+#    checkpointed (--checkpoint-layers) and once with only the feed-forward hidden layers
+#    checkpointed (--checkpoint-ff);
 #    bench_attention at 1024 and 4096 tokens on the tiled and the materialising
 #    kernels.
 #
@@ -202,6 +204,14 @@ if stage bench; then
         echo "$t" >>"$out/bench.jsonl"
         note "bench $config $mode checkpoint layers: kiln $(fields "$k")"
         note "bench $config $mode checkpoint layers: torch $(fields "$t")"
+        # Only the feed-forward hidden layers checkpointed, on both sides (Kiln frees the
+        # checkpoint's output too: recompute_outputs).
+        k=$("$build/benchmarks/bench_train_step" --config $config --device cuda:0 --steps $steps --warmup 5 $flag --checkpoint-ff 2>&1 | tail -1)
+        t=$($py "$ROOT/benchmarks/torch_train_step.py" --config $config --device cuda:0 --steps $steps --warmup 5 $flag --checkpoint-ff 2>&1 | tail -1)
+        echo "$k" >>"$out/bench.jsonl"
+        echo "$t" >>"$out/bench.jsonl"
+        note "bench $config $mode checkpoint feed-forward: kiln $(fields "$k")"
+        note "bench $config $mode checkpoint feed-forward: torch $(fields "$t")"
       fi
     done
   done
