@@ -5,6 +5,7 @@
 // backward), so the second run's tensors live no longer than the first run's would have.
 #include "autograd/checkpoint.h"
 
+#include <algorithm>
 #include <any>
 #include <memory>
 #include <optional>
@@ -85,8 +86,8 @@ class Frame : public std::enable_shared_from_this<Frame> {
   }
 
   // Leaves on the first run's outputs (and their bfloat16 copies autocast cached) recipes
-  // that read the second run's (recompute_outputs).
-  void leave_output_recipes(const std::vector<Tensor>& out);
+  // that read the second run's (recompute_outputs); `inputs` as passed to checkpoint.
+  void leave_output_recipes(const std::vector<Tensor>& out, const std::vector<Tensor>& inputs);
 
   // The first run saves t: a handle to a new slot.
   std::any pack(const Tensor& t);
@@ -216,13 +217,18 @@ Tensor Frame::second_output(size_t i) {
   return outputs_[i].second;
 }
 
-void Frame::leave_output_recipes(const std::vector<Tensor>& out) {
+void Frame::leave_output_recipes(const std::vector<Tensor>& out, const std::vector<Tensor>& inputs) {
   if (live_slots_ == 0) return;  // fn saved nothing: no graph of its own to hang them on
   outputs_.resize(out.size());
+  auto is_input = [&inputs](const Tensor& t) {
+    return std::any_of(inputs.begin(), inputs.end(), [&t](const Tensor& in) {
+      return in.defined() && in.impl()->storage == t.impl()->storage;
+    });
+  };
   for (size_t i = 0; i < out.size(); ++i) {
     const Tensor& t = out[i];
-    // Not an input returned as it is, nor anything that carries a recipe already.
-    if (!t.defined() || t.impl()->storage->recompute()) continue;
+    // Not an input (or a view of one) returned, nor anything that carries a recipe already.
+    if (!t.defined() || is_input(t) || t.impl()->storage->recompute()) continue;
     auto frame = shared_from_this();
     auto r = detail::leave_recompute_asked(t, [frame, i]() { return frame->second_output(i); });
     if (!r) continue;
@@ -252,7 +258,7 @@ std::vector<Tensor> checkpoint(const Fn& fn, const std::vector<Tensor>& inputs, 
     out = fn(inputs);
   }
   frame->check_inputs_unchanged("by the checkpointed function", inputs);
-  if (options.recompute_outputs) frame->leave_output_recipes(out);
+  if (options.recompute_outputs) frame->leave_output_recipes(out, inputs);
   return out;
 }
 
