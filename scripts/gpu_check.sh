@@ -165,6 +165,22 @@ if stage bench; then
   ms() { echo "$1" | grep -o '"ms_per_step": [0-9.]*' | grep -o '[0-9.]*$'; }
   median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
   py=${TORCH_PYTHON:-python3}
+  # One more run of each side at this $config, $mode ($flag) and $steps, with more
+  # arguments; logged as "bench <config> <mode> <label>: kiln|torch <fields>".
+  kiln_run() {
+    local label=$1 k
+    shift
+    k=$("$build/benchmarks/bench_train_step" --config $config --device cuda:0 --steps $steps --warmup 5 $flag "$@" 2>&1 | tail -1)
+    echo "$k" >>"$out/bench.jsonl"
+    note "bench $config $mode $label: kiln $(fields "$k")"
+  }
+  torch_run() {
+    local label=$1 t
+    shift
+    t=$($py "$ROOT/benchmarks/torch_train_step.py" --config $config --device cuda:0 --steps $steps --warmup 5 $flag "$@" 2>&1 | tail -1)
+    echo "$t" >>"$out/bench.jsonl"
+    note "bench $config $mode $label: torch $(fields "$t")"
+  }
   rounds=${KILN_BENCH_ROUNDS:-1}
   for config in small seed; do
     steps=$([ $config = seed ] && echo 30 || echo 100)
@@ -186,32 +202,18 @@ if stage bench; then
         note "bench $config $mode: medians of ${#kiln_ms[@]} / ${#torch_ms[@]} runs: kiln $km ms, torch $tm ms, kiln/torch $(awk -v a="$km" -v b="$tm" 'BEGIN {printf "%.3f", a / b}')"
       fi
       if [ $config = seed ]; then
-        k=$("$build/benchmarks/bench_train_step" --config $config --device cuda:0 --steps $steps --warmup 5 $flag --recompute off 2>&1 | tail -1)
-        echo "$k" >>"$out/bench.jsonl"
-        note "bench $config $mode recompute off: kiln $(fields "$k")"
+        kiln_run "recompute off" --recompute off
         # Unbatched products on cuBLASLt, a linear's bias in its epilogue (set_preferred_blas_library).
-        k=$("$build/benchmarks/bench_train_step" --config $config --device cuda:0 --steps $steps --warmup 5 $flag --blas cublaslt 2>&1 | tail -1)
-        echo "$k" >>"$out/bench.jsonl"
-        note "bench $config $mode blas cublaslt: kiln $(fields "$k")"
+        kiln_run "blas cublaslt" --blas cublaslt
         # Attention's heads copied head-major around its products (the path before session 12).
-        k=$(KILN_CUDA_HEAD_COPIES=1 "$build/benchmarks/bench_train_step" --config $config --device cuda:0 --steps $steps --warmup 5 $flag 2>&1 | tail -1)
-        echo "$k" >>"$out/bench.jsonl"
-        note "bench $config $mode head copies: kiln $(fields "$k")"
+        KILN_CUDA_HEAD_COPIES=1 kiln_run "head copies"
         # Activation checkpointing on both sides: each layer through its checkpoint.
-        k=$("$build/benchmarks/bench_train_step" --config $config --device cuda:0 --steps $steps --warmup 5 $flag --checkpoint-layers 2>&1 | tail -1)
-        t=$($py "$ROOT/benchmarks/torch_train_step.py" --config $config --device cuda:0 --steps $steps --warmup 5 $flag --checkpoint-layers 2>&1 | tail -1)
-        echo "$k" >>"$out/bench.jsonl"
-        echo "$t" >>"$out/bench.jsonl"
-        note "bench $config $mode checkpoint layers: kiln $(fields "$k")"
-        note "bench $config $mode checkpoint layers: torch $(fields "$t")"
+        kiln_run "checkpoint layers" --checkpoint-layers
+        torch_run "checkpoint layers" --checkpoint-layers
         # Only the feed-forward hidden layers checkpointed, on both sides (Kiln frees the
         # checkpoint's output too: recompute_outputs).
-        k=$("$build/benchmarks/bench_train_step" --config $config --device cuda:0 --steps $steps --warmup 5 $flag --checkpoint-ff 2>&1 | tail -1)
-        t=$($py "$ROOT/benchmarks/torch_train_step.py" --config $config --device cuda:0 --steps $steps --warmup 5 $flag --checkpoint-ff 2>&1 | tail -1)
-        echo "$k" >>"$out/bench.jsonl"
-        echo "$t" >>"$out/bench.jsonl"
-        note "bench $config $mode checkpoint feed-forward: kiln $(fields "$k")"
-        note "bench $config $mode checkpoint feed-forward: torch $(fields "$t")"
+        kiln_run "checkpoint feed-forward" --checkpoint-ff
+        torch_run "checkpoint feed-forward" --checkpoint-ff
       fi
     done
   done

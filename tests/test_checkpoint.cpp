@@ -263,34 +263,58 @@ TEST_CASE("SavedTensorsHooks: pack once per saved tensor, unpack in backward, ch
   }
 }
 
+namespace {
+
+// A small Seq2SeqTransformer: 40 words, two encoder and two decoder layers, 64 wide
+// feed-forward blocks.
+tr::Seq2SeqOptions small_model(int64_t d_model, int64_t nhead) {
+  tr::Seq2SeqOptions o;
+  o.src_vocab_size = o.tgt_vocab_size = 40;
+  o.d_model = d_model;
+  o.nhead = nhead;
+  o.num_encoder_layers = o.num_decoder_layers = 2;
+  o.dim_feedforward = 64;
+  o.max_len = 32;
+  return o;
+}
+
+// One training step's loss and gradients, and the bytes held after its forward pass.
+struct ModelStep {
+  std::vector<std::vector<double>> values;
+  int64_t held_after_forward = 0;
+};
+
+ModelStep model_step(const tr::Seq2SeqOptions& o, bool autocast = false) {
+  tr::Seq2SeqTransformer model(o);
+  model.train();
+  Tensor src = randint(1, 40, {6, 10}), tgt = randint(1, 40, {6, 9});
+  const int64_t base = allocated();
+  Tensor loss;
+  {
+    std::optional<AutocastGuard> guard;
+    if (autocast) guard.emplace(kBFloat16);
+    loss = cross_entropy(model.forward(src, tgt.slice(1, 0, 8)).reshape({-1, 40}), tgt.slice(1, 1, 9).reshape({-1}));
+  }
+  ModelStep r;
+  r.held_after_forward = allocated() - base;
+  loss.backward();
+  r.values = {loss.to_vector<double>()};
+  for (const Tensor& p : model.parameters()) r.values.push_back(p.grad().to_vector<double>());
+  return r;
+}
+
+}  // namespace
+
 TEST_CASE("checkpointed Transformer layers: the plain step's loss and gradients, a lower peak") {
   auto step = [](bool checkpointed) {
     manual_seed(21);
-    tr::Seq2SeqOptions o;
-    o.src_vocab_size = o.tgt_vocab_size = 40;
-    o.d_model = 32;
-    o.nhead = 4;
-    o.num_encoder_layers = o.num_decoder_layers = 2;
-    o.dim_feedforward = 64;
-    o.max_len = 32;
+    tr::Seq2SeqOptions o = small_model(32, 4);
     o.checkpoint_layers = checkpointed;
-    tr::Seq2SeqTransformer model(o);
-    model.train();
-    Tensor src = randint(1, 40, {6, 10}), tgt = randint(1, 40, {6, 9});
-    reset_peak_memory();
-    const int64_t base = allocated();
-    Tensor logits = model.forward(src, tgt.slice(1, 0, 8));
-    Tensor loss = cross_entropy(logits.reshape({-1, 40}), tgt.slice(1, 1, 9).reshape({-1}));
-    const int64_t held = allocated() - base;
-    loss.backward();
-    std::vector<std::vector<double>> out = {loss.to_vector<double>()};
-    for (const Tensor& p : model.parameters()) out.push_back(p.grad().to_vector<double>());
-    return std::pair{out, held};
+    return model_step(o);
   };
-  const auto [plain, plain_held] = step(false);
-  const auto [ckpt, ckpt_held] = step(true);
-  CHECK(ckpt == plain);
-  CHECK(ckpt_held * 2 < plain_held);
+  const ModelStep plain = step(false), ckpt = step(true);
+  CHECK(ckpt.values == plain.values);
+  CHECK(ckpt.held_after_forward * 2 < plain.held_after_forward);
 }
 
 namespace {
@@ -409,41 +433,21 @@ TEST_CASE("checkpoint_feed_forward: the plain step's bits, each layer's hidden a
     CAPTURE(autocast);
     auto step = [autocast](bool checkpointed) {
       manual_seed(12);
-      tr::Seq2SeqOptions o;
-      o.src_vocab_size = o.tgt_vocab_size = 40;
-      o.d_model = 16;
-      o.nhead = 2;
-      o.num_encoder_layers = o.num_decoder_layers = 2;
-      o.dim_feedforward = 64;
-      o.max_len = 32;
+      tr::Seq2SeqOptions o = small_model(16, 2);
       o.checkpoint_feed_forward = checkpointed;
-      tr::Seq2SeqTransformer model(o);
-      model.train();
-      Tensor src = randint(1, 40, {6, 10}), tgt = randint(1, 40, {6, 9});
       set_recompute_saved(true);
-      const int64_t base = allocated();
-      Tensor loss;
-      {
-        std::optional<AutocastGuard> guard;
-        if (autocast) guard.emplace(kBFloat16);
-        loss = cross_entropy(model.forward(src, tgt.slice(1, 0, 8)).reshape({-1, 40}),
-                             tgt.slice(1, 1, 9).reshape({-1}));
-      }
-      const int64_t held = allocated() - base;
-      loss.backward();
+      const ModelStep r = model_step(o, autocast);
       reset_recompute_saved();
-      std::vector<std::vector<double>> out = {loss.to_vector<double>()};
-      for (const Tensor& p : model.parameters()) out.push_back(p.grad().to_vector<double>());
-      return std::pair{out, held};
+      return r;
     };
-    const auto [plain, plain_held] = step(false);
-    const auto [ckpt, ckpt_held] = step(true);
-    CHECK(ckpt == plain);
+    const ModelStep plain = step(false), ckpt = step(true);
+    CHECK(ckpt.values == plain.values);
     // Two encoder layers over 6 x 10 tokens and two decoder layers over 6 x 8, 64 wide;
     // under autocast also the four linear1 weights' bfloat16 copies (64 x 16), which the
     // checkpointed linear1 does not keep past the guard (its second run rounds them again).
     const int64_t weights = autocast ? 4 * 64 * 16 * 2 : 0;
-    CHECK(plain_held - ckpt_held == (2 * 60 + 2 * 48) * 64 * (autocast ? 2 : 4) + weights);
+    CHECK(plain.held_after_forward - ckpt.held_after_forward ==
+          (2 * 60 + 2 * 48) * 64 * (autocast ? 2 : 4) + weights);
   }
 }
 
