@@ -325,6 +325,7 @@ namespace {
 struct FeedForwardRun {
   std::vector<std::vector<double>> grads;  // of x and the four weights
   int64_t held_after_forward = 0;
+  int64_t held_at_w2_grad = 0;  // in backward, once the second linear's weight has its gradient
   int calls = 0;
 };
 
@@ -360,7 +361,11 @@ FeedForwardRun run_feed_forward(DType dtype, bool autocast, bool checkpointed, b
     out = linear(h, w2).sum();
   }
   r.held_after_forward = allocated() - before;
+  HookHandle hook = w2.register_post_accumulate_grad_hook([&r, before](const Tensor&) {
+    r.held_at_w2_grad = allocated() - before;
+  });
   out.backward();
+  hook.remove();
   reset_recompute_saved();
   r.grads = grads_of({x, w1, b1, w2, ln_w});
   return r;
@@ -398,6 +403,14 @@ TEST_CASE("checkpoint recompute_outputs: a consumer keeps the output's recipe, n
       if (m.autocast) expected += 32 * 16 * 2;
       if (m.autocast && !recipes) expected += 64 * 16 * 2 - 64 * 16 * 4;
       CHECK(kept.held_after_forward - freed.held_after_forward == expected);
+      // In backward, once linear2's weight has its gradient (the second run has been made):
+      // the checkpoint holds y (rebuilt by its recipe, or kept in float32 where the plain
+      // autocast linear1 kept y's bfloat16 copy) and, with the recipes under autocast, the
+      // second run's copy of y in a slot, where the plain run has rebuilt nothing yet. Not
+      // the second run's float32 output under autocast: no consumer holds its recipe.
+      int64_t in_backward = m.autocast || recipes ? y_bytes : 0;
+      if (m.autocast && recipes) in_backward += 64 * 16 * 2;
+      CHECK(freed.held_at_w2_grad - kept.held_at_w2_grad == in_backward);
     }
     // The checkpoint's input, y, kept by its recipe when the recipes are on.
     CHECK(run_feed_forward(m.dtype, m.autocast, true, false).held_after_forward -

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "autograd/autocast.h"
 #include "autograd/autocast_cast.h"
@@ -43,12 +44,18 @@ struct Input {
   uint64_t version;
 };
 
-// An output of the first run that recompute_outputs left a recipe on: its storage (to
-// know whether the second run's output must be kept for the recipe) and that output.
-struct Output {
+// A recipe recompute_outputs left on an output of the first run (or on the bfloat16 copy
+// of it that autocast cached): the recipe and that storage, weakly (the frame owns the
+// recipe in recipes_; the storage is the forward's), and what the second run gave for it,
+// kept until the recipe's rebuild takes it.
+struct OutputRecipe {
+  std::weak_ptr<const Recompute> recipe;
   std::weak_ptr<Storage> first;
-  bool recipe = false;
   Tensor second;
+};
+
+struct Output {
+  OutputRecipe full, low;
 };
 
 // A tensor the first run saved: what it was, the second run's tensor for it, and whether
@@ -109,8 +116,13 @@ class Frame : public std::enable_shared_from_this<Frame> {
 
  private:
   void run_again();
-  // Output i of the second run (running it again when it was not kept).
-  Tensor second_output(size_t i);
+  // Output i of the second run, or its bfloat16 copy (running it again when not kept).
+  Tensor second_output(size_t i, bool low);
+  // Keeps what the second run gave for output i (t) where a consumer will ask for it.
+  void keep_output(size_t i, const Tensor& t);
+  // Whether a consumer holds this recipe and the first run's storage is gone: then its
+  // backward will ask for the second run's tensor.
+  bool asked(const OutputRecipe& o) const;
   void keep(size_t slot, const Tensor& t);
 
   Fn fn_;
@@ -204,17 +216,32 @@ void Frame::run_again() {
   }
   KILN_CHECK(count == slots_.size(), "checkpoint", "the second run of the function saved ", count,
              " tensors for backward and the first ", slots_.size(), ": it must do the same operations on both runs");
-  // Kept for a recipe whose output is gone (its consumers will ask); not for one still alive.
-  for (size_t i = 0; i < outputs_.size() && i < out.size(); ++i) {
-    if (outputs_[i].recipe && outputs_[i].first.expired()) outputs_[i].second = out[i].detach();
+  // (Inside this run's autocast guard: the bfloat16 copies it cached are still there.)
+  for (size_t i = 0; i < outputs_.size() && i < out.size(); ++i) keep_output(i, out[i]);
+}
+
+bool Frame::asked(const OutputRecipe& o) const {
+  const std::shared_ptr<const Recompute> r = o.recipe.lock();
+  // Held beyond this lock and recipes_ (which owns them while a slot lives): by a consumer.
+  return r && o.first.expired() && r.use_count() > 1 + (live_slots_ > 0 ? 1 : 0);
+}
+
+void Frame::keep_output(size_t i, const Tensor& t) {
+  Output& o = outputs_[i];
+  if (asked(o.full)) o.full.second = t.detach();
+  if (asked(o.low)) {
+    // The copy the second run's last op cached (the same bits as rounding t), not a new one.
+    const Tensor low = detail::autocast_cached_copy(t);
+    o.low.second = low.defined() ? low : t.to(kBFloat16);
   }
 }
 
-Tensor Frame::second_output(size_t i) {
-  if (!outputs_[i].second.defined()) run_again();
-  KILN_CHECK(outputs_[i].second.defined(), "checkpoint",
-             "internal: the second run of the function did not give output ", i);
-  return outputs_[i].second;
+Tensor Frame::second_output(size_t i, bool low) {
+  Tensor& kept = low ? outputs_[i].low.second : outputs_[i].full.second;
+  if (!kept.defined()) run_again();
+  KILN_CHECK(kept.defined(), "checkpoint", "internal: the second run of the function did not give output ", i);
+  // The recipe keeps it for its other readers (Recompute::rebuild): handed over, not shared.
+  return std::exchange(kept, Tensor());
 }
 
 void Frame::leave_output_recipes(const std::vector<Tensor>& out, const std::vector<Tensor>& inputs) {
@@ -230,14 +257,15 @@ void Frame::leave_output_recipes(const std::vector<Tensor>& out, const std::vect
     // Not an input (or a view of one) returned, nor anything that carries a recipe already.
     if (!t.defined() || is_input(t) || t.impl()->storage->recompute()) continue;
     auto frame = shared_from_this();
-    auto r = detail::leave_recompute_asked(t, [frame, i]() { return frame->second_output(i); });
+    auto r = detail::leave_recompute_asked(t, [frame, i]() { return frame->second_output(i, false); });
     if (!r) continue;
+    outputs_[i].full = {r, t.impl()->storage, Tensor()};
     recipes_.push_back(std::move(r));
-    outputs_[i].first = t.impl()->storage;
-    outputs_[i].recipe = true;
     if (const Tensor low = detail::autocast_cached_copy(t); low.defined()) {
-      r = detail::leave_recompute_asked(low, [frame, i]() { return frame->second_output(i).to(kBFloat16); });
-      if (r) recipes_.push_back(std::move(r));
+      r = detail::leave_recompute_asked(low, [frame, i]() { return frame->second_output(i, true); });
+      if (!r) continue;
+      outputs_[i].low = {r, low.impl()->storage, Tensor()};
+      recipes_.push_back(std::move(r));
     }
   }
 }
