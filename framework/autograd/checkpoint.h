@@ -33,9 +33,10 @@ struct CheckpointOptions {
   // holds for the bfloat16 copy of an output the checkpoint's last op cached for the next
   // product. So `h = checkpoint(linear1 -> relu_dropout)` then `linear2(h)` keeps nothing
   // of h, at the cost of linear1 once more (rather than linear2 too, were it inside).
-  // Applies whatever set_recompute_saved says, to outputs that are their storage's whole;
-  // the second run's outputs are then kept until the checkpoint's own backward is done
-  // and no consumer holds the recipe (an output held after backward keeps them).
+  // Applies whatever set_recompute_saved says, to outputs that are their storage's whole
+  // (not to an input returned, nor inside another checkpoint, whose hooks save instead).
+  // The recipes live while the checkpoint's graph or a consumer holds them; the second
+  // run's output is kept only where a consumer will ask for it, and then handed over.
   bool recompute_outputs = false;
 };
 
