@@ -329,7 +329,8 @@ struct FeedForwardRun {
   int calls = 0;
 };
 
-FeedForwardRun run_feed_forward(DType dtype, bool autocast, bool checkpointed, bool recipes, bool nested = false) {
+FeedForwardRun run_feed_forward(DType dtype, bool autocast, bool checkpointed, bool recipes, bool nested = false,
+                                bool backward_twice = false) {
   manual_seed(21);
   Generator g(8);
   TensorOptions o(dtype);
@@ -364,7 +365,8 @@ FeedForwardRun run_feed_forward(DType dtype, bool autocast, bool checkpointed, b
   HookHandle hook = w2.register_post_accumulate_grad_hook([&r, before](const Tensor&) {
     r.held_at_w2_grad = allocated() - before;
   });
-  out.backward();
+  out.backward(Tensor(), /*retain_graph=*/backward_twice);
+  if (backward_twice) out.backward();
   hook.remove();
   reset_recompute_saved();
   r.grads = grads_of({x, w1, b1, w2, ln_w});
@@ -420,6 +422,24 @@ TEST_CASE("checkpoint recompute_outputs: a consumer keeps the output's recipe, n
     CHECK(nested.grads == plain.grads);
     // The outer checkpoint's ops all save under the inner one's hooks: only the inner runs again.
     CHECK(nested.calls == 2);
+  }
+}
+
+// With retain_graph the recipes and the second run's tensors serve the second backward too.
+TEST_CASE("checkpoint recompute_outputs: backward twice with retain_graph") {
+  for (bool autocast : {false, true}) {
+    CAPTURE(autocast);
+    const DType dtype = autocast ? kFloat32 : kFloat64;
+    const FeedForwardRun plain = run_feed_forward(dtype, autocast, false, true, false, true);
+    const FeedForwardRun freed = run_feed_forward(dtype, autocast, true, true, false, true);
+    CHECK(freed.grads == plain.grads);
+    CHECK(freed.calls == 2);
+    // Twice the gradients of one backward.
+    const FeedForwardRun once = run_feed_forward(dtype, autocast, false, true);
+    REQUIRE(once.grads.size() == plain.grads.size());
+    for (size_t i = 0; i < once.grads.size(); ++i) {
+      for (size_t j = 0; j < once.grads[i].size(); ++j) CHECK(plain.grads[i][j] == 2 * once.grads[i][j]);
+    }
   }
 }
 
