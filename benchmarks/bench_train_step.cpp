@@ -77,11 +77,13 @@ int main(int argc, char** argv) {
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string f = argv[i];
-      if (f == "--bf16" || f == "--flush-denormal" || f == "--checkpoint-layers" || f == "--checkpoint-ff") {
-        (f == "--bf16"              ? a.bf16
-         : f == "--flush-denormal"  ? a.flush_denormal
-         : f == "--checkpoint-ff"   ? a.checkpoint_ff
-                                    : a.checkpoint_layers) = true;
+      bool* flag = f == "--bf16"                ? &a.bf16
+                   : f == "--flush-denormal"    ? &a.flush_denormal
+                   : f == "--checkpoint-layers" ? &a.checkpoint_layers
+                   : f == "--checkpoint-ff"     ? &a.checkpoint_ff
+                                                : nullptr;
+      if (flag) {  // an option without a value
+        *flag = true;
         continue;
       }
       if (f != "--config" && f != "--steps" && f != "--warmup" && f != "--threads" && f != "--device" &&

@@ -109,18 +109,24 @@ Tensor shadowed(const Shadow& sh, const Tensor& t) {
   return view_of(sh.low, t.shape(), t.strides(), t.offset() - sh.start);
 }
 
+// The shadow of t's storage, if the cache has one that is current, and the elements
+// [lo, hi) of the storage that t spans; null otherwise (or for a negative stride).
+const Shadow* current_shadow(AutocastState& s, const Tensor& t, int64_t& lo, int64_t& hi) {
+  auto it = s.cache.find(t.impl()->storage.get());
+  if (it == s.cache.end()) return nullptr;
+  const Shadow& sh = it->second;
+  // A freed storage's address may be another's now; a write since makes the copy stale.
+  if (sh.storage.lock() != t.impl()->storage || sh.version != t.version() || !span_of(t, lo, hi)) return nullptr;
+  return &sh;
+}
+
 // t from its storage's shadow, if the cache has one that is current and covers it.
 Tensor from_cache(AutocastState& s, const Tensor& t) {
-  auto it = s.cache.find(t.impl()->storage.get());
-  if (it == s.cache.end()) return Tensor();
-  const Shadow& sh = it->second;
   int64_t lo = 0, hi = 0;
-  // A freed storage's address may be another's now; a write since makes the copy stale.
-  if (sh.storage.lock() != t.impl()->storage || sh.version != t.version() || !span_of(t, lo, hi) ||
-      lo < sh.start || hi > sh.end)
-    return Tensor();
+  const Shadow* sh = current_shadow(s, t, lo, hi);
+  if (!sh || lo < sh->start || hi > sh->end) return Tensor();
   ++s.hits;
-  return shadowed(sh, t);
+  return shadowed(*sh, t);
 }
 
 // Copies dense `whole` (float32) into the cache as its storage's shadow and returns t (a
@@ -227,14 +233,9 @@ Tensor autocast_adopt(const Tensor& t, const Tensor& low) {
 Tensor autocast_cached_copy(const Tensor& t) {
   AutocastState& s = state();
   if (s.depth == 0 || t.dtype() != kFloat32) return Tensor();
-  auto it = s.cache.find(t.impl()->storage.get());
-  if (it == s.cache.end()) return Tensor();
-  const Shadow& sh = it->second;
   int64_t lo = 0, hi = 0;
-  if (sh.storage.lock() != t.impl()->storage || sh.version != t.version() || !span_of(t, lo, hi) ||
-      lo != sh.start || hi != sh.end)
-    return Tensor();
-  return sh.low;
+  const Shadow* sh = current_shadow(s, t, lo, hi);
+  return sh && lo == sh->start && hi == sh->end ? sh->low : Tensor();
 }
 
 std::pair<Tensor, Tensor> autocast_operand_and_column_sums(const Tensor& g, const char* op) {
