@@ -398,26 +398,28 @@ TEST_CASE("checkpoint recompute_outputs: a consumer keeps the output's recipe, n
       CHECK(kept.grads == plain.grads);
       CHECK(freed.grads == plain.grads);
       CHECK(freed.calls == 2);
-      // Under autocast the plain linear1 also keeps its weight's bfloat16 copy (the
-      // checkpointed one only in a slot, gone with the guard's cache) and, without recipes,
-      // y's bfloat16 copy where the checkpoint keeps y itself.
+      // Under autocast without recipes the plain linear1 also keeps its weight's bfloat16
+      // copy (the checkpointed one only in a slot, gone with the guard's cache; with
+      // recipes both keep it as a recipe) and y's bfloat16 copy where the checkpoint keeps
+      // y itself.
       int64_t expected = h_bytes;
-      if (m.autocast) expected += 32 * 16 * 2;
-      if (m.autocast && !recipes) expected += 64 * 16 * 2 - 64 * 16 * 4;
+      if (m.autocast && !recipes) expected += 32 * 16 * 2 + 64 * 16 * 2 - 64 * 16 * 4;
       CHECK(kept.held_after_forward - freed.held_after_forward == expected);
       // In backward, once linear2's weight has its gradient (the second run has been made):
       // the checkpoint holds y (rebuilt by its recipe, or kept in float32 where the plain
       // autocast linear1 kept y's bfloat16 copy) and, with the recipes under autocast, the
-      // second run's copy of y in a slot, where the plain run has rebuilt nothing yet. Not
-      // the second run's float32 output under autocast: no consumer holds its recipe.
+      // second run's copies of y and of linear1's weight in slots (the second run leaves
+      // no recipes: it saves what the first saved), where the plain run has rebuilt nothing
+      // yet. Not the second run's float32 output under autocast: no consumer holds its recipe.
       int64_t in_backward = m.autocast || recipes ? y_bytes : 0;
-      if (m.autocast && recipes) in_backward += 64 * 16 * 2;
+      if (m.autocast && recipes) in_backward += 64 * 16 * 2 + 32 * 16 * 2;
       CHECK(freed.held_at_w2_grad - kept.held_at_w2_grad == in_backward);
     }
-    // The checkpoint's input, y, kept by its recipe when the recipes are on.
+    // The checkpoint's input, y, kept by its recipe when the recipes are on, and under
+    // autocast linear2's weight copy too.
     CHECK(run_feed_forward(m.dtype, m.autocast, true, false).held_after_forward -
               run_feed_forward(m.dtype, m.autocast, true, true).held_after_forward ==
-          y_bytes);
+          y_bytes + (m.autocast ? 16 * 32 * 2 : 0));
     const FeedForwardRun nested = run_feed_forward(m.dtype, m.autocast, true, true, true);
     CHECK(nested.grads == plain.grads);
     // The outer checkpoint's ops all save under the inner one's hooks: only the inner runs again.
@@ -475,12 +477,9 @@ TEST_CASE("checkpoint_feed_forward: the plain step's bits, each layer's hidden a
     };
     const ModelStep plain = step(false), ckpt = step(true);
     CHECK(ckpt.values == plain.values);
-    // Two encoder layers over 6 x 10 tokens and two decoder layers over 6 x 8, 64 wide;
-    // under autocast also the four linear1 weights' bfloat16 copies (64 x 16), which the
-    // checkpointed linear1 does not keep past the guard (its second run rounds them again).
-    const int64_t weights = autocast ? 4 * 64 * 16 * 2 : 0;
-    CHECK(plain.held_after_forward - ckpt.held_after_forward ==
-          (2 * 60 + 2 * 48) * 64 * (autocast ? 2 : 4) + weights);
+    // Two encoder layers over 6 x 10 tokens and two decoder layers over 6 x 8, 64 wide
+    // (the weights' bfloat16 copies are recipes on both sides).
+    CHECK(plain.held_after_forward - ckpt.held_after_forward == (2 * 60 + 2 * 48) * 64 * (autocast ? 2 : 4));
   }
 }
 

@@ -100,7 +100,8 @@ TEST_CASE("under autocast the bfloat16 copy the linear reads is the recipe's") {
     const Run kept = norm_then_linear(kFloat32, false, residual, true);
     const Run recomputed = norm_then_linear(kFloat32, true, residual, true);
     CHECK(recomputed.grads == kept.grads);
-    CHECK(kept.held_after_forward - recomputed.held_after_forward == 4 * 5 * 16 * 2);
+    // y's copy, and the linear's weight's (8, 16), also a recipe: the weight rounded again.
+    CHECK(kept.held_after_forward - recomputed.held_after_forward == 4 * 5 * 16 * 2 + 8 * 16 * 2);
   }
 }
 
@@ -110,6 +111,8 @@ TEST_CASE("an output read by several linears is written again once and serves th
     const Run kept = norm_then_linear(kFloat32, false, false, autocast, 3);
     const Run recomputed = norm_then_linear(kFloat32, true, false, autocast, 3);
     CHECK(recomputed.grads == kept.grads);
+    // Under autocast the weight's copy is a recipe after its first use and held after its
+    // second (as without recipes), so only y's copy differs.
     CHECK(kept.held_after_forward - recomputed.held_after_forward == 4 * 5 * 16 * (autocast ? 2 : 4));
   }
 }
@@ -232,4 +235,88 @@ TEST_CASE("the autocast cache lets an activation's copy go once the activation i
   const int64_t entries = autocast_cache_stats().entries;  // lw's copy and y's
   Tensor y2 = layer_norm(x, {16});  // a new copy: y's, whose storage is gone, leaves
   CHECK(autocast_cache_stats().entries == entries);
+}
+
+// A weight's bfloat16 copy under autocast: with recipes the product keeps a recipe that
+// rounds the weight again, so the copy goes when the product returns (not at the end of the
+// forward pass with every other weight's), and backward reads the same bits.
+namespace {
+
+struct WeightRun {
+  std::vector<std::vector<double>> grads;
+  int64_t held_after_forward = 0;
+  int64_t conversions = 0;  // the weight copies autocast made in forward
+};
+
+// `uses` linears sharing w (8, 16) (an RNN's weight over its time steps) over multiples
+// of x (6, 16), their outputs summed.
+WeightRun shared_weight_linears(bool on, int uses) {
+  RecomputeSetting setting(on);
+  manual_seed(13);
+  const auto opts = TensorOptions(kFloat32).requires_grad();
+  Tensor x = randn({6, 16}, opts), w = randn({8, 16}, opts), b = randn({8}, opts);
+  WeightRun run;
+  const int64_t before = allocated();
+  Tensor z;
+  {
+    AutocastGuard guard(kBFloat16);
+    const int64_t converted = autocast_cache_stats().conversions;
+    for (int i = 0; i < uses; ++i) {
+      Tensor zi = linear(x * static_cast<double>(i + 1), w, b);
+      z = z.defined() ? z + zi : zi;
+    }
+    run.conversions = autocast_cache_stats().conversions - converted;
+  }
+  run.held_after_forward = allocated() - before;
+  z.pow(2.0).sum().backward();
+  run.grads = grads_of({x, w, b});
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("under autocast a weight's bfloat16 copy is a recipe: not held after forward, the same gradients") {
+  const WeightRun kept = shared_weight_linears(false, 1), recomputed = shared_weight_linears(true, 1);
+  CHECK(recomputed.grads == kept.grads);
+  CHECK(kept.held_after_forward - recomputed.held_after_forward == 8 * 16 * 2);
+  CHECK(recomputed.conversions == 1);
+}
+
+TEST_CASE("a weight used again in the same pass is rounded once more and then held, as without recipes") {
+  const WeightRun kept = shared_weight_linears(false, 5), recomputed = shared_weight_linears(true, 5);
+  CHECK(recomputed.grads == kept.grads);
+  CHECK(kept.conversions == 1);
+  CHECK(recomputed.conversions == 2);  // the first use's copy went; the second is kept for the rest
+  CHECK(kept.held_after_forward == recomputed.held_after_forward);
+}
+
+TEST_CASE("without grad mode the weight's copy is held for every use, recipes or not") {
+  RecomputeSetting on(true);
+  Tensor x = randn({6, 16}), w = randn({8, 16}, TensorOptions(kFloat32).requires_grad());
+  NoGradGuard no_grad;
+  AutocastGuard guard(kBFloat16);
+  const AutocastCacheStats before = autocast_cache_stats();
+  for (int i = 0; i < 4; ++i) linear(x, w);
+  const AutocastCacheStats after = autocast_cache_stats();
+  CHECK(after.conversions - before.conversions == 1);
+  CHECK(after.hits - before.hits == 3);
+}
+
+TEST_CASE("a weight changed in place between forward and backward: its recipe refuses, naming the op") {
+  RecomputeSetting on(true);
+  const auto opts = TensorOptions(kFloat32).requires_grad();
+  Tensor x = randn({6, 16}, opts), w = randn({8, 16}, opts);
+  Tensor z;
+  {
+    AutocastGuard guard(kBFloat16);
+    z = linear(x, w);
+  }
+  {
+    NoGradGuard no_grad;
+    w.sub_(w * 0.1);  // an optimizer step before backward
+  }
+  const std::string e = error_of([&] { z.sum().backward(); });
+  CHECK(e.find("[linear]") != std::string::npos);
+  CHECK(e.find("modified by an inplace operation") != std::string::npos);
+  CHECK(e.find("float32 tensor of shape (8, 16), is at version 1; expected version 0") != std::string::npos);
 }

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "autograd/autocast_cast.h"
+#include "autograd/grad_mode.h"
+#include "autograd/recompute.h"
 #include "backend/backend.h"
 #include "ops/ops.h"
 
@@ -22,7 +24,11 @@ struct Shadow {
   std::weak_ptr<Storage> storage;
   uint64_t version = 0;    // the storage's, when copied: a write since makes it stale
   int64_t start = 0, end = 0;  // the elements [start, end) of the storage it holds
-  Tensor low;              // (end - start) bfloat16
+  Tensor low;              // (end - start) bfloat16; undefined when kept by recipe
+  // A weight's copy kept by recipe (keep_by_recipe): its storage while a product holds
+  // it, and the recipe, which this entry owns until the products' SavedTensors take it.
+  std::weak_ptr<Storage> low_storage;
+  std::shared_ptr<const Recompute> recipe;
 };
 
 struct AutocastState {
@@ -104,50 +110,113 @@ Tensor to_bfloat16(const Tensor& t, const char* op) {
   return expanded ? low.expand(t.shape()) : low;
 }
 
-// t (a view of sh's storage inside its stretch) as bfloat16, read from the shadow.
-Tensor shadowed(const Shadow& sh, const Tensor& t) {
-  return view_of(sh.low, t.shape(), t.strides(), t.offset() - sh.start);
+// sh's bfloat16 copy, flat: undefined when it was kept by recipe and no product holds it now.
+Tensor low_of(const Shadow& sh) {
+  if (sh.low.defined()) return sh.low;
+  std::shared_ptr<Storage> storage = sh.low_storage.lock();
+  if (!storage) return Tensor();
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::move(storage);
+  impl->shape = {sh.end - sh.start};
+  impl->strides = {1};
+  impl->dtype = kBFloat16;
+  return Tensor(std::move(impl));
 }
 
-// The shadow of t's storage, if the cache has one that is current, and the elements
-// [lo, hi) of the storage that t spans; null otherwise (or for a negative stride).
-const Shadow* current_shadow(AutocastState& s, const Tensor& t, int64_t& lo, int64_t& hi) {
+// t (a view of the storage whose elements from `start` on `low` holds) as bfloat16.
+Tensor shadowed(const Tensor& low, int64_t start, const Tensor& t) {
+  return view_of(low, t.shape(), t.strides(), t.offset() - start);
+}
+
+// The shadow of t's storage, if the cache has one that is current, its copy (`low`) and
+// the elements [lo, hi) of the storage that t spans; null otherwise (or for a negative
+// stride, or a copy kept by recipe that is gone).
+const Shadow* current_shadow(AutocastState& s, const Tensor& t, int64_t& lo, int64_t& hi, Tensor& low) {
   auto it = s.cache.find(t.impl()->storage.get());
   if (it == s.cache.end()) return nullptr;
   const Shadow& sh = it->second;
   // A freed storage's address may be another's now; a write since makes the copy stale.
   if (sh.storage.lock() != t.impl()->storage || sh.version != t.version() || !span_of(t, lo, hi)) return nullptr;
-  return &sh;
+  low = low_of(sh);
+  return low.defined() ? &sh : nullptr;
 }
 
 // t from its storage's shadow, if the cache has one that is current and covers it.
 Tensor from_cache(AutocastState& s, const Tensor& t) {
   int64_t lo = 0, hi = 0;
-  const Shadow* sh = current_shadow(s, t, lo, hi);
+  Tensor low;
+  const Shadow* sh = current_shadow(s, t, lo, hi, low);
   if (!sh || lo < sh->start || hi > sh->end) return Tensor();
   ++s.hits;
-  return shadowed(*sh, t);
+  return shadowed(low, sh->start, t);
 }
 
 // Copies dense `whole` (float32) into the cache as its storage's shadow and returns t (a
 // view of whole's storage within whole) from there; undefined when `whole` is not dense.
 // Caches flat (bfloat16, hi - lo) as the copy of elements [lo, hi) of whole's storage as
 // it is now; counted as a conversion.
-const Shadow& remember(AutocastState& s, const Tensor& whole, int64_t lo, int64_t hi, const Tensor& flat) {
+Shadow& remember(AutocastState& s, const Tensor& whole, int64_t lo, int64_t hi, const Tensor& flat) {
   ++s.conversions;
   // The copies of storages freed since go now, not when the guard ends: an activation's
   // copy is then kept only by the products that saved it (which may keep it as a recipe
   // instead, autograd/recompute.h), not through the whole forward pass.
   std::erase_if(s.cache, [](const auto& entry) { return entry.second.storage.expired(); });
-  return s.cache[whole.impl()->storage.get()] = Shadow{whole.impl()->storage, whole.version(), lo, hi, flat};
+  return s.cache[whole.impl()->storage.get()] = Shadow{whole.impl()->storage, whole.version(), lo, hi, flat, {}, nullptr};
 }
 
-Tensor shadow(AutocastState& s, const Tensor& whole, const Tensor& t, const char* op) {
+// The elements [lo, hi) of w's storage (float32) rounded to bfloat16, flat.
+Tensor round_span(const Tensor& w, int64_t lo, int64_t hi, const char* op) {
+  Tensor flat = detail::empty_for(op, {hi - lo}, TensorOptions(kBFloat16).device(w.device()));
+  backend_for(w.device()).copy(view_of(w, {hi - lo}, {1}, lo), flat);
+  return flat;
+}
+
+// Leaves on sh's copy of the weight w a recipe that rounds w again (autograd/recompute.h)
+// and keeps the copy weakly from now on, when the op records a graph and recipes are
+// wanted on w's device: the products save the recipe, so the copy is freed as soon as the
+// product that made it returns, not held to the end of the forward pass with every other
+// weight's (issue 17: a tenth of the seed step's bf16 peak), and backward rounds each
+// weight again (a pass over the parameters, cheap where recipes are on by default). A
+// weight changed in place before backward is refused, as a saved tensor is: the recipe
+// cannot give back the values forward read.
+void keep_by_recipe(Shadow& sh, const Tensor& w, const char* op) {
+  if (!is_grad_enabled() || !detail::recipes_wanted(w.device())) return;
+  const Tensor weight = w.detach();
+  const int64_t lo = sh.start, hi = sh.end;
+  const uint64_t version = sh.version;
+  auto r = detail::leave_recompute(sh.low, [weight, lo, hi, version, op]() {
+    KILN_CHECK(weight.version() == version, op,
+               "one of the variables needed for gradient computation has been modified by an inplace "
+               "operation: ",
+               dtype_name(weight.dtype()), " tensor of shape ", shape_str(weight.shape()), ", is at version ",
+               weight.version(), "; expected version ", version, " instead (a weight whose bfloat16 copy "
+               "autocast rounds again in backward)");
+    return round_span(weight, lo, hi, op);
+  });
+  if (!r) return;
+  sh.recipe = std::move(r);
+  sh.low_storage = sh.low.impl()->storage;
+  sh.low = Tensor();
+}
+
+// Whether the cache's copy of w (as it is now) was kept by recipe and is gone: w is used
+// again in this pass.
+bool kept_by_recipe_before(const AutocastState& s, const Tensor& w) {
+  auto it = s.cache.find(w.impl()->storage.get());
+  return it != s.cache.end() && it->second.recipe && it->second.storage.lock() == w.impl()->storage &&
+         it->second.version == w.version();
+}
+
+// t (a view of whole's storage) from a new copy of whole cached as its storage's shadow;
+// undefined when whole is not dense. by_recipe: a weight's copy, which keep_by_recipe may
+// keep weakly.
+Tensor shadow(AutocastState& s, const Tensor& whole, const Tensor& t, const char* op, bool by_recipe = false) {
   int64_t lo = 0, hi = 0;
   if (!dense(whole) || !span_of(whole, lo, hi) || whole.numel() == 0) return Tensor();
-  Tensor flat = detail::empty_for(op, {hi - lo}, TensorOptions(kBFloat16).device(whole.device()));
-  backend_for(whole.device()).copy(view_of(whole, {hi - lo}, {1}, lo), flat);
-  return shadowed(remember(s, whole, lo, hi, flat), t);
+  Tensor flat = round_span(whole, lo, hi, op);
+  Shadow& sh = remember(s, whole, lo, hi, flat);
+  if (by_recipe) keep_by_recipe(sh, whole, op);
+  return shadowed(flat, lo, t);
 }
 
 // The weight t is, or is a view of: a leaf that requires grad (torch caches these).
@@ -200,9 +269,10 @@ Tensor autocast_operand(const Tensor& t, const char* op) {
   AutocastState& s = state();
   if (s.depth == 0) return to_bfloat16(t, op);  // no guard, no cache (backward outside it)
   if (Tensor low = from_cache(s, t); low.defined()) return low;
-  // A weight is copied whole, once per version, for all its uses and views.
+  // A weight is copied whole, once per version, for all its uses and views: kept by
+  // recipe after its first use, and held for the rest after a second (an RNN's weights).
   if (const Tensor w = weight_of(t); w.defined()) {
-    if (Tensor low = shadow(s, w, t, op); low.defined()) return low;
+    if (Tensor low = shadow(s, w, t, op, /*by_recipe=*/!kept_by_recipe_before(s, w)); low.defined()) return low;
   }
   return to_bfloat16(t, op);  // an activation: rounded at each use
 }
@@ -234,8 +304,9 @@ Tensor autocast_cached_copy(const Tensor& t) {
   AutocastState& s = state();
   if (s.depth == 0 || t.dtype() != kFloat32) return Tensor();
   int64_t lo = 0, hi = 0;
-  const Shadow* sh = current_shadow(s, t, lo, hi);
-  return sh && lo == sh->start && hi == sh->end ? sh->low : Tensor();
+  Tensor low;
+  const Shadow* sh = current_shadow(s, t, lo, hi, low);
+  return sh && lo == sh->start && hi == sh->end ? low : Tensor();
 }
 
 std::pair<Tensor, Tensor> autocast_operand_and_column_sums(const Tensor& g, const char* op) {

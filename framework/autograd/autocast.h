@@ -22,7 +22,10 @@
 // weight) is made once per version of it while the outermost guard lives (a cache, as
 // torch's), so a weight used by many products (or many time steps) is rounded once;
 // the cache is dropped when that guard ends. Other tensors (activations) are rounded at
-// each use.
+// each use. Where saved outputs are recipes (set_recompute_saved; on for GPU tensors by
+// default) and grad mode is on, a product saves the recipe of its weight's copy rather
+// than the copy, which then goes when the product returns; backward rounds the weight
+// again, and refuses a weight changed in place since forward (autograd/recompute.h).
 #include <cstdint>
 
 #include "../core/dtype.h"

@@ -9,7 +9,9 @@
 // storage then keeps the recipe and a weak reference instead of the memory, which is freed
 // when the forward code drops the tensor, and backward writes it again only if it is gone
 // by then. The recipe repeats the forward's own kernel, so backward reads the same bits and
-// gradients do not change: only the peak (and a pass per norm in backward) does.
+// gradients do not change: only the peak (and a pass per norm in backward) does. Under
+// autocast a weight's bfloat16 copy is such a recipe too (round the weight again; a weight
+// changed in place since is refused, as a saved tensor would be).
 //
 // By default it is on for GPU tensors, where memory bounds the batch and a pass over an
 // activation is cheap, and off on the CPU, where memory is rarely what bounds a run and the
