@@ -9,6 +9,7 @@
 
 #include "autograd/autocast_cast.h"
 #include "autograd/grad_mode.h"
+#include "autograd/node.h"
 #include "autograd/recompute.h"
 #include "backend/backend.h"
 #include "ops/ops.h"
@@ -181,18 +182,9 @@ Tensor round_span(const Tensor& w, int64_t lo, int64_t hi, const char* op) {
 // cannot give back the values forward read.
 void keep_by_recipe(Shadow& sh, const Tensor& w, const char* op) {
   if (!is_grad_enabled() || !detail::recipes_wanted(w.device())) return;
-  const Tensor weight = w.detach();
+  const SavedTensor weight(w.detach(), op);  // its get() refuses a weight written since
   const int64_t lo = sh.start, hi = sh.end;
-  const uint64_t version = sh.version;
-  auto r = detail::leave_recompute(sh.low, [weight, lo, hi, version, op]() {
-    KILN_CHECK(weight.version() == version, op,
-               "one of the variables needed for gradient computation has been modified by an inplace "
-               "operation: ",
-               dtype_name(weight.dtype()), " tensor of shape ", shape_str(weight.shape()), ", is at version ",
-               weight.version(), "; expected version ", version, " instead (a weight whose bfloat16 copy "
-               "autocast rounds again in backward)");
-    return round_span(weight, lo, hi, op);
-  });
+  auto r = detail::leave_recompute(sh.low, [weight, lo, hi, op]() { return round_span(weight.get(), lo, hi, op); });
   if (!r) return;
   sh.recipe = std::move(r);
   sh.low_storage = sh.low.impl()->storage;
