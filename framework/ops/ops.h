@@ -336,6 +336,24 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 // weight); Mean divides by the sum of weight[target] over the rows not ignored.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& weight, int64_t ignore_index = -100,
                      double label_smoothing = 0.0, Reduction reduction = Reduction::Mean);
+// cross_entropy(linear(input, weight, bias), target, …) without holding the logits: input
+// (*, D), weight (V, D), bias (V) or undefined, target int64 (*). The rows go through in
+// chunks of chunk_rows (0: about 16 MiB of float32 logits each); each chunk's logits give
+// its losses and, when the inputs need gradients, its share of them at once, so no
+// (rows, V) tensor outlives the call: what a generator and its loss keep until backward
+// is the gradients (input's size, weight's and bias's), not the logits. Autocast applies
+// as to linear. Same loss and gradients as the composition, to rounding (the products
+// run per chunk; backward scales gradients made for an upstream gradient of 1, and
+// autocast rounds the unscaled logits' gradient). reduction None is the composition
+// itself (each row's weight in the gradient is known only in backward). PyTorch has it
+// as a proposal (torch.nn.functional.linear_cross_entropy, pytorch/pytorch#124480).
+Tensor linear_cross_entropy(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& target,
+                            int64_t ignore_index = -100, double label_smoothing = 0.0,
+                            Reduction reduction = Reduction::Mean, int64_t chunk_rows = 0);
+// With class weights (C), as cross_entropy's.
+Tensor linear_cross_entropy(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& target,
+                            const Tensor& class_weight, int64_t ignore_index = -100, double label_smoothing = 0.0,
+                            Reduction reduction = Reduction::Mean, int64_t chunk_rows = 0);
 
 // ---------------------------------------------------------------- operators
 Tensor operator+(const Tensor& a, const Tensor& b);
