@@ -4,7 +4,8 @@
 //   bench_train_step --config seed|small|tiny [--steps N] [--warmup W] [--threads T]
 //                    [--device cpu|cuda:N] [--bf16] [--flush-denormal] [--curve K]
 //                    [--attention auto|tiled|materialized] [--recompute on|off]
-//                    [--checkpoint-layers] [--blas cublas|cublaslt]
+//                    [--checkpoint-layers] [--checkpoint-ff] [--fused-loss]
+//                    [--blas cublas|cublaslt]
 //
 // Prints one JSON line: ms/step (median of the timed steps), tokens/s (target tokens,
 // batch·seq), achieved GFLOP/s as 6·parameters·tokens/time, and the process's peak
@@ -27,6 +28,12 @@
 // hidden layer through utils::checkpoint, its output freed too), as torch_train_step.py
 // --checkpoint-ff wraps each layer's linear1, activation and dropout in
 // torch.utils.checkpoint; the line then says "checkpoint_feed_forward": true.
+// --fused-loss: the generator and the loss as kiln::linear_cross_entropy on the decoder's
+// output (Seq2SeqTransformer::decoder_output), the rows in chunks, instead of logits and
+// cross_entropy: the same loss, and no (tokens, vocab) logits held from forward to
+// backward. PyTorch has no such op (torch.nn.functional.linear_cross_entropy is a
+// proposal), so torch_train_step.py keeps the composition; the line says
+// "fused_loss": true.
 // --blas: kiln::cuda::set_preferred_blas_library's choice for a GPU (default cublas); the
 // line then says "blas".
 #include <sys/resource.h>
@@ -60,7 +67,7 @@ double peak_tensor_mb(kiln::Device d) { return static_cast<double>(kiln::memory_
 struct Args {
   std::string config = "tiny", device = "cpu";
   int steps = 0, warmup = 2, threads = 0, curve = 0;
-  bool bf16 = false, flush_denormal = false, checkpoint_layers = false, checkpoint_ff = false;
+  bool bf16 = false, flush_denormal = false, checkpoint_layers = false, checkpoint_ff = false, fused_loss = false;
   std::optional<kiln::cuda::AttentionKernel> attention;  // --attention: the GPU's attention kernels
   std::optional<bool> recompute;                         // --recompute on|off
   std::optional<kiln::cuda::BlasLibrary> blas;           // --blas cublas|cublaslt
@@ -81,6 +88,7 @@ int main(int argc, char** argv) {
                    : f == "--flush-denormal"    ? &a.flush_denormal
                    : f == "--checkpoint-layers" ? &a.checkpoint_layers
                    : f == "--checkpoint-ff"     ? &a.checkpoint_ff
+                   : f == "--fused-loss"        ? &a.fused_loss
                                                 : nullptr;
       if (flag) {  // an option without a value
         *flag = true;
@@ -148,8 +156,13 @@ int run(const Args& a) {
     {
       std::optional<kiln::AutocastGuard> autocast;  // forward and loss, as torch.autocast
       if (a.bf16) autocast.emplace(kiln::kBFloat16);
-      kiln::Tensor logits = model.forward(src, tgt_in);
-      loss = kiln::cross_entropy(logits.reshape({-1, c.vocab}), labels.reshape({-1}), 0);
+      if (a.fused_loss) {
+        loss = kiln::linear_cross_entropy(model.decoder_output(src, tgt_in), model.generator->weight,
+                                          model.generator->bias, labels, 0);
+      } else {
+        kiln::Tensor logits = model.forward(src, tgt_in);
+        loss = kiln::cross_entropy(logits.reshape({-1, c.vocab}), labels.reshape({-1}), 0);
+      }
     }
     optimizer.zero_grad();
     loss.backward();
@@ -186,6 +199,7 @@ int run(const Args& a) {
   if (a.recompute) extra += std::string(", \"recompute\": ") + (*a.recompute ? "true" : "false");
   if (a.checkpoint_layers) extra += ", \"checkpoint_layers\": true";
   if (a.checkpoint_ff) extra += ", \"checkpoint_feed_forward\": true";
+  if (a.fused_loss) extra += ", \"fused_loss\": true";
   if (a.blas) {
     extra += std::string(", \"blas\": ") + (*a.blas == kiln::cuda::BlasLibrary::Cublaslt ? "\"cublaslt\"" : "\"cublas\"");
   }

@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -324,4 +325,62 @@ TEST_CASE("cached decoding of 220 tokens gives the tokens of the uncached path (
     CHECK(hc[k].tokens == hf[k].tokens);
     CHECK(hc[k].log_prob == doctest::Approx(hf[k].log_prob).epsilon(1e-9));
   }
+}
+
+TEST_CASE("relu_dropout of a given-up input: written over it, the bits and gradients of the copying path") {
+  for (bool autocast : {false, true}) {
+    CAPTURE(autocast);
+    Tensor x = leaf({64, 32}, kFloat32, 21), w = leaf({48, 32}, kFloat32, 22, 0.2), b = leaf({48}, kFloat32, 23);
+    Tensor w2 = leaf({8, 48}, kFloat32, 24, 0.2);
+    // forward through relu_dropout and a second linear, as a feed-forward layer; returns
+    // the loss and the tensor bytes allocated by relu_dropout's call
+    auto run = [&](bool give_up) {
+      std::optional<AutocastGuard> guard;
+      if (autocast) guard.emplace(kBFloat16);
+      Generator g(5);
+      Tensor h = linear(x, w, b);  // (64, 48) float32, held by h alone
+      const int64_t before = memory_stats(kCPU).allocated_bytes;
+      Tensor y = give_up ? relu_dropout(std::move(h), 0.3, true, &g) : relu_dropout(h, 0.3, true, &g);
+      const int64_t added = memory_stats(kCPU).allocated_bytes - before;
+      CHECK(give_up == !h.defined());  // the moved-from handle lets go
+      Tensor loss = sum(linear(y, w2));
+      return std::make_pair(std::make_pair(y.detach(), loss), added);
+    };
+    auto grads = [&](const Tensor& loss) {
+      for (Tensor* t : {&x, &w, &b, &w2}) t->zero_grad(true);
+      loss.backward();
+      return std::vector<Tensor>{x.grad(), w.grad(), b.grad(), w2.grad()};
+    };
+    auto [copied, copied_bytes] = run(false);
+    const std::vector<Tensor> want = grads(copied.second);
+    auto [over, over_bytes] = run(true);
+    const std::vector<Tensor> got = grads(over.second);
+    check_bits("y", over.first, copied.first);
+    for (size_t i = 0; i < got.size(); ++i) check_bits("grad " + std::to_string(i), got[i], want[i]);
+    // one (64, 48) float32 tensor fewer: y is h's memory
+    CHECK(copied_bytes - over_bytes == 64 * 48 * 4);
+  }
+}
+
+TEST_CASE("relu_dropout of a given-up input that something else reaches: not written over") {
+  Generator g(3);
+  Tensor x = leaf({16, 8}, kFloat32, 31);
+  Tensor h = x * 2.0;
+  Tensor kept = h;                     // a second handle
+  const Tensor before = kept.detach().clone();
+  Tensor y = relu_dropout(std::move(h), 0.5, true, &g);
+  check_bits("the other handle's values", kept.detach(), before);
+  CHECK(y.data_ptr() != kept.data_ptr());
+  Tensor base = x * 4.0;
+  const Tensor base_before = base.detach().clone();
+  Tensor yv = relu_dropout(base.narrow(0, 0, 8), 0.5, true, &g);
+  check_bits("the base of a view", base.detach(), base_before);
+  // a leaf that requires grad keeps its values and gets its gradient
+  Tensor leaf_in = leaf({4, 4}, kFloat32, 32);
+  const Tensor leaf_before = leaf_in.detach().clone();
+  Tensor copy = leaf_in;
+  sum(relu_dropout(std::move(copy), 0.5, true, &g)).backward();
+  check_bits("a leaf's values", leaf_in.detach(), leaf_before);
+  CHECK(leaf_in.grad().defined());
+  CHECK(yv.data_ptr() != base.data_ptr());
 }

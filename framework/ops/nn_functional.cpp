@@ -255,7 +255,10 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   });
 }
 
-Tensor relu_dropout(const Tensor& x, double p, bool training, Generator* gen) {
+namespace {
+
+// relu_dropout, its result written over x when `over_x` (x reusable: op_helpers.h).
+Tensor relu_dropout_impl(const Tensor& x, double p, bool training, Generator* gen, bool over_x) {
   const char* op = "relu_dropout";
   detail::check_floating(op, x);
   KILN_CHECK(p >= 0 && p <= 1, op, "probability has to be between 0 and 1, but got ", p);
@@ -263,7 +266,8 @@ Tensor relu_dropout(const Tensor& x, double p, bool training, Generator* gen) {
   if (p == 1) return mul(relu(x), 0.0);
   Generator& g = gen ? *gen : default_generator();
   const uint64_t seed = g.seed(), block = g.reserve(static_cast<uint64_t>(x.numel()));
-  Tensor y = detail::new_tensor(x.shape(), x.dtype(), x);
+  // The kernels read each element before they write it, so y may be x's memory.
+  Tensor y = over_x ? detail::take_over(x) : detail::new_tensor(x.shape(), x.dtype(), x);
   Backend& be = backend_of(op, {&x});
   // y > 0 exactly where x > 0 and the element was kept (x · 1/(1-p) >= x > 0), so
   // y alone gives the gradient: g · (y > 0) / (1 - p). Under autocast the product that
@@ -291,6 +295,17 @@ Tensor relu_dropout(const Tensor& x, double p, bool training, Generator* gen) {
     if (gx.numel() > 0) backend_of(op, {&gc, &yv}).relu_dropout_backward(gc, yv, p, gx);
     return {gx};
   });
+}
+
+}  // namespace
+
+Tensor relu_dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  return relu_dropout_impl(x, p, training, gen, false);
+}
+
+Tensor relu_dropout(Tensor&& x, double p, bool training, Generator* gen) {
+  const Tensor given = std::move(x);  // the caller's handle let go: ours is the only one
+  return relu_dropout_impl(given, p, training, gen, detail::reusable(given));
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {

@@ -37,6 +37,30 @@ inline double kernel_scalar(UnaryOp kind, DType t, double v) {
   return v;
 }
 
+// Whether an op may write its result over `t`, a tensor its caller gave up (an rvalue
+// argument): nothing else can reach its memory (no other handle, view or saved tensor
+// shares the storage, no recipe rebuilds it: autograd/recompute.h), it fills its storage
+// densely, and it is no leaf that requires grad. What keeps the storage weakly (autocast's
+// cast cache) sees the write as a new version.
+inline bool reusable(const Tensor& t) {
+  if (!t.defined() || t.impl_ptr().use_count() != 1) return false;
+  const TensorImpl& impl = *t.impl();
+  return impl.storage.use_count() == 1 && !impl.storage->recompute() && impl.offset == 0 && !impl.view_base &&
+         t.is_contiguous() && impl.storage->nbytes() == static_cast<size_t>(t.numel()) * t.element_size() &&
+         (impl.grad_fn || !impl.requires_grad);
+}
+
+// A new tensor over reusable t's storage, at a new version, for a result written over it.
+inline Tensor take_over(const Tensor& t) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = t.impl()->storage;
+  impl->shape = t.shape();
+  impl->strides = t.impl()->strides;
+  impl->dtype = t.dtype();
+  impl->storage->bump_version();
+  return Tensor(std::move(impl));
+}
+
 // Whether input i of a node needs a gradient.
 inline bool needs_grad(const Tensor& t) { return t.defined() && t.requires_grad(); }
 

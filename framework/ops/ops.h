@@ -308,6 +308,10 @@ Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen =
 // dropout(relu(x), p, training), fused: keeps only its output for backward (half the
 // memory of the two ops in a feed-forward block).
 Tensor relu_dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr);
+// The same for an x the caller gives up (relu_dropout(linear1(x), p), or std::move(h)):
+// where nothing else can reach x's memory, y is written over it, so that a feed-forward
+// layer holds one d_ff-wide float32 tensor here instead of two. Same values and gradients.
+Tensor relu_dropout(Tensor&& x, double p, bool training = true, Generator* gen = nullptr);
 // torch.nn.functional.scaled_dot_product_attention, fused: softmax(q kᵀ · scale + mask) v
 // with dropout on the weights; keeps no (L, S) tensor for backward.
 // q (…, L, E), k (…, S, E), v (…, S, Ev) with equal batch dims -> (…, L, Ev).

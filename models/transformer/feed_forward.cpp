@@ -26,10 +26,12 @@ PositionwiseFeedForward::PositionwiseFeedForward(int64_t d_model, int64_t d_ff, 
 namespace {
 
 // dropout(activation(linear1(x))); relu and dropout as one fused op, whose backward needs
-// only its output.
+// only its output, written over linear1's output (given up: the layer's one d_ff-wide
+// float32 tensor).
 Tensor hidden_layer(const Tensor& x, nn::Linear& linear1, double p, bool training, const std::string& activation) {
   Tensor h = linear1.forward(x);
-  return activation == "relu" ? relu_dropout(h, p, training) : dropout(activation_fn(activation, h), p, training);
+  if (activation == "relu") return relu_dropout(std::move(h), p, training);
+  return dropout(activation_fn(activation, h), p, training);
 }
 
 }  // namespace

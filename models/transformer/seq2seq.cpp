@@ -99,17 +99,20 @@ std::shared_ptr<nn::Module> Seq2SeqTransformer::make_fresh() const {
 }
 
 Tensor Seq2SeqTransformer::forward(const Tensor& src, const Tensor& tgt_in) {
+  return generator->forward(decoder_output(src, tgt_in));
+}
+
+Tensor Seq2SeqTransformer::decoder_output(const Tensor& src, const Tensor& tgt_in) {
   check_ids("src", src, options.src_vocab_size);
   check_ids("tgt", tgt_in, options.tgt_vocab_size);
   KILN_CHECK(src.size(0) == tgt_in.size(0), "Seq2SeqTransformer", "src and tgt batch sizes differ: ",
              shape_str(src.shape()), " and ", shape_str(tgt_in.shape()));
   // Validated once here; the masks of src serve the encoder and the cross-attention.
   Tensor src_kpm = key_padding_mask(src, options.pad_id);
-  // The encoder's output goes with this statement, before the generator's product allocates
+  // The encoder's output goes when this returns, before the generator's product allocates
   // the step's largest tensor (the logits): its readers, the cross-attention projections,
   // keep it as a recipe (autograd/recompute.h), so it is not held at the training peak.
-  const Tensor y = decoder_states(tgt_in, encode_ids(src, src_kpm), src_kpm);
-  return generator->forward(y);
+  return decoder_states(tgt_in, encode_ids(src, src_kpm), src_kpm);
 }
 
 }  // namespace kiln::transformer

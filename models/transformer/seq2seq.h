@@ -45,6 +45,10 @@ class Seq2SeqTransformer : public nn::Cloneable<Seq2SeqTransformer> {
   // src (N, S), tgt_in (N, T) int64 ids -> logits (N, T, tgt_vocab_size). Padding and
   // causal masks are built from the ids.
   Tensor forward(const Tensor& src, const Tensor& tgt_in);
+  // The same without the generator: the decoder's output (N, T, d_model), for a loss that
+  // applies the generator itself (linear_cross_entropy(states, generator->weight,
+  // generator->bias, labels): the logits are then never held whole).
+  Tensor decoder_output(const Tensor& src, const Tensor& tgt_in);
 
   // src (N, S) -> memory (N, S, d_model).
   Tensor encode(const Tensor& src);
