@@ -928,6 +928,9 @@ TEST_SUITE("gpu") {
          }, {R({6, 1000})}},
         {"nll_loss", [](V x, Device d) { return nn::nll_loss(log_softmax(x[0], 1), ids({2, 0, 1}, {3}, d)); },
          {R({3, 4})}},
+        {"linear_cross_entropy chunks of 2, ignore, smoothing", [](V x, Device d) {
+           return linear_cross_entropy(x[0], x[1], x[2], ids({1, -100, 4, 2, 0}, {5}, d), -100, 0.1, RD::Mean, 2);
+         }, {R({5, 3}), R({6, 3}), R({6})}},
         {"mse_loss", [](V x, Device) { return nn::mse_loss(x[0], x[1]); }, {R({3, 4}), T({3, 4})}},
         {"dropout", [](V x, Device) {
            Generator g(123);

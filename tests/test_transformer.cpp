@@ -1173,6 +1173,41 @@ TEST_CASE("Trainer: resuming a mid-epoch checkpoint gives bitwise the losses of 
   CHECK(std::stod(csv_field(la[4], 3)) == doctest::Approx(sa[0].train_loss).epsilon(1e-6));
 }
 
+TEST_CASE("Trainer: fused_loss (linear_cross_entropy) trains as the logits and cross_entropy do, to rounding") {
+  Toy t = toy_data();
+  std::vector<data::TokenPair> ex = trainer_pairs(t);
+  data::PairDataLoader loader(ex, {.batch_size = 2, .shuffle = true, .seed = 4});
+  // float64, dropout and label smoothing on: the two runs differ only in how the loss is made
+  auto train = [&](bool fused) {
+    manual_seed(33);
+    auto m = std::make_unique<tr::Seq2SeqTransformer>(toy_options(t, 0.1));
+    m->to(kFloat64);
+    tr::TrainerOptions o = toy_trainer_options(4);
+    o.label_smoothing = 0.1;
+    o.fused_loss = fused;
+    tr::Trainer trainer(*m, loader, nullptr, o);
+    trainer.fit();
+    const double eval = trainer.evaluate(loader);
+    return std::make_tuple(trainer.step_losses(), eval, std::move(m));
+  };
+  auto [plain_losses, plain_eval, plain] = train(false);
+  auto [fused_losses, fused_eval, fused] = train(true);
+  REQUIRE(plain_losses.size() == 12);
+  REQUIRE(fused_losses.size() == plain_losses.size());
+  for (size_t i = 0; i < plain_losses.size(); ++i) {
+    CAPTURE(i);
+    CHECK(fused_losses[i] == doctest::Approx(plain_losses[i]).epsilon(1e-12));
+  }
+  CHECK(fused_eval == doctest::Approx(plain_eval).epsilon(1e-12));
+  CHECK(plain_losses.back() < plain_losses.front());
+  const nn::NamedTensors want = plain->named_parameters(), got = fused->named_parameters();
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    CHECK(got[i].first == want[i].first);
+    check_close(got[i].first, got[i].second, want[i].second, 1e-10);
+  }
+}
+
 TEST_CASE("Trainer: metrics as JSON lines, checkpoints and teacher forcing") {
   Toy t = toy_data();
   data::PairDataLoader loader(t.pairs, {.batch_size = 1, .shuffle = false});

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <typeinfo>
 
 namespace kiln::transformer {
 namespace {
@@ -167,9 +168,15 @@ Tensor Trainer::batch_loss(const data::PairBatch& batch, Reduction reduction, in
   // Forward and loss only, as torch.autocast is used: backward and Adam run outside it.
   std::optional<AutocastGuard> autocast;
   if (opts_.autocast) autocast.emplace(*opts_.autocast);
-  Tensor logits = model_.forward(batch.source.to(device), tgt_in);  // (N, T, V)
   const double pad = static_cast<double>(model_.options.pad_id);
   *tokens = static_cast<int64_t>(ne(labels, pad).to(kInt64).sum().item());
+  const Tensor src = batch.source.to(device);
+  // A generator of another class than nn::Linear runs its own forward (the composition).
+  if (opts_.fused_loss && typeid(*model_.generator) == typeid(nn::Linear)) {
+    return linear_cross_entropy(model_.decoder_output(src, tgt_in), model_.generator->weight, model_.generator->bias,
+                                labels, model_.options.pad_id, opts_.label_smoothing, reduction);
+  }
+  Tensor logits = model_.forward(src, tgt_in);  // (N, T, V)
   return cross_entropy(logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}), model_.options.pad_id,
                        opts_.label_smoothing, reduction);
 }

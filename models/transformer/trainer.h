@@ -73,6 +73,11 @@ struct TrainerOptions {
   // Adam stay float32), in train_step and in evaluate. Unset: the trainer leaves the
   // thread's autocast state as it finds it.
   std::optional<DType> autocast;
+  // The generator and the loss as one kiln::linear_cross_entropy on the decoder's output
+  // (rows in chunks): no (tokens, vocab) logits are held from forward to backward, or
+  // made whole in evaluate. The same loss and gradients to rounding; false (or a
+  // generator whose class is not nn::Linear itself): the model's logits, then cross_entropy.
+  bool fused_loss = true;
   // Data-parallel training over the process group (see the top of this file). Unset: on
   // when kiln::distributed is initialised with more than one process; false: this
   // process trains alone even under mpirun; true: on (an error without the process group).
