@@ -22,8 +22,9 @@
 #    cost), once with --blas cublaslt (unbatched products on cuBLASLt, a linear's bias
 #    in the GEMM's epilogue), once with KILN_CUDA_HEAD_COPIES=1 (attention's heads
 #    copied head-major, the path before session 12), once on both sides with every layer
-#    checkpointed (--checkpoint-layers) and once with only the feed-forward hidden layers
-#    checkpointed (--checkpoint-ff);
+#    checkpointed (--checkpoint-layers), once with only the feed-forward hidden layers
+#    checkpointed (--checkpoint-ff), and Kiln's once with the generator and loss as
+#    linear_cross_entropy (--fused-loss);
 #    bench_attention at 1024 and 4096 tokens on the tiled and the materialising
 #    kernels.
 #
@@ -214,6 +215,9 @@ if stage bench; then
         # checkpoint's output too: recompute_outputs).
         kiln_run "checkpoint feed-forward" --checkpoint-ff
         torch_run "checkpoint feed-forward" --checkpoint-ff
+        # The generator and its loss as linear_cross_entropy (no logits held); PyTorch has
+        # no such op, so this is Kiln's figure beside the composition's above.
+        kiln_run "fused loss" --fused-loss
       fi
     done
   done
