@@ -384,3 +384,63 @@ TEST_CASE("relu_dropout of a given-up input that something else reaches: not wri
   CHECK(leaf_in.grad().defined());
   CHECK(yv.data_ptr() != base.data_ptr());
 }
+
+TEST_CASE("linear of a given-up input under autocast: its float32 memory goes before the output; same bits") {
+  Tensor w = leaf({24, 32}, kFloat32, 41, 0.2), b = leaf({24}, kFloat32, 42), x = leaf({64, 32}, kFloat32, 43);
+  auto run = [&](bool give_up) {
+    for (Tensor* t : {&w, &b, &x}) t->zero_grad(true);
+    AutocastGuard autocast(kBFloat16);
+    Tensor h = x * 1.5;  // (64, 32) float32, a result held by h alone
+    reset_peak_memory(kCPU);
+    const int64_t before = memory_stats(kCPU).allocated_bytes;
+    Tensor y = give_up ? linear(std::move(h), w, b) : linear(h, w, b);
+    const int64_t peak = memory_stats(kCPU).peak_bytes - before;
+    CHECK(give_up == !h.defined());
+    sum(y * y).backward();
+    return std::make_tuple(y.detach(), x.grad(), w.grad(), b.grad(), peak);
+  };
+  auto [y0, gx0, gw0, gb0, peak0] = run(false);
+  auto [y1, gx1, gw1, gb1, peak1] = run(true);
+  check_bits("output", y1, y0);
+  check_bits("grad x", gx1, gx0);
+  check_bits("grad w", gw1, gw0);
+  check_bits("grad b", gb1, gb0);
+  // Beyond what was held before: the bfloat16 copies of the input and the weight, then the
+  // (64, 24) float32 output; given up, the input's 64 x 32 float32 went first, so the
+  // output fits in what it freed and the copies are the peak.
+  const int64_t copies = 64 * 32 * 2 + 24 * 32 * 2, output = 64 * 24 * 4;
+  CHECK(peak0 == copies + output);
+  CHECK(peak1 == copies);
+}
+
+TEST_CASE("linear of a given-up input: a leaf, a view and another handle keep theirs; a subclass's forward runs") {
+  AutocastGuard autocast(kBFloat16);
+  Tensor w = leaf({3, 4}, kFloat32, 51);
+  // a leaf that requires grad, given up: its gradient still reaches it
+  Tensor l = leaf({2, 4}, kFloat32, 52);
+  Tensor copy = l;
+  sum(linear(std::move(copy), w)).backward();
+  REQUIRE(l.grad().defined());
+  CHECK(l.grad().shape() == Shape{2, 4});
+  // another handle to the same tensor keeps its values
+  Tensor h = l * 2.0;
+  Tensor other = h;
+  const Tensor h_before = h.detach().clone();
+  (void)linear(std::move(h), w);
+  check_bits("the other handle", other.detach(), h_before);
+  // a view of a larger result keeps its base's memory
+  Tensor base = l * 3.0;
+  const Tensor base_before = base.detach().clone();
+  (void)linear(base.narrow(0, 0, 1), w);
+  check_bits("a view's base", base.detach(), base_before);
+  // nn::Linear's rvalue forward still runs a subclass's own forward
+  struct Doubling : nn::Linear {
+    using nn::Linear::Linear;
+    using nn::Linear::forward;
+    Tensor forward(const Tensor& x) override { return nn::Linear::forward(x) * 2.0; }
+  };
+  Doubling d(4, 3);
+  nn::Linear& as_linear = d;
+  Tensor in = l.detach();
+  check_bits("subclass forward", as_linear.forward(in * 1.0), d.nn::Linear::forward(in) * 2.0);
+}

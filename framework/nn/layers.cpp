@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <typeinfo>
 
 #include "autograd/grad_mode.h"
 #include "nn/init.h"
@@ -41,13 +42,27 @@ void Linear::reset_parameters() {
   }
 }
 
-Tensor Linear::forward(const Tensor& x) {
+namespace {
+
+void check_linear_input(const Tensor& x, int64_t in_features, const Tensor& weight) {
   KILN_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == in_features, "Linear",
              "expected input with last dimension ", in_features, ", got shape ",
              x.defined() ? shape_str(x.shape()) : std::string("undefined"));
   KILN_CHECK(x.dtype() == weight.dtype(), "Linear", "input has dtype ", dtype_name(x.dtype()), ", the weight has ",
              dtype_name(weight.dtype()));
+}
+
+}  // namespace
+
+Tensor Linear::forward(const Tensor& x) {
+  check_linear_input(x, in_features, weight);
   return linear(x, weight, bias);
+}
+
+Tensor Linear::forward(Tensor&& x) {
+  if (typeid(*this) != typeid(Linear)) return forward(static_cast<const Tensor&>(x));  // a subclass's own
+  check_linear_input(x, in_features, weight);
+  return linear(std::move(x), weight, bias);
 }
 
 std::string Linear::extra_repr() const {

@@ -25,6 +25,10 @@ class Linear : public UnaryModule {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
   Tensor forward(const Tensor& x) override;
+  // An input the caller gives up (linear2.forward(hidden(x))): kiln::linear's rvalue
+  // overload, whose float32 input goes before the output is made under autocast. A
+  // subclass's forward(const Tensor&) still runs for its objects.
+  Tensor forward(Tensor&& x);
   std::string extra_repr() const override;
   void reset_parameters();
   std::shared_ptr<Module> make_fresh() const override;  // clone(): same configuration

@@ -219,7 +219,20 @@ class LinearBackward final : public Node {
 // y = x Wᵀ + b as one node: x (…, in), weight (out, in), bias (out) -> (…, out). Under
 // autocast x and W are rounded to bfloat16 (W's copy cached) and y is float32; the bias
 // is added in float32 as without autocast.
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+namespace {
+
+// Under autocast a product reads and saves its input's bfloat16 copy, never the float32
+// values: once the copy is made, an input that only this call holds (given up by its
+// caller) can let its memory go before the output is allocated. Its impl stays for the
+// node's edge (its grad_fn); only a result of an op or a tensor without grad qualifies
+// (a leaf's gradient accumulates into the leaf itself), and no view (its base's history).
+void release_float32_input(const Tensor& x) {
+  TensorImpl& impl = *x.impl();
+  if (impl.view_base || (!impl.grad_fn && impl.requires_grad)) return;
+  impl.storage.reset();
+}
+
+Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, bool given_up) {
   const char* op = "linear";
   detail::check_floating(op, x);
   detail::check_floating(op, weight, "weight");
@@ -242,7 +255,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   // Rounded before the reshape: a layout the reshape must copy is then copied in bfloat16.
   Tensor x2 = (autocast ? detail::autocast_operand(x, op) : x.detach()).reshape({rows, in_f});  // (rows, in)
   const Tensor w = autocast ? detail::autocast_operand(weight, op) : weight.detach();
-  Tensor y2 = detail::new_tensor({rows, out_f}, autocast ? kFloat32 : x.dtype(), x, op);
+  const TensorOptions y_options = TensorOptions(autocast ? kFloat32 : x.dtype()).device(x.device());
+  if (given_up && autocast && x.dtype() != kBFloat16) release_float32_input(x);  // x's shape and graph stay
+  Tensor y2 = detail::empty_for(op, {rows, out_f}, y_options);
   // The transpose is a BLAS flag, not a copy. With a bias the GEMM accumulates onto the
   // bias rows (or oneDNN adds it): one pass that writes them instead of one that zeroes
   // y2 and one that adds.
@@ -262,6 +277,15 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                                                SavedTensor(gx ? (autocast ? w : weight) : Tensor(), op),
                                                std::move(spec));
   return record_node(y, {x, weight, bias}, std::move(node));
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) { return linear_impl(x, weight, bias, false); }
+
+Tensor linear(Tensor&& x, const Tensor& weight, const Tensor& bias) {
+  const Tensor given = std::move(x);  // the caller's handle let go
+  return linear_impl(given, weight, bias, given.impl_ptr().use_count() == 1);
 }
 
 }  // namespace kiln

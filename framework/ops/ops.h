@@ -171,6 +171,10 @@ Tensor mm(const Tensor& a, const Tensor& b);   // 2-D only
 Tensor bmm(const Tensor& a, const Tensor& b);  // 3-D only, equal batch
 // F.linear: x (…, in) @ weight (out, in)^T + bias (out) -> (…, out); bias may be undefined.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// The same for an x the caller gives up (linear(relu_dropout(h, p), w), std::move(x)):
+// under autocast, where the product reads only x's bfloat16 copy, x's float32 memory (if
+// nothing else holds it) goes before the output is allocated. Same values and gradients.
+Tensor linear(Tensor&& x, const Tensor& weight, const Tensor& bias = Tensor());
 
 // ---------------------------------------------------------------- shape
 Tensor view(const Tensor& x, const Shape& shape);  // one dim may be -1
