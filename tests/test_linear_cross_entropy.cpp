@@ -206,3 +206,17 @@ TEST_CASE("linear_cross_entropy: bad arguments name the op and what was given") 
               "weight tensor should be defined either for all 5 classes");
   CHECK_ERROR(linear_cross_entropy(x.to(kFloat32), w, b, t), "input has dtype float32", "float64");
 }
+
+TEST_CASE("linear_cross_entropy: under autocast the weight is rounded once for all chunks") {
+  Generator g(13);
+  Tensor x = randn({40, 16}, {}, &g).requires_grad_(), w = randn({30, 16}, {}, &g).requires_grad_();
+  Tensor t = randint(0, 30, {40}, TensorOptions(kInt64), &g);
+  AutocastGuard autocast(kBFloat16);
+  const AutocastCacheStats before = autocast_cache_stats();
+  Tensor loss = linear_cross_entropy(x, w, Tensor(), t, -100, 0.0, Reduction::Mean, 8);  // 5 chunks, 10 products of w
+  const AutocastCacheStats after = autocast_cache_stats();
+  CHECK(after.conversions - before.conversions == 1);
+  CHECK(after.hits - before.hits == 9);
+  loss.backward();
+  CHECK(w.grad().defined());
+}

@@ -157,8 +157,10 @@ Tensor linear_cross_entropy_impl(const Tensor& input, const Tensor& weight, cons
   check_targets(t, ignore_index, V);
   // Mean: the sum over the counted rows' weights; none counted gives NaN, as cross_entropy.
   const double count = reduction == Reduction::Mean ? counted_weight(t, cw, ignore_index) : 1.0;
-  Pass p = chunked_pass(x, weight.detach(), bias.defined() ? bias.detach() : Tensor(), t, cw, ignore_index,
-                        label_smoothing, 1.0 / count, chunk, grads && gx, grads && gw, grads && gb);
+  // The weight as given (chunked_pass records nothing): autocast then rounds it once for
+  // all the chunks' products, as the weight it is, not once per product.
+  Pass p = chunked_pass(x, weight, bias, t, cw, ignore_index, label_smoothing, 1.0 / count, chunk, grads && gx,
+                        grads && gw, grads && gb);
   Tensor loss = reduction == Reduction::Mean ? div(sum(p.losses), count) : sum(p.losses);
   if (!grads) return loss;
   const Shape in_shape = input.shape();
