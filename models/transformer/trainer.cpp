@@ -172,7 +172,8 @@ Tensor Trainer::batch_loss(const data::PairBatch& batch, Reduction reduction, in
   *tokens = static_cast<int64_t>(ne(labels, pad).to(kInt64).sum().item());
   const Tensor src = batch.source.to(device);
   // A generator of another class than nn::Linear runs its own forward (the composition).
-  if (opts_.fused_loss && typeid(*model_.generator) == typeid(nn::Linear)) {
+  const nn::Linear& generator = *model_.generator;
+  if (opts_.fused_loss && typeid(generator) == typeid(nn::Linear)) {
     return linear_cross_entropy(model_.decoder_output(src, tgt_in), model_.generator->weight, model_.generator->bias,
                                 labels, model_.options.pad_id, opts_.label_smoothing, reduction);
   }
