@@ -222,17 +222,12 @@ class LinearBackward final : public Node {
 namespace {
 
 // Under autocast a product reads and saves its input's bfloat16 copy, never the float32
-// values: once the copy is made, an input that only this call holds (given up by its
-// caller) can let its memory go before the output is allocated. Its impl stays for the
-// node's edge (its grad_fn); only a result of an op or a tensor without grad qualifies
-// (a leaf's gradient accumulates into the leaf itself), and no view (its base's history).
-void release_float32_input(const Tensor& x) {
-  TensorImpl& impl = *x.impl();
-  if (impl.view_base || (!impl.grad_fn && impl.requires_grad)) return;
-  impl.storage.reset();
-}
+// values: once the copy is made, an input that only this call holds (detail::sole_handle)
+// can let its memory go before the output is allocated. Its impl stays for the node's
+// edge (its grad_fn).
+void release_float32_input(const Tensor& x) { x.impl()->storage.reset(); }
 
-Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, bool given_up) {
+Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, bool given_up_alone) {
   const char* op = "linear";
   detail::check_floating(op, x);
   detail::check_floating(op, weight, "weight");
@@ -256,7 +251,7 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, bo
   Tensor x2 = (autocast ? detail::autocast_operand(x, op) : x.detach()).reshape({rows, in_f});  // (rows, in)
   const Tensor w = autocast ? detail::autocast_operand(weight, op) : weight.detach();
   const TensorOptions y_options = TensorOptions(autocast ? kFloat32 : x.dtype()).device(x.device());
-  if (given_up && autocast && x.dtype() != kBFloat16) release_float32_input(x);  // x's shape and graph stay
+  if (given_up_alone && autocast && x.dtype() != kBFloat16) release_float32_input(x);  // x's shape and graph stay
   Tensor y2 = detail::empty_for(op, {rows, out_f}, y_options);
   // The transpose is a BLAS flag, not a copy. With a bias the GEMM accumulates onto the
   // bias rows (or oneDNN adds it): one pass that writes them instead of one that zeroes
@@ -285,7 +280,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) { retur
 
 Tensor linear(Tensor&& x, const Tensor& weight, const Tensor& bias) {
   const Tensor given = std::move(x);  // the caller's handle let go
-  return linear_impl(given, weight, bias, given.impl_ptr().use_count() == 1);
+  return linear_impl(given, weight, bias, detail::sole_handle(given));
 }
 
 }  // namespace kiln

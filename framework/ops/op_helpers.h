@@ -37,17 +37,24 @@ inline double kernel_scalar(UnaryOp kind, DType t, double v) {
   return v;
 }
 
-// Whether an op may write its result over `t`, a tensor its caller gave up (an rvalue
-// argument): nothing else can reach its memory (no other handle, view or saved tensor
-// shares the storage, no recipe rebuilds it: autograd/recompute.h), it fills its storage
-// densely, and it is no leaf that requires grad. What keeps the storage weakly (autocast's
-// cast cache) sees the write as a new version.
-inline bool reusable(const Tensor& t) {
+// Whether `t`, a tensor its caller gave up (an rvalue argument), is this call's alone:
+// the only handle to it, no view (a view's history is its base's), and no leaf that
+// requires grad (its gradient accumulates into it).
+inline bool sole_handle(const Tensor& t) {
   if (!t.defined() || t.impl_ptr().use_count() != 1) return false;
   const TensorImpl& impl = *t.impl();
-  return impl.storage.use_count() == 1 && !impl.storage->recompute() && impl.offset == 0 && !impl.view_base &&
-         t.is_contiguous() && impl.storage->nbytes() == static_cast<size_t>(t.numel()) * t.element_size() &&
-         (impl.grad_fn || !impl.requires_grad);
+  return !impl.view_base && (impl.grad_fn || !impl.requires_grad);
+}
+
+// Whether an op may write its result over given-up `t`: besides sole_handle, nothing else
+// can reach its memory (no view or saved tensor shares the storage, no recipe rebuilds
+// it: autograd/recompute.h) and it fills its storage densely. What keeps the storage
+// weakly (autocast's cast cache) sees the write as a new version.
+inline bool reusable(const Tensor& t) {
+  if (!sole_handle(t)) return false;
+  const TensorImpl& impl = *t.impl();
+  return impl.storage.use_count() == 1 && !impl.storage->recompute() && impl.offset == 0 && t.is_contiguous() &&
+         impl.storage->nbytes() == static_cast<size_t>(t.numel()) * t.element_size();
 }
 
 // A new tensor over reusable t's storage, at a new version, for a result written over it.

@@ -174,8 +174,8 @@ Tensor Trainer::batch_loss(const data::PairBatch& batch, Reduction reduction, in
   // A generator of another class than nn::Linear runs its own forward (the composition).
   const nn::Linear& generator = *model_.generator;
   if (opts_.fused_loss && typeid(generator) == typeid(nn::Linear)) {
-    return linear_cross_entropy(model_.decoder_output(src, tgt_in), model_.generator->weight, model_.generator->bias,
-                                labels, model_.options.pad_id, opts_.label_smoothing, reduction);
+    return linear_cross_entropy(model_.decoder_output(src, tgt_in), generator.weight, generator.bias, labels,
+                                model_.options.pad_id, opts_.label_smoothing, reduction);
   }
   Tensor logits = model_.forward(src, tgt_in);  // (N, T, V)
   return cross_entropy(logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}), model_.options.pad_id,
