@@ -5,7 +5,7 @@
 //                    [--device cpu|cuda:N] [--bf16] [--flush-denormal] [--curve K]
 //                    [--attention auto|tiled|materialized] [--recompute on|off]
 //                    [--checkpoint-layers] [--checkpoint-ff] [--fused-loss]
-//                    [--blas cublas|cublaslt]
+//                    [--blas cublas|cublaslt] [--blas-tuning]
 //
 // Prints one JSON line: ms/step (median of the timed steps), tokens/s (target tokens,
 // batch·seq), achieved GFLOP/s as 6·parameters·tokens/time, and the process's peak
@@ -36,6 +36,10 @@
 // "fused_loss": true.
 // --blas: kiln::cuda::set_preferred_blas_library's choice for a GPU (default cublas); the
 // line then says "blas".
+// --blas-tuning: kiln::cuda::set_blas_tuning(true), with --blas cublaslt unless --blas
+// says otherwise: each GEMM problem's algorithm the fastest of cuBLASLt's candidates, as
+// timed in the first (warm-up) step; the line says "blas_tuning": true. PyTorch's like
+// of it is TunableOp (torch_train_step.py --tunable-op).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -67,7 +71,8 @@ double peak_tensor_mb(kiln::Device d) { return static_cast<double>(kiln::memory_
 struct Args {
   std::string config = "tiny", device = "cpu";
   int steps = 0, warmup = 2, threads = 0, curve = 0;
-  bool bf16 = false, flush_denormal = false, checkpoint_layers = false, checkpoint_ff = false, fused_loss = false;
+  bool bf16 = false, flush_denormal = false, checkpoint_layers = false, checkpoint_ff = false, fused_loss = false,
+       blas_tuning = false;
   std::optional<kiln::cuda::AttentionKernel> attention;  // --attention: the GPU's attention kernels
   std::optional<bool> recompute;                         // --recompute on|off
   std::optional<kiln::cuda::BlasLibrary> blas;           // --blas cublas|cublaslt
@@ -89,6 +94,7 @@ int main(int argc, char** argv) {
                    : f == "--checkpoint-layers" ? &a.checkpoint_layers
                    : f == "--checkpoint-ff"     ? &a.checkpoint_ff
                    : f == "--fused-loss"        ? &a.fused_loss
+                   : f == "--blas-tuning"       ? &a.blas_tuning
                                                 : nullptr;
       if (flag) {  // an option without a value
         *flag = true;
@@ -133,7 +139,9 @@ int run(const Args& a) {
   if (a.threads > 0) kiln::set_num_threads(a.threads);
   if (a.attention) kiln::cuda::set_attention_kernel(*a.attention);
   if (a.recompute) kiln::set_recompute_saved(*a.recompute);
+  if (a.blas_tuning && !a.blas) kiln::cuda::set_preferred_blas_library(kiln::cuda::BlasLibrary::Cublaslt);
   if (a.blas) kiln::cuda::set_preferred_blas_library(*a.blas);
+  kiln::cuda::set_blas_tuning(a.blas_tuning);
   if (a.flush_denormal && !kiln::set_flush_denormal(true))
     throw std::invalid_argument("--flush-denormal: this CPU cannot flush denormals");
   kiln::manual_seed(0);
@@ -200,9 +208,11 @@ int run(const Args& a) {
   if (a.checkpoint_layers) extra += ", \"checkpoint_layers\": true";
   if (a.checkpoint_ff) extra += ", \"checkpoint_feed_forward\": true";
   if (a.fused_loss) extra += ", \"fused_loss\": true";
-  if (a.blas) {
-    extra += std::string(", \"blas\": ") + (*a.blas == kiln::cuda::BlasLibrary::Cublaslt ? "\"cublaslt\"" : "\"cublas\"");
+  if (a.blas || a.blas_tuning) {
+    const bool lt = kiln::cuda::preferred_blas_library() == kiln::cuda::BlasLibrary::Cublaslt;
+    extra += std::string(", \"blas\": ") + (lt ? "\"cublaslt\"" : "\"cublas\"");
   }
+  if (a.blas_tuning) extra += ", \"blas_tuning\": true";
   if (a.curve > 0) extra += ", \"curve\": [" + curve + "]";
   std::printf(
       "{\"framework\": \"kiln\", \"config\": \"%s\", \"threads\": %d, \"steps\": %d, \"ms_per_step\": %.3f, "

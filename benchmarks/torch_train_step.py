@@ -25,10 +25,16 @@
 # through torch.utils.checkpoint (the layer's _ff_block replaced by one that does so;
 # linear2 and the last dropout outside, as Kiln's Seq2SeqOptions::checkpoint_feed_forward).
 #
+# --blas cublas|cublaslt (bench_train_step's): torch.backends.cuda.preferred_blas_library.
+# --tunable-op (bench_train_step's --blas-tuning): TunableOp on (torch.cuda.tunable.enable
+# and tuning_enable): each GEMM problem's fastest implementation timed at its first call,
+# in the warm-up steps.
+#
 # Prints one JSON line like bench_train_step.
 import argparse
 import json
 import math
+import os
 import resource
 import time
 
@@ -137,6 +143,8 @@ def main():
                     help="each encoder and decoder layer through torch.utils.checkpoint")
     ap.add_argument("--checkpoint-ff", action="store_true",
                     help="each layer's linear1, activation and dropout through torch.utils.checkpoint")
+    ap.add_argument("--blas", choices=("cublas", "cublaslt"), help="torch.backends.cuda.preferred_blas_library")
+    ap.add_argument("--tunable-op", action="store_true", help="TunableOp: GEMMs timed and chosen at first use")
     ap.add_argument("--flush-denormal", action="store_true", help="torch.set_flush_denormal(True) (FTZ and DAZ)")
     a = ap.parse_args()
     if a.flush_denormal and not torch.set_flush_denormal(True):
@@ -150,6 +158,15 @@ def main():
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         torch.cuda.set_device(device)
+        if a.blas:
+            torch.backends.cuda.preferred_blas_library(a.blas)
+        if a.tunable_op:
+            torch.cuda.tunable.enable(True)
+            torch.cuda.tunable.tuning_enable(True)
+            # As many cuBLASLt candidates as Kiln's --blas-tuning times; results not kept.
+            if hasattr(torch.cuda.tunable, "set_cublaslt_requested_algo_count"):
+                torch.cuda.tunable.set_cublaslt_requested_algo_count(16)
+            torch.cuda.tunable.set_filename(f"/tmp/torch_train_step_tunableop{os.getpid()}.csv")
     torch.manual_seed(0)
     model = Seq2Seq(vocab, d, heads, layers, d_ff, max(seq + 1, 128)).to(device)
     if a.checkpoint_layers:
@@ -193,6 +210,7 @@ def main():
     print(json.dumps({
         "framework": "torch", "config": a.config, "threads": torch.get_num_threads(), "steps": steps, "compiled": a.compile, "bf16": a.bf16, "flush_denormal": a.flush_denormal,
         "checkpoint_layers": a.checkpoint_layers, "checkpoint_feed_forward": a.checkpoint_ff,
+        "blas": a.blas or "default", "tunable_op": a.tunable_op,
         "ms_per_step": round(median, 3), "tokens_per_s": round(tokens / (median / 1000), 1),
         "gflops": round(6 * params * tokens / (median / 1000) / 1e9, 2),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),

@@ -20,7 +20,9 @@
 #    runs on an H200, so 3 or more make a ratio firmer) and the medians' ratio; the seed
 #    step once more with --recompute off (the norms' outputs kept: its time and memory
 #    cost), once with --blas cublaslt (unbatched products on cuBLASLt, a linear's bias
-#    in the GEMM's epilogue), once with KILN_CUDA_HEAD_COPIES=1 (attention's heads
+#    in the GEMM's epilogue), once on both sides with each GEMM's algorithm timed among
+#    cuBLASLt's candidates (Kiln's --blas-tuning, PyTorch's TunableOp), once with
+#    KILN_CUDA_HEAD_COPIES=1 (attention's heads
 #    copied head-major, the path before session 12), once on both sides with every layer
 #    checkpointed (--checkpoint-layers), once with only the feed-forward hidden layers
 #    checkpointed (--checkpoint-ff), and Kiln's once with the generator and loss as
@@ -206,6 +208,10 @@ if stage bench; then
         kiln_run "recompute off" --recompute off
         # Unbatched products on cuBLASLt, a linear's bias in its epilogue (set_preferred_blas_library).
         kiln_run "blas cublaslt" --blas cublaslt
+        # Each GEMM problem's algorithm the fastest of cuBLASLt's candidates, timed in the
+        # warm-up steps: Kiln's set_blas_tuning, PyTorch's TunableOp.
+        kiln_run "blas tuning" --blas-tuning
+        torch_run "tunable op" --tunable-op
         # Attention's heads copied head-major around its products (the path before session 12).
         KILN_CUDA_HEAD_COPIES=1 kiln_run "head copies"
         # Activation checkpointing on both sides: each layer through its checkpoint.

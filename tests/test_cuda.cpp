@@ -279,6 +279,11 @@ TEST_SUITE("everywhere") {
           "[set_preferred_blas_library] unknown library choice 5");
     CHECK(cuda::preferred_blas_library() == cuda::BlasLibrary::Cublaslt);
     cuda::set_preferred_blas_library(cuda::BlasLibrary::Cublas);
+    CHECK_FALSE(cuda::blas_tuning());  // off by default: bitwise repeatable runs
+    cuda::set_blas_tuning(true);
+    CHECK(cuda::blas_tuning());
+    cuda::set_blas_tuning(false);
+    CHECK_FALSE(cuda::blas_tuning());
   }
 
   TEST_CASE("a CPU-only build: asking for CUDA is an error that names the device") {
@@ -367,6 +372,12 @@ struct PreferredBlas {
   }
   ~PreferredBlas() { cuda::set_preferred_blas_library(previous); }
   cuda::BlasLibrary previous;
+};
+
+struct BlasTuning {
+  BlasTuning() : previous(cuda::blas_tuning()) { cuda::set_blas_tuning(true); }
+  ~BlasTuning() { cuda::set_blas_tuning(previous); }
+  bool previous;
 };
 
 TEST_SUITE("gpu") {
@@ -811,6 +822,22 @@ TEST_SUITE("gpu") {
     }
     check_same("mixed linear grad x", glx.grad(), lx.grad());
     check_same("mixed linear grad w", glw.grad(), lw.grad());
+  }
+
+  TEST_CASE("cuBLASLt tuned (set_blas_tuning): every matmul layout, linear's bias, an accumulating product") {
+    // Each problem's algorithm timed among the heuristic's candidates on a scratch output:
+    // the results must still be the CPU's to rounding, and a product that accumulates into
+    // its output (the odd-offset bias: broadcast first, then beta = 1) must see its output
+    // untouched by the timing launches.
+    PreferredBlas lt(cuda::BlasLibrary::Cublaslt);
+    BlasTuning tuning;
+    std::vector<Case> cases = matmul_cases();
+    cases.push_back({"linear, odd sizes, a bias at an odd offset (accumulates)",
+                     [](V x, Device) { return linear(x[0], x[1], x[2].narrow(0, 1, 23)); },
+                     {R({37, 29}), R({23, 29}), R({24})}});
+    cases.push_back({"linear, aligned sizes, bias in the epilogue", [](V x, Device) { return linear(x[0], x[1], x[2]); },
+                     {R({4, 64, 256}), R({192, 256}), R({192})}});
+    run_table(cases);
   }
 
   TEST_CASE("shape ops, forward and backward") {

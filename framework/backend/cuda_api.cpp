@@ -15,6 +15,7 @@ namespace {
 std::atomic<int64_t> g_limit{-1};  // set_cache_limit's cap; -1: none
 std::atomic<AttentionKernel> g_attention{AttentionKernel::Auto};
 std::atomic<BlasLibrary> g_blas{BlasLibrary::Cublas};
+std::atomic<bool> g_tuning{false};
 }  // namespace
 
 void set_cache_limit(std::optional<int64_t> bytes) {
@@ -46,6 +47,9 @@ void set_preferred_blas_library(BlasLibrary library) {
 }
 
 BlasLibrary preferred_blas_library() { return g_blas.load(); }
+
+void set_blas_tuning(bool enabled) { g_tuning.store(enabled); }
+bool blas_tuning() { return g_tuning.load(); }
 
 #ifdef KILN_WITH_CUDA
 

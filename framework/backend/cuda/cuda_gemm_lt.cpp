@@ -4,15 +4,20 @@
 // output feature, is the per-row bias of D that CUBLASLT_EPILOGUE_BIAS adds.
 //
 // A plan (the matmul descriptor, the three matrix layouts and the heuristic's first
-// algorithm) is made once per problem: sizes, leading dimensions, transposes, dtypes,
-// epilogue and the alignment of every pointer (the heuristic picks kernels by it), and
-// kept for the process. A call then sets the bias pointer and launches.
+// algorithm, or under set_blas_tuning the fastest of its first kTuneCandidates as timed
+// on this problem) is made once per problem: sizes, leading dimensions, transposes,
+// dtypes, epilogue, tuning and the alignment of every pointer (the heuristic picks
+// kernels by it), and kept for the process. A call then sets the bias pointer and
+// launches.
 #include "backend/cuda/cuda_gemm_lt.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "backend/cuda/cuda_device.h"
 #include "backend/matrix_layout.h"
@@ -28,9 +33,14 @@ struct LtPlan {
   bool usable = false;  // false: the heuristic had no algorithm (the caller takes cuBLAS)
 };
 
-// device, bfloat16 operands, bias, op_first, op_second, m, n, k, lda, ldb, and the
-// alignments of the first operand, the second, the output and the bias.
-using LtKey = std::array<int64_t, 14>;
+// device, bfloat16 operands, bias, tuned, op_first, op_second, m, n, k, lda, ldb, and
+// the alignments of the first operand, the second, the output and the bias.
+using LtKey = std::array<int64_t, 15>;
+
+// Under set_blas_tuning: how many of the heuristic's algorithms are timed, and how many
+// launches of each (after one to warm up) the timing takes.
+constexpr int kTuneCandidates = 16;
+constexpr int kTuneLaunches = 5;
 
 // Plans of every device; a few per model in training, more where sizes vary (decoding),
 // so past kMaxPlans the map starts over.
@@ -69,7 +79,8 @@ void set_pref(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t
 // The problem of one call, in cuBLASLt's (column-major) terms.
 struct LtProblem {
   int device;
-  bool low;  // bfloat16 operands
+  bool low;    // bfloat16 operands
+  bool tuned;  // the fastest of the heuristic's candidates, timed (set_blas_tuning)
   const void *first, *second, *bias;
   float* out;
   cublasOperation_t op_first, op_second;
@@ -84,7 +95,7 @@ struct LtProblem {
   }
   LtKey key() const {
     const std::array<int64_t, 4> al = alignments();
-    return {device, low, bias != nullptr, op_first, op_second, m, n, k, lda, ldb, al[0], al[1], al[2], al[3]};
+    return {device, low, bias != nullptr, tuned, op_first, op_second, m, n, k, lda, ldb, al[0], al[1], al[2], al[3]};
   }
 };
 
@@ -96,6 +107,52 @@ cublasLtMatrixLayout_t layout(cudaDataType_t type, cublasOperation_t op, int64_t
   KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, type, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld),
                     "matmul");
   return l;
+}
+
+// One launch of `algo` on the problem, writing `out` (C and D); beta 0 or 1 as the call's.
+cublasStatus_t launch(const LtProblem& pr, const LtPlan& p, const cublasLtMatmulAlgo_t& algo, float* out,
+                      float beta) {
+  const float alpha = 1;
+  return cublasLtMatmul(lt_handle(pr.device), p.desc, &alpha, pr.first, p.first, pr.second, p.second, &beta, out,
+                        p.result, out, p.result, &algo, blas_workspace(pr.device), kBlasWorkspaceBytes,
+                        stream(pr.device));
+}
+
+// A CUDA event for the tuning's timing, destroyed with its scope.
+struct TuneEvent {
+  cudaEvent_t e = nullptr;
+  TuneEvent() { KILN_CUDA_CHECK(cudaEventCreate(&e), "matmul"); }
+  ~TuneEvent() { cudaEventDestroy(e); }
+  TuneEvent(const TuneEvent&) = delete;
+  TuneEvent& operator=(const TuneEvent&) = delete;
+};
+
+// The index of the fastest of `found` on this problem (set_blas_tuning): each candidate
+// launched once to warm up, then kTuneLaunches times between two events, into a scratch
+// output, so the call's own output (which an accumulating product reads) is untouched.
+// A candidate whose launch fails is passed over; -1 when every one fails.
+int fastest(const LtProblem& pr, const LtPlan& p, const std::vector<cublasLtMatmulHeuristicResult_t>& found) {
+  const Tensor scratch =
+      Tensor::empty({pr.m * pr.n}, TensorOptions(kFloat32).device(Device(DeviceType::CUDA, pr.device)));
+  float* out = scratch.data<float>();
+  const TuneEvent start, stop;
+  int best = -1;
+  float best_ms = std::numeric_limits<float>::infinity();
+  cudaStream_t s = stream(pr.device);
+  for (size_t i = 0; i < found.size(); ++i) {
+    if (found[i].state != CUBLAS_STATUS_SUCCESS) continue;
+    bool ok = launch(pr, p, found[i].algo, out, 0) == CUBLAS_STATUS_SUCCESS;
+    ok = ok && cudaEventRecord(start.e, s) == cudaSuccess;
+    for (int r = 0; ok && r < kTuneLaunches; ++r) ok = launch(pr, p, found[i].algo, out, 0) == CUBLAS_STATUS_SUCCESS;
+    ok = ok && cudaEventRecord(stop.e, s) == cudaSuccess && cudaEventSynchronize(stop.e) == cudaSuccess;
+    float ms = 0;
+    if (ok && cudaEventElapsedTime(&ms, start.e, stop.e) == cudaSuccess && ms < best_ms) {
+      best_ms = ms;
+      best = static_cast<int>(i);
+    }
+  }
+  (void)cudaGetLastError();  // a failed candidate's launch is not the caller's error
+  return best;
 }
 
 LtPlan make_plan(const LtProblem& pr) {
@@ -117,7 +174,7 @@ LtPlan make_plan(const LtProblem& pr) {
 
     cublasLtMatmulPreference_t pref = nullptr;
     KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref), "matmul");
-    cublasLtMatmulHeuristicResult_t found{};
+    std::vector<cublasLtMatmulHeuristicResult_t> found(pr.tuned ? kTuneCandidates : 1);
     int count = 0;
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
     try {
@@ -127,7 +184,7 @@ LtPlan make_plan(const LtProblem& pr) {
       set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<uint32_t>(al[2]));
       set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<uint32_t>(al[2]));
       st = cublasLtMatmulAlgoGetHeuristic(lt_handle(pr.device), p.desc, p.first, p.second, p.result, p.result, pref,
-                                          1, &found, &count);
+                                          static_cast<int>(found.size()), found.data(), &count);
     } catch (...) {
       cublasLtMatmulPreferenceDestroy(pref);
       throw;
@@ -135,8 +192,10 @@ LtPlan make_plan(const LtProblem& pr) {
     cublasLtMatmulPreferenceDestroy(pref);
     // NOT_SUPPORTED (or no result): no kernel for this problem; anything else is an error.
     if (st != CUBLAS_STATUS_NOT_SUPPORTED) KILN_CUBLAS_CHECK(st, "matmul");
-    p.usable = st == CUBLAS_STATUS_SUCCESS && count > 0 && found.state == CUBLAS_STATUS_SUCCESS;
-    if (p.usable) p.algo = found.algo;
+    found.resize(st == CUBLAS_STATUS_SUCCESS ? static_cast<size_t>(std::max(count, 0)) : 0);
+    const int pick = found.size() > 1 ? fastest(pr, p, found) : found.empty() ? -1 : 0;
+    p.usable = pick >= 0 && found[pick].state == CUBLAS_STATUS_SUCCESS;
+    if (p.usable) p.algo = found[pick].algo;
   } catch (...) {
     destroy(p);
     throw;
@@ -168,6 +227,7 @@ bool lt_matmul(const Tensor& a, const Tensor& b, const Tensor* bias, const Tenso
   LtProblem pr;
   pr.device = out.device().index;
   pr.low = a.dtype() == kBFloat16;
+  pr.tuned = blas_tuning();
   pr.first = b.data_ptr();
   pr.second = a.data_ptr();
   pr.bias = bias ? bias->data_ptr() : nullptr;
@@ -194,11 +254,7 @@ bool lt_matmul(const Tensor& a, const Tensor& b, const Tensor* bias, const Tenso
   LtPlan& p = it->second;
   if (!p.usable) return false;
   if (pr.bias) set_desc(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, pr.bias);
-  const float alpha = 1, beta = accumulate ? 1 : 0;
-  KILN_CUBLAS_CHECK(cublasLtMatmul(lt_handle(pr.device), p.desc, &alpha, pr.first, p.first, pr.second, p.second,
-                                   &beta, pr.out, p.result, pr.out, p.result, &p.algo, blas_workspace(pr.device),
-                                   kBlasWorkspaceBytes, stream(pr.device)),
-                    "matmul");
+  KILN_CUBLAS_CHECK(launch(pr, p, p.algo, pr.out, accumulate ? 1.0f : 0.0f), "matmul");
   return true;
 }
 
