@@ -4,7 +4,7 @@
 //   bench_train_step --config seed|small|tiny [--steps N] [--warmup W] [--threads T]
 //                    [--device cpu|cuda:N] [--bf16] [--flush-denormal] [--curve K]
 //                    [--attention auto|tiled|materialized] [--recompute on|off]
-//                    [--checkpoint-layers] [--checkpoint-ff] [--fused-loss]
+//                    [--checkpoint-layers] [--checkpoint-ff | --no-checkpoint-ff] [--fused-loss]
 //                    [--blas cublas|cublaslt] [--blas-tuning]
 //
 // Prints one JSON line: ms/step (median of the timed steps), tokens/s (target tokens,
@@ -28,6 +28,10 @@
 // hidden layer through utils::checkpoint, its output freed too), as torch_train_step.py
 // --checkpoint-ff wraps each layer's linear1, activation and dropout in
 // torch.utils.checkpoint; the line then says "checkpoint_feed_forward": true.
+// --no-checkpoint-ff: never (the line says false). Without either the model's default
+// decides: checkpointed under autocast where saved activations are written again in
+// backward (a GPU's default; the CPU's with --recompute on), as torch_train_step.py's
+// plain step never does.
 // --fused-loss: the generator and the loss as kiln::linear_cross_entropy on the decoder's
 // output (Seq2SeqTransformer::decoder_output), the rows in chunks, instead of logits and
 // cross_entropy: the same loss, and no (tokens, vocab) logits held from forward to
@@ -71,8 +75,8 @@ double peak_tensor_mb(kiln::Device d) { return static_cast<double>(kiln::memory_
 struct Args {
   std::string config = "tiny", device = "cpu";
   int steps = 0, warmup = 2, threads = 0, curve = 0;
-  bool bf16 = false, flush_denormal = false, checkpoint_layers = false, checkpoint_ff = false, fused_loss = false,
-       blas_tuning = false;
+  bool bf16 = false, flush_denormal = false, checkpoint_layers = false, fused_loss = false, blas_tuning = false;
+  std::optional<bool> checkpoint_ff;  // --checkpoint-ff / --no-checkpoint-ff; unset: the model's default
   std::optional<kiln::cuda::AttentionKernel> attention;  // --attention: the GPU's attention kernels
   std::optional<bool> recompute;                         // --recompute on|off
   std::optional<kiln::cuda::BlasLibrary> blas;           // --blas cublas|cublaslt
@@ -92,12 +96,15 @@ int main(int argc, char** argv) {
       bool* flag = f == "--bf16"                ? &a.bf16
                    : f == "--flush-denormal"    ? &a.flush_denormal
                    : f == "--checkpoint-layers" ? &a.checkpoint_layers
-                   : f == "--checkpoint-ff"     ? &a.checkpoint_ff
                    : f == "--fused-loss"        ? &a.fused_loss
                    : f == "--blas-tuning"       ? &a.blas_tuning
                                                 : nullptr;
       if (flag) {  // an option without a value
         *flag = true;
+        continue;
+      }
+      if (f == "--checkpoint-ff" || f == "--no-checkpoint-ff") {
+        a.checkpoint_ff = f == "--checkpoint-ff";
         continue;
       }
       if (f != "--config" && f != "--steps" && f != "--warmup" && f != "--threads" && f != "--device" &&
@@ -206,7 +213,7 @@ int run(const Args& a) {
   if (a.flush_denormal) extra += ", \"flush_denormal\": true";
   if (a.recompute) extra += std::string(", \"recompute\": ") + (*a.recompute ? "true" : "false");
   if (a.checkpoint_layers) extra += ", \"checkpoint_layers\": true";
-  if (a.checkpoint_ff) extra += ", \"checkpoint_feed_forward\": true";
+  if (a.checkpoint_ff) extra += std::string(", \"checkpoint_feed_forward\": ") + (*a.checkpoint_ff ? "true" : "false");
   if (a.fused_loss) extra += ", \"fused_loss\": true";
   if (a.blas || a.blas_tuning) {
     const bool lt = kiln::cuda::preferred_blas_library() == kiln::cuda::BlasLibrary::Cublaslt;

@@ -19,13 +19,14 @@
 #    alternating KILN_BENCH_ROUNDS times (default 1; PyTorch's step varies 30-50% between
 #    runs on an H200, so 3 or more make a ratio firmer) and the medians' ratio; the seed
 #    step once more with --recompute off (the norms' outputs kept: its time and memory
-#    cost), once with --blas cublaslt (unbatched products on cuBLASLt, a linear's bias
-#    in the GEMM's epilogue), once on both sides with each GEMM's algorithm timed among
+#    cost), once with --blas cublas (unbatched products on cuBLAS, a linear's bias
+#    broadcast first; the default is cuBLASLt with it in the epilogue), once on both sides with each GEMM's algorithm timed among
 #    cuBLASLt's candidates (Kiln's --blas-tuning, PyTorch's TunableOp), once with
 #    KILN_CUDA_HEAD_COPIES=1 (attention's heads
 #    copied head-major, the path before session 12), once on both sides with every layer
 #    checkpointed (--checkpoint-layers), once with only the feed-forward hidden layers
-#    checkpointed (--checkpoint-ff), and Kiln's once with the generator and loss as
+#    checkpointed (--checkpoint-ff; under bf16 autocast Kiln's default, so its bf16 step
+#    runs once more with them kept, --no-checkpoint-ff), and Kiln's once with the generator and loss as
 #    linear_cross_entropy (--fused-loss);
 #    bench_attention at 1024 and 4096 tokens on the tiled and the materialising
 #    kernels.
@@ -94,9 +95,10 @@ export KILN_FIXTURES=$ROOT/tests/fixtures KILN_SAVE_LOOP=$build/tests/save_loop
 
 if stage tests; then
   # Every test program; each prints doctest's summary. test_cuda exits 77 where no GPU is
-  # usable: here that is a failure.
-  for t in "$build"/tests/test_*; do
-    [ -x "$t" ] && [ -f "$t" ] || continue
+  # usable: here that is a failure. test_cuda and translate_toy run alone on the GPU first,
+  # then the CPU's programs KILN_TEST_JOBS at a time (default 6).
+  run_test() {  # run_test PROGRAM: its log, its line in the summary
+    local t=$1 name rc ms secs line t0
     name=$(basename "$t")
     t0=$(date +%s%N)
     (cd "$build/tests" && timeout 900 "$t" >"$out/$name.log" 2>&1)
@@ -104,8 +106,11 @@ if stage tests; then
     ms=$((($(date +%s%N) - t0) / 1000000))
     secs=$((ms / 1000)).$((ms % 1000 / 100))
     line=$(grep -E '^\[doctest\] (test cases|assertions)' "$out/$name.log" | tr '\n' ' ')
-    if [ $rc -eq 0 ]; then note "ok   $name (${secs} s) $line"; else fail "$name rc=$rc (${secs} s) $line"; fi
-  done
+    if [ $rc -eq 0 ]; then echo "ok   $name (${secs} s) $line"; else echo "FAIL: $name rc=$rc (${secs} s) $line"; fi
+  }
+  export -f run_test
+  export build out
+  run_test "$build/tests/test_cuda" | tee -a "$summary"
   toy=$build/examples/translate_toy/translate_toy
   if [ -x "$toy" ]; then
     (cd "$out" && timeout 600 "$toy" --device cuda:0 >"$out/translate_toy.log" 2>&1)
@@ -113,6 +118,10 @@ if stage tests; then
     line=$(grep -iE 'exact|accuracy' "$out/translate_toy.log" | tail -1)
     if [ $rc -eq 0 ]; then note "ok   translate_toy --device cuda:0: $line"; else fail "translate_toy rc=$rc: $line"; fi
   fi
+  for t in "$build"/tests/test_*; do
+    [ -x "$t" ] && [ -f "$t" ] && [ "$(basename "$t")" != test_cuda ] && printf '%s\0' "$t"
+  done | xargs -0 -n 1 -P "${KILN_TEST_JOBS:-6}" bash -c 'run_test "$0"' | sort | tee -a "$summary"
+  grep -q '^FAIL: test_' "$summary" && status=1
 fi
 
 if stage sanitize; then
@@ -206,8 +215,9 @@ if stage bench; then
       fi
       if [ $config = seed ]; then
         kiln_run "recompute off" --recompute off
-        # Unbatched products on cuBLASLt, a linear's bias in its epilogue (set_preferred_blas_library).
-        kiln_run "blas cublaslt" --blas cublaslt
+        # Unbatched products on cuBLAS, a linear's bias broadcast first (the default is
+        # cuBLASLt with the bias in its epilogue: set_preferred_blas_library).
+        kiln_run "blas cublas" --blas cublas
         # Each GEMM problem's algorithm the fastest of cuBLASLt's candidates, timed in the
         # warm-up steps: Kiln's set_blas_tuning, PyTorch's TunableOp.
         kiln_run "blas tuning" --blas-tuning
@@ -221,6 +231,9 @@ if stage bench; then
         # checkpoint's output too: recompute_outputs).
         kiln_run "checkpoint feed-forward" --checkpoint-ff
         torch_run "checkpoint feed-forward" --checkpoint-ff
+        # Under autocast Kiln's default checkpoints those hidden layers on a GPU
+        # (checkpoint_feed_forward_by_default): the step with them kept, for its cost.
+        [ $mode = bf16 ] && kiln_run "feed-forward kept" --no-checkpoint-ff
         # The generator and its loss as linear_cross_entropy (no logits held); PyTorch has
         # no such op, so this is Kiln's figure beside the composition's above.
         kiln_run "fused loss" --fused-loss

@@ -466,11 +466,11 @@ TEST_CASE("checkpoint recompute_outputs: an input returned as it is, and a funct
 TEST_CASE("checkpoint_feed_forward: the plain step's bits, each layer's hidden activation not held") {
   for (bool autocast : {false, true}) {
     CAPTURE(autocast);
-    auto step = [autocast](bool checkpointed) {
+    auto step = [autocast](std::optional<bool> checkpointed, bool recipes = true) {
       manual_seed(12);
       tr::Seq2SeqOptions o = small_model(16, 2);
       o.checkpoint_feed_forward = checkpointed;
-      set_recompute_saved(true);
+      set_recompute_saved(recipes);
       const ModelStep r = model_step(o, autocast);
       reset_recompute_saved();
       return r;
@@ -480,6 +480,29 @@ TEST_CASE("checkpoint_feed_forward: the plain step's bits, each layer's hidden a
     // Two encoder layers over 6 x 10 tokens and two decoder layers over 6 x 8, 64 wide
     // (the weights' bfloat16 copies are recipes on both sides).
     CHECK(plain.held_after_forward - ckpt.held_after_forward == (2 * 60 + 2 * 48) * 64 * (autocast ? 2 : 4));
+    // Unset, the model decides: checkpointed under autocast where saved activations are
+    // written again (here by set_recompute_saved(true), as on a GPU), else not.
+    const ModelStep by_default = step(std::nullopt);
+    CHECK(by_default.values == plain.values);
+    CHECK(by_default.held_after_forward == (autocast ? ckpt : plain).held_after_forward);
+    set_recompute_saved(true);
+    CHECK_FALSE(tr::checkpoint_feed_forward_by_default(ones({2})));  // no autocast: off
+    reset_recompute_saved();
+    {
+      AutocastGuard guard(kBFloat16);
+      CHECK(tr::checkpoint_feed_forward_by_default(ones({2})) == is_recompute_saved_enabled(kCPU));
+      set_recompute_saved(true);
+      CHECK(tr::checkpoint_feed_forward_by_default(ones({2})));
+      {
+        tr::WholeLayerCheckpoint whole;  // inside a layer checkpointed whole: off
+        CHECK_FALSE(tr::checkpoint_feed_forward_by_default(ones({2})));
+      }
+      CHECK(tr::checkpoint_feed_forward_by_default(ones({2})));
+      reset_recompute_saved();
+    }
+    // With the recipes off (the CPU's default) the default keeps the activation.
+    const ModelStep off = step(std::nullopt, false);
+    CHECK(off.values == plain.values);
   }
 }
 

@@ -272,13 +272,13 @@ TEST_SUITE("everywhere") {
           "[set_attention_kernel] unknown kernel choice 7");
     CHECK(cuda::attention_kernel() == cuda::AttentionKernel::Tiled);  // unchanged by the error
     cuda::set_attention_kernel(cuda::AttentionKernel::Auto);
+    CHECK(cuda::preferred_blas_library() == cuda::BlasLibrary::Cublaslt);  // the default
+    cuda::set_preferred_blas_library(cuda::BlasLibrary::Cublas);
     CHECK(cuda::preferred_blas_library() == cuda::BlasLibrary::Cublas);
-    cuda::set_preferred_blas_library(cuda::BlasLibrary::Cublaslt);
-    CHECK(cuda::preferred_blas_library() == cuda::BlasLibrary::Cublaslt);
     CHECK(error_of([] { cuda::set_preferred_blas_library(static_cast<cuda::BlasLibrary>(5)); }) ==
           "[set_preferred_blas_library] unknown library choice 5");
-    CHECK(cuda::preferred_blas_library() == cuda::BlasLibrary::Cublaslt);
-    cuda::set_preferred_blas_library(cuda::BlasLibrary::Cublas);
+    CHECK(cuda::preferred_blas_library() == cuda::BlasLibrary::Cublas);
+    cuda::set_preferred_blas_library(cuda::BlasLibrary::Cublaslt);
     CHECK_FALSE(cuda::blas_tuning());  // off by default: bitwise repeatable runs
     cuda::set_blas_tuning(true);
     CHECK(cuda::blas_tuning());
@@ -794,6 +794,14 @@ TEST_SUITE("gpu") {
 
   TEST_CASE("matmul in every layout, forward and backward") { run_table(matmul_cases()); }
 
+  TEST_CASE("cuBLAS (preferred_blas_library Cublas): every matmul layout, linear's bias broadcast first") {
+    PreferredBlas plain(cuda::BlasLibrary::Cublas);
+    std::vector<Case> cases = matmul_cases();
+    cases.push_back({"linear with its bias", [](V x, Device) { return linear(x[0], x[1], x[2]); },
+                     {R({4, 16, 128}), T({96, 128}), R({96})}});
+    run_table(cases);
+  }
+
   TEST_CASE("cuBLASLt (preferred_blas_library Cublaslt): every matmul layout, linear with its bias in the epilogue") {
     // Unbatched float32 products and linear's bias through cublasLtMatmul; the rest (float64,
     // batches) stays on cuBLAS. Odd sizes give the heuristic other kernels than the
@@ -1268,7 +1276,9 @@ TEST_SUITE("gpu") {
   // Adam's multi-tensor launches (Backend::adam_step_many): up to 48 parameters a launch,
   // a block range per parameter, a grid-stride loop within one past 4096 blocks. 60
   // parameters (two launches) of sizes from 0 to past a million elements, and one whose
-  // first gradient comes a step late (its own step count: a launch of its own). The
+  // first gradient comes a step late (its own step count: a launch of its own). Aligned
+  // tensors go 16 bytes a thread, their last n mod 4 elements one a thread; a gradient 4
+  // bytes past alignment (a view) takes the parameter one element a thread. The
   // arithmetic is the CPU's, operation for operation, without fused multiply-adds on
   // either side: the same bits.
   TEST_CASE("Adam's multi-tensor launches give the CPU's bits") {
@@ -1277,7 +1287,7 @@ TEST_SUITE("gpu") {
     shapes[5] = {1100003};                                              // > 4096 blocks x 256
     shapes[17] = {4096 * 256 + 1};
     shapes[50] = {64, 33};
-    const size_t late = 9;
+    const size_t late = 9, unaligned = 23, unaligned_big = 17;
     for (int variant = 0; variant < 2; ++variant) {
       CAPTURE(variant);
       optim::AdamOptions o;
@@ -1303,7 +1313,14 @@ TEST_SUITE("gpu") {
           if (i == late && step == 0) continue;
           Tensor g = randn(shapes[i], TensorOptions(), &gen);
           cpu_p[i].set_grad(g);
-          gpu_p[i].set_grad(g.to(gpu()));
+          if (i == unaligned || i == unaligned_big) {  // the gradient one element into a larger tensor
+            const int64_t n = g.numel();
+            Tensor big = zeros({n + 1}, TensorOptions().device(gpu()));
+            big.narrow(0, 1, n).copy_(g.reshape({n}).to(gpu()));
+            gpu_p[i].set_grad(big.narrow(0, 1, n).reshape(shapes[i]));
+          } else {
+            gpu_p[i].set_grad(g.to(gpu()));
+          }
         }
         oc->step();
         og->step();
@@ -1453,7 +1470,12 @@ TEST_SUITE("gpu") {
       CAPTURE(autocast);
       auto step = [&](bool checkpointed) {
         tr::Seq2SeqOptions o = toy_model(task, 32, 4, 2, 64, 0.1);
-        (feed_forward_only ? o.checkpoint_feed_forward : o.checkpoint_layers) = checkpointed;
+        if (feed_forward_only) {
+          o.checkpoint_feed_forward = checkpointed;
+        } else {
+          o.checkpoint_layers = checkpointed;
+          o.checkpoint_feed_forward = false;  // not its default's checkpoint inside the plain step's layers
+        }
         manual_seed(3);
         tr::Seq2SeqTransformer model(o);
         model.to(gpu());

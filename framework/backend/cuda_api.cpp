@@ -14,7 +14,7 @@ namespace kiln::cuda {
 namespace {
 std::atomic<int64_t> g_limit{-1};  // set_cache_limit's cap; -1: none
 std::atomic<AttentionKernel> g_attention{AttentionKernel::Auto};
-std::atomic<BlasLibrary> g_blas{BlasLibrary::Cublas};
+std::atomic<BlasLibrary> g_blas{BlasLibrary::Cublaslt};
 std::atomic<bool> g_tuning{false};
 }  // namespace
 

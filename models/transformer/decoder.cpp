@@ -115,6 +115,7 @@ Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, cons
     if (checkpoint_layers) {
       // By value: the layer runs again in backward, after this call has returned.
       auto run = [layer, tgt_mask, memory_mask, tgt_kpm, memory_kpm](const std::vector<Tensor>& in) {
+        WholeLayerCheckpoint whole;  // no second checkpoint of the hidden layer inside
         return std::vector<Tensor>{layer->forward(in[0], in[1], tgt_mask, memory_mask, tgt_kpm, memory_kpm)};
       };
       x = utils::checkpoint(run, {x, memory})[0];

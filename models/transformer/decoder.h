@@ -2,6 +2,7 @@
 // nn.TransformerDecoderLayer and nn.TransformerDecoder, same parameter names, plus a
 // one-step forward with cached keys and values for decoding.
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "attention.h"
@@ -40,7 +41,9 @@ class TransformerDecoderLayer : public nn::Cloneable<TransformerDecoderLayer> {
   // Kiln's own: the feed-forward block's hidden layer through utils::checkpoint (while grad
   // is on), so the layer keeps nothing d_ff wide for backward, which runs linear1 and the
   // activation once more (feed_forward.h). Same outputs and gradients, bit for bit.
-  bool checkpoint_feed_forward = false;
+  // std::nullopt (the default): under autocast where saved activations are written again
+  // (a GPU by default: checkpoint_feed_forward_by_default); true or false: always, never.
+  std::optional<bool> checkpoint_feed_forward;
   TransformerLayerOptions options;
   std::shared_ptr<MultiheadAttention> self_attn, multihead_attn;
   std::shared_ptr<nn::Linear> linear1, linear2;

@@ -78,7 +78,12 @@ Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const 
   for (const auto& layer : *layers) {
     if (checkpoint_layers) {
       // By value: the layer runs again in backward, after this call has returned.
-      x = utils::checkpoint([layer, mask, kpm](const Tensor& in) { return layer->forward(in, mask, kpm); }, x);
+      x = utils::checkpoint(
+          [layer, mask, kpm](const Tensor& in) {
+            WholeLayerCheckpoint whole;  // no second checkpoint of the hidden layer inside
+            return layer->forward(in, mask, kpm);
+          },
+          x);
     } else {
       x = layer->forward(x, mask, kpm);
     }

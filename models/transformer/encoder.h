@@ -1,6 +1,7 @@
 #pragma once
 // nn.TransformerEncoderLayer and nn.TransformerEncoder, same parameter names.
 #include <memory>
+#include <optional>
 
 #include "attention.h"
 #include "layer_options.h"
@@ -21,7 +22,9 @@ class TransformerEncoderLayer : public nn::Cloneable<TransformerEncoderLayer> {
   // Kiln's own: the feed-forward block's hidden layer through utils::checkpoint (while grad
   // is on), so the layer keeps nothing d_ff wide for backward, which runs linear1 and the
   // activation once more (feed_forward.h). Same outputs and gradients, bit for bit.
-  bool checkpoint_feed_forward = false;
+  // std::nullopt (the default): under autocast where saved activations are written again
+  // (a GPU by default: checkpoint_feed_forward_by_default); true or false: always, never.
+  std::optional<bool> checkpoint_feed_forward;
   TransformerLayerOptions options;
   std::shared_ptr<MultiheadAttention> self_attn;
   std::shared_ptr<nn::Linear> linear1, linear2;

@@ -36,11 +36,23 @@ Tensor hidden_layer(const Tensor& x, nn::Linear& linear1, double p, bool trainin
 
 }  // namespace
 
+namespace {
+thread_local bool t_whole_layer_checkpoint = false;
+}  // namespace
+
+WholeLayerCheckpoint::WholeLayerCheckpoint() : previous_(t_whole_layer_checkpoint) { t_whole_layer_checkpoint = true; }
+WholeLayerCheckpoint::~WholeLayerCheckpoint() { t_whole_layer_checkpoint = previous_; }
+
+bool checkpoint_feed_forward_by_default(const Tensor& x) {
+  return !t_whole_layer_checkpoint && is_autocast_enabled() && is_recompute_saved_enabled(x.device());
+}
+
 Tensor feed_forward(const Tensor& x, const std::shared_ptr<nn::Linear>& linear1, const nn::Dropout& dropout,
-                    nn::Linear& linear2, const std::string& activation, bool checkpoint) {
+                    nn::Linear& linear2, const std::string& activation, std::optional<bool> checkpoint) {
   const double p = dropout.p;
   const bool training = dropout.training_effective();
-  if (!checkpoint || !is_grad_enabled()) return linear2.forward(hidden_layer(x, *linear1, p, training, activation));
+  const bool checkpointed = checkpoint.value_or(checkpoint_feed_forward_by_default(x));
+  if (!checkpointed || !is_grad_enabled()) return linear2.forward(hidden_layer(x, *linear1, p, training, activation));
   utils::CheckpointOptions options;
   options.recompute_outputs = true;
   // By value: the block runs again in backward, after this call has returned.

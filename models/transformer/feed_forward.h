@@ -1,6 +1,7 @@
 #pragma once
 // The position-wise feed-forward block: linear2(dropout(activation(linear1(x)))).
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <kiln/kiln.h>
@@ -16,9 +17,31 @@ void check_activation(const char* op, const std::string& name);
 // checkpoint (while grad is on): the hidden layer dropout(activation(linear1(x))) through
 // utils::checkpoint with recompute_outputs, so neither it nor what its ops save is kept
 // (linear2 keeps its recipe): backward runs linear1 and the activation once more for the
-// step's largest activation per layer (d_ff wide), the same bits.
+// step's largest activation per layer (d_ff wide), the same bits. std::nullopt (the
+// default) decides by checkpoint_feed_forward_by_default.
 Tensor feed_forward(const Tensor& x, const std::shared_ptr<nn::Linear>& linear1, const nn::Dropout& dropout,
-                    nn::Linear& linear2, const std::string& activation, bool checkpoint = false);
+                    nn::Linear& linear2, const std::string& activation, std::optional<bool> checkpoint = std::nullopt);
+
+// Whether a feed-forward block over x checkpoints its hidden layer when nobody said: under
+// autocast (linear1 again is one bfloat16 GEMM, a small part of the step) on a device
+// whose saved activations are written again in backward (is_recompute_saved_enabled: a
+// GPU by default, any device after set_recompute_saved(true)), where memory is what the
+// trade is for. The seed Transformer's bf16 step on a GPU: 12% less peak (RESULTS.md).
+bool checkpoint_feed_forward_by_default(const Tensor& x);
+
+// In its scope on this thread the default above is off: for a layer checkpointed whole
+// (checkpoint_layers), where the hidden layer's own checkpoint would only run linear1 a
+// third time.
+class WholeLayerCheckpoint {
+ public:
+  WholeLayerCheckpoint();
+  ~WholeLayerCheckpoint();
+  WholeLayerCheckpoint(const WholeLayerCheckpoint&) = delete;
+  WholeLayerCheckpoint& operator=(const WholeLayerCheckpoint&) = delete;
+
+ private:
+  bool previous_;
+};
 
 class PositionwiseFeedForward : public nn::Cloneable<PositionwiseFeedForward, nn::UnaryModule> {
  public:

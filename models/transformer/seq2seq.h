@@ -5,6 +5,7 @@
 // them, seeds 002/004's hand-written stacks do not), and a generator Linear to the
 // target vocabulary. It returns logits; the loss applies log-softmax itself.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,7 +36,10 @@ struct Seq2SeqOptions {
   // Only each layer's feed-forward hidden layer through utils::checkpoint (the layers'
   // checkpoint_feed_forward): its d_ff-wide activation is not kept, for linear1 and the
   // activation once more in backward. Same outputs and gradients, bit for bit.
-  bool checkpoint_feed_forward = false;
+  // std::nullopt (the default): on under autocast where saved activations are written
+  // again in backward (a GPU by default; feed_forward.h), else off; true or false: always,
+  // never.
+  std::optional<bool> checkpoint_feed_forward;
 };
 
 class Seq2SeqTransformer : public nn::Cloneable<Seq2SeqTransformer> {

@@ -1,11 +1,14 @@
-// The fused Adam/AdamW update, one thread per element (one launch per list of up to 48
-// parameters: adam_step_many; adam_step is a list of one), with the CPU backend's
+// The fused Adam/AdamW update, one thread per 16 bytes of each tensor (four float32 or two
+// float64 elements, one thread per element where a tensor is not 16-byte aligned), one
+// launch per list of up to 48 parameters (adam_step_many; adam_step is a list of one),
+// with the CPU backend's
 // (torch.optim.Adam's single-tensor) arithmetic, operation for operation and rounded
 // as the CPU's baseline code (no fused multiply-add, which g++'s AVX2 and AVX-512 clones
 // of the CPU loop do use: meson.build; IEEE sqrt and division):
 //   p, g, m, v [, vmax] (n), in place.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "backend/adam_scalars.h"
@@ -15,22 +18,51 @@
 namespace kiln::cuda {
 namespace {
 
-// Element i of one parameter: p, m, v [, vmax] updated in place from g.
+// One element's update: p, m, v [, vmax when amsgrad] in place from g.
 template <class T>
-__device__ void adam_element(T* p, const T* g, T* m, T* v, T* vmax, int64_t i, const AdamScalars<T>& s) {
-  T grad = s.maximize ? -g[i] : g[i];
-  if (s.l2) grad = add_rn(grad, mul_rn(s.weight_decay, p[i]));
-  const T param = s.decoupled ? mul_rn(p[i], s.decay_factor) : p[i];
-  const T mi = add_rn(mul_rn(m[i], s.beta1), mul_rn(s.one_minus_beta1, grad));
-  T vi = add_rn(mul_rn(v[i], s.beta2), mul_rn(mul_rn(s.one_minus_beta2, grad), grad));
-  m[i] = mi;
-  v[i] = vi;
+__device__ void adam_update(T& p, T g, T& m, T& v, T* vmax, const AdamScalars<T>& s) {
+  T grad = s.maximize ? -g : g;
+  if (s.l2) grad = add_rn(grad, mul_rn(s.weight_decay, p));
+  const T param = s.decoupled ? mul_rn(p, s.decay_factor) : p;
+  m = add_rn(mul_rn(m, s.beta1), mul_rn(s.one_minus_beta1, grad));
+  v = add_rn(mul_rn(v, s.beta2), mul_rn(mul_rn(s.one_minus_beta2, grad), grad));
+  T vi = v;
   if (vmax) {
-    vi = vmax[i] > vi ? vmax[i] : vi;
-    vmax[i] = vi;
+    vi = *vmax > vi ? *vmax : vi;
+    *vmax = vi;
   }
   const T denom = add_rn(sqrt(vi) / s.bc2_sqrt, s.eps);
-  p[i] = add_rn(param, mul_rn(s.neg_step_size, mi / denom));
+  p = add_rn(param, mul_rn(s.neg_step_size, m / denom));
+}
+
+// Element i of one parameter.
+template <class T>
+__device__ void adam_element(T* p, const T* g, T* m, T* v, T* vmax, int64_t i, const AdamScalars<T>& s) {
+  adam_update(p[i], g[i], m[i], v[i], vmax ? vmax + i : nullptr, s);
+}
+
+// 16 bytes of a tensor, loaded and stored as one access.
+template <class T>
+struct alignas(16) Pack16 {
+  static constexpr int kCount = 16 / sizeof(T);
+  T x[kCount];
+};
+
+// Pack q (elements [q·kCount, (q+1)·kCount)) of one parameter whose tensors are all
+// 16-byte aligned.
+template <class T>
+__device__ void adam_pack(T* p, const T* g, T* m, T* v, T* vmax, int64_t q, const AdamScalars<T>& s) {
+  using P = Pack16<T>;
+  P pp = reinterpret_cast<P*>(p)[q], mp = reinterpret_cast<P*>(m)[q], vp = reinterpret_cast<P*>(v)[q];
+  const P gp = reinterpret_cast<const P*>(g)[q];
+  P xp;
+  if (vmax) xp = reinterpret_cast<P*>(vmax)[q];
+#pragma unroll
+  for (int j = 0; j < P::kCount; ++j) adam_update(pp.x[j], gp.x[j], mp.x[j], vp.x[j], vmax ? &xp.x[j] : nullptr, s);
+  reinterpret_cast<P*>(p)[q] = pp;
+  reinterpret_cast<P*>(m)[q] = mp;
+  reinterpret_cast<P*>(v)[q] = vp;
+  if (vmax) reinterpret_cast<P*>(vmax)[q] = xp;
 }
 
 // Up to kListMax parameters of one launch, by value (a kernel's parameters may take 4 KB:
@@ -44,25 +76,36 @@ struct AdamList {
   T* v[kListMax];
   T* vmax[kListMax];  // null without amsgrad
   int64_t n[kListMax];
+  bool packed[kListMax];  // every tensor of the parameter 16-byte aligned: Pack16 accesses
   int first_block[kListMax + 1];
   int count;
 };
 static_assert(sizeof(AdamList<double>) + sizeof(AdamScalars<double>) < 4000, "kernel parameters over 4 KB");
 
 // The list's parameters (n[k]) each, in place: a block finds its parameter, then its
-// threads stride over that parameter's elements with the parameter's own blocks.
+// threads stride over that parameter's packs (or elements, where not packed) with the
+// parameter's own blocks; a packed parameter's last n mod kCount elements go one a thread.
 template <class T>
 __global__ void adam_list_kernel(AdamList<T> list, AdamScalars<T> s) {
   const int b = static_cast<int>(blockIdx.x);
   int k = 0;
   while (k + 1 < list.count && list.first_block[k + 1] <= b) ++k;
-  const int64_t blocks = list.first_block[k + 1] - list.first_block[k];
+  const int64_t stride = (list.first_block[k + 1] - list.first_block[k]) * static_cast<int64_t>(blockDim.x);
+  const int64_t first = (b - list.first_block[k]) * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   const int64_t n = list.n[k];
-  for (int64_t i = (b - list.first_block[k]) * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += blocks * blockDim.x) {
-    adam_element(list.p[k], list.g[k], list.m[k], list.v[k], list.vmax[k], i, s);
+  T *p = list.p[k], *m = list.m[k], *v = list.v[k], *vmax = list.vmax[k];
+  const T* g = list.g[k];
+  int64_t done = 0;  // elements before those left to the loop of single elements
+  if (list.packed[k]) {
+    constexpr int kCount = Pack16<T>::kCount;
+    const int64_t packs = n / kCount;
+    for (int64_t q = first; q < packs; q += stride) adam_pack(p, g, m, v, vmax, q, s);
+    done = packs * kCount;
   }
+  for (int64_t i = done + first; i < n; i += stride) adam_element(p, g, m, v, vmax, i, s);
 }
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // Blocks for one parameter of n elements in a list launch: one per kThreads elements,
 // at most kBlocksMax (the loop above covers the rest).
@@ -88,7 +131,11 @@ void adam_many_typed(const std::vector<AdamTensors>& params, const AdamStepParam
     list.v[k] = t.exp_avg_sq.data<T>();
     list.vmax[k] = hp.amsgrad ? t.max_exp_avg_sq.data<T>() : nullptr;
     list.n[k] = n;
-    const int64_t blocks = std::min(kBlocksMax, (n + kThreads - 1) / kThreads);
+    list.packed[k] = aligned16(list.p[k]) && aligned16(list.g[k]) && aligned16(list.m[k]) && aligned16(list.v[k]) &&
+                     (!list.vmax[k] || aligned16(list.vmax[k]));
+    // One thread a pack where packed (the remainder's few elements ride on its threads).
+    const int64_t units = list.packed[k] ? std::max<int64_t>(n / Pack16<T>::kCount, 1) : n;
+    const int64_t blocks = std::min(kBlocksMax, (units + kThreads - 1) / kThreads);
     list.first_block[k + 1] = list.first_block[k] + static_cast<int>(blocks);
     list.count = k + 1;
     if (list.count == kListMax) launch();
