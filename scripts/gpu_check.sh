@@ -31,6 +31,9 @@
 #    bench_attention at 1024 and 4096 tokens on the tiled and the materialising
 #    kernels.
 #
+# 5. profile (only when asked: --only profile): one seed step, fp32 and bf16, under Nsight
+#    Compute, its kernels' GPU time summed per kernel (scripts/gpu_kernel_times.py).
+#
 # --only tests,sanitize,bench picks stages (the build or unpacking always runs). Logs
 # go to --out (default gpu_check_out/); the summary is printed last. Exit status 0 only
 # when every stage run passed.
@@ -248,6 +251,26 @@ if stage bench; then
       note "bench attention seq $seq $kernel: $(echo "$a" | grep -o '"\(ms\|peak_mb\)": [0-9.]*' | tr '\n' ' ')"
     done
   done
+fi
+
+if stage profile; then
+  # One seed step's kernels under Nsight Compute (durations only, the card's clocks left as
+  # they are), fp32 and bf16, summed per kernel by scripts/gpu_kernel_times.py.
+  if command -v ncu >/dev/null; then
+    for mode in fp32 bf16; do
+      flag=$([ $mode = bf16 ] && echo --bf16 || true)
+      timeout 300 ncu --clock-control none --print-units base --metrics gpu__time_duration.sum --csv --page raw \
+        "$build/benchmarks/bench_train_step" --config seed --device cuda:0 --warmup 1 --steps 1 $flag \
+        >"$out/ncu_$mode.csv" 2>"$out/ncu_$mode.err"
+      if python3 "$ROOT/scripts/gpu_kernel_times.py" "$out/ncu_$mode.csv" --top 30 >"$out/kernels_$mode.txt"; then
+        note "profile seed $mode: $(head -1 "$out/kernels_$mode.txt") (per kernel: kernels_$mode.txt)"
+      else
+        fail "profile seed $mode (log: ncu_$mode.err)"
+      fi
+    done
+  else
+    fail "profile: ncu not found"
+  fi
 fi
 
 echo "==== summary"

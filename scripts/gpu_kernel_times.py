@@ -5,8 +5,8 @@
 #       build/benchmarks/bench_train_step --config seed --device cuda:0 --warmup 1 --steps 1 >ncu.csv
 #   python3 scripts/gpu_kernel_times.py ncu.csv [--top 40]
 #
-# The run holds set-up kernels, then two steps of the same kernels: the step measured is
-# the second half of the kernels from the first embedding lookup on. Prints each kernel's
+# The run holds set-up kernels, then two steps: the step measured is the second, from its
+# first embedding lookup on. Prints each kernel's
 # calls and total time, largest first, grouped by the kernel's name without its template
 # arguments, and the sum (the GPU's busy time; compare with the step's wall time).
 import argparse
@@ -43,9 +43,11 @@ def main():
             rows.append((r["Kernel Name"], float(t.replace(",", ""))))
         except ValueError:
             continue  # the units row
-    first = next((i for i, (n, _) in enumerate(rows) if "embedding" in n.lower()), 0)
-    rows = rows[first:]
-    step = rows[len(rows) // 2:]
+    # Each step starts with its embedding lookups (source and target); the step measured
+    # starts at the first lookup of the last step. (Halving the kernels after the first
+    # lookup was off by the first step's extra launches: Adam's state filled with zeros.)
+    lookups = [i for i, (n, _) in enumerate(rows) if "embedding_kernel" in n]
+    step = rows[lookups[len(lookups) // 2]:] if len(lookups) >= 2 else rows
     total = defaultdict(float)
     calls = defaultdict(int)
     for n, t in step:
