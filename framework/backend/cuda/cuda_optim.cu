@@ -107,8 +107,8 @@ __global__ void adam_list_kernel(AdamList<T> list, AdamScalars<T> s) {
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// Blocks for one parameter of n elements in a list launch: one per kThreads elements,
-// at most kBlocksMax (the loop above covers the rest).
+// Blocks for one parameter in a list launch: one per kThreads packs (elements where not
+// packed), at most kBlocksMax (the loops above cover the rest).
 constexpr int64_t kBlocksMax = 4096;
 
 template <class T>
