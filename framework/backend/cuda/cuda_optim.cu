@@ -1,6 +1,5 @@
-// The fused Adam/AdamW update, one thread per 16 bytes of each tensor (four float32 or two
-// float64 elements, one thread per element where a tensor is not 16-byte aligned), one
-// launch per list of up to 48 parameters (adam_step_many; adam_step is a list of one),
+// The fused Adam/AdamW update, four elements a thread (one access per tensor, Pack4; one
+// element a thread where a tensor is not aligned to the pack), one launch per list of up to 48 parameters (adam_step_many; adam_step is a list of one),
 // with the CPU backend's
 // (torch.optim.Adam's single-tensor) arithmetic, operation for operation and rounded
 // as the CPU's baseline code (no fused multiply-add, which g++'s AVX2 and AVX-512 clones
@@ -8,7 +7,6 @@
 //   p, g, m, v [, vmax] (n), in place.
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
 #include <vector>
 
 #include "backend/adam_scalars.h"
@@ -41,24 +39,16 @@ __device__ void adam_element(T* p, const T* g, T* m, T* v, T* vmax, int64_t i, c
   adam_update(p[i], g[i], m[i], v[i], vmax ? vmax + i : nullptr, s);
 }
 
-// 16 bytes of a tensor, loaded and stored as one access.
-template <class T>
-struct alignas(16) Pack16 {
-  static constexpr int kCount = 16 / sizeof(T);
-  T x[kCount];
-};
-
-// Pack q (elements [q·kCount, (q+1)·kCount)) of one parameter whose tensors are all
-// 16-byte aligned.
+// Pack q (elements [4q, 4q + 4)) of one parameter whose tensors are all pack_aligned.
 template <class T>
 __device__ void adam_pack(T* p, const T* g, T* m, T* v, T* vmax, int64_t q, const AdamScalars<T>& s) {
-  using P = Pack16<T>;
+  using P = Pack4<T>;
   P pp = reinterpret_cast<P*>(p)[q], mp = reinterpret_cast<P*>(m)[q], vp = reinterpret_cast<P*>(v)[q];
   const P gp = reinterpret_cast<const P*>(g)[q];
   P xp;
   if (vmax) xp = reinterpret_cast<P*>(vmax)[q];
 #pragma unroll
-  for (int j = 0; j < P::kCount; ++j) adam_update(pp.x[j], gp.x[j], mp.x[j], vp.x[j], vmax ? &xp.x[j] : nullptr, s);
+  for (int j = 0; j < 4; ++j) adam_update(pp.v[j], gp.v[j], mp.v[j], vp.v[j], vmax ? &xp.v[j] : nullptr, s);
   reinterpret_cast<P*>(p)[q] = pp;
   reinterpret_cast<P*>(m)[q] = mp;
   reinterpret_cast<P*>(v)[q] = vp;
@@ -76,7 +66,7 @@ struct AdamList {
   T* v[kListMax];
   T* vmax[kListMax];  // null without amsgrad
   int64_t n[kListMax];
-  bool packed[kListMax];  // every tensor of the parameter 16-byte aligned: Pack16 accesses
+  bool packed[kListMax];  // every tensor of the parameter pack_aligned: Pack4 accesses
   int first_block[kListMax + 1];
   int count;
 };
@@ -84,7 +74,7 @@ static_assert(sizeof(AdamList<double>) + sizeof(AdamScalars<double>) < 4000, "ke
 
 // The list's parameters (n[k]) each, in place: a block finds its parameter, then its
 // threads stride over that parameter's packs (or elements, where not packed) with the
-// parameter's own blocks; a packed parameter's last n mod kCount elements go one a thread.
+// parameter's own blocks; a packed parameter's last n mod 4 elements go one a thread.
 template <class T>
 __global__ void adam_list_kernel(AdamList<T> list, AdamScalars<T> s) {
   const int b = static_cast<int>(blockIdx.x);
@@ -97,15 +87,12 @@ __global__ void adam_list_kernel(AdamList<T> list, AdamScalars<T> s) {
   const T* g = list.g[k];
   int64_t done = 0;  // elements before those left to the loop of single elements
   if (list.packed[k]) {
-    constexpr int kCount = Pack16<T>::kCount;
-    const int64_t packs = n / kCount;
+    const int64_t packs = n / 4;
     for (int64_t q = first; q < packs; q += stride) adam_pack(p, g, m, v, vmax, q, s);
-    done = packs * kCount;
+    done = packs * 4;
   }
   for (int64_t i = done + first; i < n; i += stride) adam_element(p, g, m, v, vmax, i, s);
 }
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // Blocks for one parameter in a list launch: one per kThreads packs (elements where not
 // packed), at most kBlocksMax (the loops above cover the rest).
@@ -131,10 +118,10 @@ void adam_many_typed(const std::vector<AdamTensors>& params, const AdamStepParam
     list.v[k] = t.exp_avg_sq.data<T>();
     list.vmax[k] = hp.amsgrad ? t.max_exp_avg_sq.data<T>() : nullptr;
     list.n[k] = n;
-    list.packed[k] = aligned16(list.p[k]) && aligned16(list.g[k]) && aligned16(list.m[k]) && aligned16(list.v[k]) &&
-                     (!list.vmax[k] || aligned16(list.vmax[k]));
+    list.packed[k] = pack_aligned<T>(list.p[k]) && pack_aligned<T>(list.g[k]) && pack_aligned<T>(list.m[k]) &&
+                     pack_aligned<T>(list.v[k]) && (!list.vmax[k] || pack_aligned<T>(list.vmax[k]));
     // One thread a pack where packed (the remainder's few elements ride on its threads).
-    const int64_t units = list.packed[k] ? std::max<int64_t>(n / Pack16<T>::kCount, 1) : n;
+    const int64_t units = list.packed[k] ? std::max<int64_t>(n / 4, 1) : n;
     const int64_t blocks = std::min(kBlocksMax, (units + kThreads - 1) / kThreads);
     list.first_block[k + 1] = list.first_block[k] + static_cast<int>(blocks);
     list.count = k + 1;
