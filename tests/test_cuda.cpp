@@ -836,7 +836,10 @@ TEST_SUITE("gpu") {
     // Each problem's algorithm timed among the heuristic's candidates on a scratch output:
     // the results must still be the CPU's to rounding, and a product that accumulates into
     // its output (the odd-offset bias: broadcast first, then beta = 1) must see its output
-    // untouched by the timing launches.
+    // untouched by the timing launches. Another algorithm adds the K products in another
+    // order; with K = 256 an element near zero moved by 1.4e-5 under compute-sanitizer's
+    // timing (a float32 rounding of partial sums near 16), past the table's 1e-5, so the
+    // aligned case keeps K at 64.
     PreferredBlas lt(cuda::BlasLibrary::Cublaslt);
     BlasTuning tuning;
     std::vector<Case> cases = matmul_cases();
@@ -844,7 +847,7 @@ TEST_SUITE("gpu") {
                      [](V x, Device) { return linear(x[0], x[1], x[2].narrow(0, 1, 23)); },
                      {R({37, 29}), R({23, 29}), R({24})}});
     cases.push_back({"linear, aligned sizes, bias in the epilogue", [](V x, Device) { return linear(x[0], x[1], x[2]); },
-                     {R({4, 64, 256}), R({192, 256}), R({192})}});
+                     {R({4, 64, 64}), R({192, 64}), R({192})}});
     run_table(cases);
   }
 
@@ -1277,7 +1280,7 @@ TEST_SUITE("gpu") {
   // a block range per parameter, a grid-stride loop within one past 4096 blocks. 60
   // parameters (two launches) of sizes from 0 to past a million elements, and one whose
   // first gradient comes a step late (its own step count: a launch of its own). Aligned
-  // tensors go 16 bytes a thread, their last n mod 4 elements one a thread; a gradient 4
+  // tensors go four elements a thread, their last n mod 4 elements one a thread; a gradient 4
   // bytes past alignment (a view) takes the parameter one element a thread. The
   // arithmetic is the CPU's, operation for operation, without fused multiply-adds on
   // either side: the same bits.
