@@ -3,6 +3,8 @@
 #include "core/cuda.h"
 
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 
 #include "core/error.h"
 
@@ -14,8 +16,20 @@ namespace kiln::cuda {
 namespace {
 std::atomic<int64_t> g_limit{-1};  // set_cache_limit's cap; -1: none
 std::atomic<AttentionKernel> g_attention{AttentionKernel::Auto};
-std::atomic<BlasLibrary> g_blas{BlasLibrary::Cublaslt};
+// set_preferred_blas_library's choice; -1 until the first call, and till then the
+// environment's (blas_from_environment) is in force.
+std::atomic<int> g_blas{-1};
 std::atomic<bool> g_tuning{false};
+
+// KILN_CUDA_BLAS=cublas or cublaslt, read at every question while no choice was set (a
+// getenv and a compare beside a GEMM launch), so that a process's default can be picked
+// from outside (TORCH_BLAS_PREFER_CUBLASLT's idea): gpu_check.sh runs initcheck with cuBLAS.
+BlasLibrary blas_from_environment() {
+  const char* env = std::getenv("KILN_CUDA_BLAS");
+  if (env == nullptr || *env == '\0' || std::strcmp(env, "cublaslt") == 0) return BlasLibrary::Cublaslt;
+  if (std::strcmp(env, "cublas") == 0) return BlasLibrary::Cublas;
+  KILN_FAIL("preferred_blas_library", "KILN_CUDA_BLAS must be cublas or cublaslt, got '", env, "'");
+}
 }  // namespace
 
 void set_cache_limit(std::optional<int64_t> bytes) {
@@ -43,10 +57,13 @@ AttentionKernel attention_kernel() { return g_attention.load(); }
 void set_preferred_blas_library(BlasLibrary library) {
   KILN_CHECK(library == BlasLibrary::Cublas || library == BlasLibrary::Cublaslt, "set_preferred_blas_library",
              "unknown library choice ", static_cast<int>(library));
-  g_blas.store(library);
+  g_blas.store(static_cast<int>(library));
 }
 
-BlasLibrary preferred_blas_library() { return g_blas.load(); }
+BlasLibrary preferred_blas_library() {
+  const int chosen = g_blas.load();
+  return chosen < 0 ? blas_from_environment() : static_cast<BlasLibrary>(chosen);
+}
 
 void set_blas_tuning(bool enabled) { g_tuning.store(enabled); }
 bool blas_tuning() { return g_tuning.load(); }

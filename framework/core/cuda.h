@@ -56,7 +56,10 @@ AttentionKernel attention_kernel();
 //   Cublas: cublas<t>gemmStridedBatched; a bias is broadcast into the output first and
 //          the product accumulated onto it.
 // Both give the same results to rounding (float32 arithmetic, no TF32, either way);
-// batched products and float64 take cuBLAS. CPU products are not affected.
+// batched products and float64 take cuBLAS. CPU products are not affected. Until the
+// first set_preferred_blas_library call, the environment variable KILN_CUDA_BLAS
+// ("cublas" or "cublaslt"; anything else is an error at the next product) picks the
+// process's choice, as TORCH_BLAS_PREFER_CUBLASLT does PyTorch's.
 enum class BlasLibrary { Cublas, Cublaslt };
 void set_preferred_blas_library(BlasLibrary library);
 BlasLibrary preferred_blas_library();
