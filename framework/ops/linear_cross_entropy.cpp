@@ -9,6 +9,7 @@
 // where the composition holds the logits from forward on, and their gradient besides in
 // backward.
 #include <algorithm>
+#include <tuple>
 
 #include "autograd/autocast_cast.h"
 #include "autograd/grad_mode.h"
@@ -88,11 +89,15 @@ Pass chunked_pass(const Tensor& x, const Tensor& weight, const Tensor& bias, con
                   bool gb) {
   NoGradGuard no_grad;
   const int64_t N = x.size(0);
+  // Under autocast each chunk's rows and its logits' gradient are rounded to bfloat16 once
+  // here, for both products that read them (the products take a bfloat16 operand as it is).
+  const bool low = detail::autocast_applies({&x, &weight, &bias});
   Pass p;
   Tensor lse;
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
     const int64_t n = std::min(chunk, N - r0);
-    const Tensor xc = x.narrow(0, r0, n), tc = t.narrow(0, r0, n);
+    const Tensor tc = t.narrow(0, r0, n);
+    const Tensor xc = low ? detail::autocast_operand(x.narrow(0, r0, n), kOp) : x.narrow(0, r0, n);
     const Tensor logits = linear(xc, weight, bias);  // (n, V); autocast's rules apply as in linear
     if (!p.losses.defined()) {
       p.losses = detail::new_tensor({N}, logits.dtype(), logits);
@@ -110,14 +115,17 @@ Pass chunked_pass(const Tensor& x, const Tensor& weight, const Tensor& bias, con
     be.cross_entropy_backward(logits, tc, cw, ignore_index, label_smoothing, lse_c,
                               full({n}, row_scale, TensorOptions(logits.dtype()).device(logits.device())),
                               dlogits);
-    if (gx) p.grad_input.narrow(0, r0, n).copy_(matmul(dlogits, weight));           // (n, V) @ (V, D)
+    // The products' operand and, for the bias, the column sums (V): read once under autocast.
+    Tensor dl = dlogits, part_b;
+    if (low && (gx || gw)) std::tie(dl, part_b) = detail::autocast_operand_and_column_sums(dlogits, kOp);
+    if (gx) p.grad_input.narrow(0, r0, n).copy_(matmul(dl, weight));  // (n, V) @ (V, D)
     if (gw) {
-      Tensor part = matmul(dlogits.t(), xc);  // (V, n) @ (n, D)
+      Tensor part = matmul(dl.t(), xc);  // (V, n) @ (n, D)
       p.grad_weight = p.grad_weight.defined() ? p.grad_weight.add_(part) : part;
     }
     if (gb) {
-      Tensor part = sum(dlogits, {0});  // (V)
-      p.grad_bias = p.grad_bias.defined() ? p.grad_bias.add_(part) : part;
+      if (!part_b.defined()) part_b = sum(dlogits, {0});  // (V)
+      p.grad_bias = p.grad_bias.defined() ? p.grad_bias.add_(part_b) : part_b;
     }
   }
   return p;
