@@ -273,7 +273,7 @@ TEST_SUITE("everywhere") {
     CHECK(cuda::attention_kernel() == cuda::AttentionKernel::Tiled);  // unchanged by the error
     cuda::set_attention_kernel(cuda::AttentionKernel::Auto);
     {
-      // Before any set_preferred_blas_library call (this case comes first in test_cuda,
+      // Before any set_preferred_blas_library call (no case before this one makes one,
       // and gpu_check.sh runs each case alone), KILN_CUDA_BLAS picks; its value from the
       // caller's environment is put back after.
       const char* outer = std::getenv("KILN_CUDA_BLAS");
