@@ -143,6 +143,15 @@ if stage sanitize; then
   # unbatched products (KILN_CUDA_BLAS=cublas; KILN_INITCHECK_BLAS=cublaslt keeps the
   # default): on the default, cuBLASLt, its reports on session 16's H200 were all reads of
   # cuBLASLt outputs; the cases that choose cuBLASLt themselves still run it.
+  # sanitize_case TOOL LIMIT LOG PATTERN: test_cuda's case PATTERN under compute-sanitizer
+  # TOOL (LIMIT: its extra flags, or empty), the log to LOG; its exit status.
+  sanitize_case() {
+    # shellcheck disable=SC2086  # LIMIT is zero or more flags
+    timeout "${KILN_SANITIZE_TIMEOUT:-900}" compute-sanitizer --tool "$1" $2 --error-exitcode 99 --print-limit 20 \
+      "$build/tests/test_cuda" --test-case="$4" >"$3" 2>&1 </dev/null
+  }
+  export -f sanitize_case
+  export build
   skipped=$(grep -c "not for initcheck" <<<"$cases")
   for tool in ${KILN_SANITIZE_TOOLS:-memcheck racecheck initcheck}; do
     limit=""
@@ -159,9 +168,8 @@ if stage sanitize; then
       # doctest's filters treat , and * specially: match the case by its text up to any.
       pat=$(printf '%s' "$c" | sed 's/[,*?\[]/*/g')
       printf '%s\0%s\0' "$i" "$pat"
-    done <<<"$tool_cases" | xargs -0 -n 2 -P 8 sh -c '
-      env '"$blas"' timeout ${KILN_SANITIZE_TIMEOUT:-900} compute-sanitizer --tool '"$tool"' '"$limit"' --error-exitcode 99 --print-limit 20 \
-        '"$build"'/tests/test_cuda --test-case="$1" >'"$out/$tool"'/case$0.log 2>&1
+    done <<<"$tool_cases" | env $blas xargs -0 -n 2 -P 8 bash -c '
+      sanitize_case '"$tool"' "'"$limit"'" "'"$out/$tool"'/case$0.log" "$1"
       echo "$? $0 $1" >>'"$out/$tool"'/rc.txt'
     # A filter that matched nothing passes too: every process must also have run its case.
     while read -r rc k _; do
@@ -182,8 +190,7 @@ if stage sanitize; then
       while read -r k; do
         grep -q "Internal Sanitizer Error" "$out/$tool/case$k.log" || continue
         pat=$(awk -v k="$k" '$2 == k {$1=""; $2=""; sub(/^ +/, ""); print}' "$out/$tool/rc.txt")
-        KILN_CUDA_BLAS=cublas timeout ${KILN_SANITIZE_TIMEOUT:-900} compute-sanitizer --tool $tool $limit \
-          --error-exitcode 99 --print-limit 20 "$build/tests/test_cuda" --test-case="$pat" >"$out/$tool/case$k.cublas.log" 2>&1
+        KILN_CUDA_BLAS=cublas sanitize_case "$tool" "$limit" "$out/$tool/case$k.cublas.log" "$pat"
         note "     $tool case $k again on cuBLAS (KILN_CUDA_BLAS=cublas): rc $?, $(grep -h 'ERROR SUMMARY' "$out/$tool/case$k.cublas.log" | head -1)"
       done <"$out/$tool/bad.txt"
     fi

@@ -272,24 +272,20 @@ TEST_SUITE("everywhere") {
           "[set_attention_kernel] unknown kernel choice 7");
     CHECK(cuda::attention_kernel() == cuda::AttentionKernel::Tiled);  // unchanged by the error
     cuda::set_attention_kernel(cuda::AttentionKernel::Auto);
-    {
-      // Before any set_preferred_blas_library call (no case before this one makes one,
-      // and gpu_check.sh runs each case alone), KILN_CUDA_BLAS picks; its value from the
-      // caller's environment is put back after.
-      const char* outer = std::getenv("KILN_CUDA_BLAS");
-      const std::string saved = outer ? outer : "";
-      unsetenv("KILN_CUDA_BLAS");
-      CHECK(cuda::preferred_blas_library() == cuda::BlasLibrary::Cublaslt);  // the default
-      setenv("KILN_CUDA_BLAS", "cublas", 1);
-      CHECK(cuda::preferred_blas_library() == cuda::BlasLibrary::Cublas);
-      setenv("KILN_CUDA_BLAS", "cublaslt", 1);
-      CHECK(cuda::preferred_blas_library() == cuda::BlasLibrary::Cublaslt);
-      setenv("KILN_CUDA_BLAS", "cuBLAS-XT", 1);
-      CHECK(error_of([] { (void)cuda::preferred_blas_library(); }) ==
-            "[preferred_blas_library] KILN_CUDA_BLAS must be cublas or cublaslt, got 'cuBLAS-XT'");
-      if (outer) setenv("KILN_CUDA_BLAS", saved.c_str(), 1);
-      else unsetenv("KILN_CUDA_BLAS");
-    }
+    // Before any set_preferred_blas_library call (no case before this one makes one, and
+    // gpu_check.sh runs each case alone), KILN_CUDA_BLAS picks; its value from the caller's
+    // environment is put back at the end of the case.
+    const char* outer = std::getenv("KILN_CUDA_BLAS");
+    const std::string saved = outer ? outer : "";
+    unsetenv("KILN_CUDA_BLAS");
+    CHECK(cuda::preferred_blas_library() == cuda::BlasLibrary::Cublaslt);  // the default
+    setenv("KILN_CUDA_BLAS", "cublas", 1);
+    CHECK(cuda::preferred_blas_library() == cuda::BlasLibrary::Cublas);
+    setenv("KILN_CUDA_BLAS", "cublaslt", 1);
+    CHECK(cuda::preferred_blas_library() == cuda::BlasLibrary::Cublaslt);
+    setenv("KILN_CUDA_BLAS", "cuBLAS-XT", 1);
+    CHECK(error_of([] { (void)cuda::preferred_blas_library(); }) ==
+          "[preferred_blas_library] KILN_CUDA_BLAS must be cublas or cublaslt, got 'cuBLAS-XT'");
     cuda::set_preferred_blas_library(cuda::BlasLibrary::Cublas);
     CHECK(cuda::preferred_blas_library() == cuda::BlasLibrary::Cublas);
     CHECK(error_of([] { cuda::set_preferred_blas_library(static_cast<cuda::BlasLibrary>(5)); }) ==
@@ -297,7 +293,8 @@ TEST_SUITE("everywhere") {
     CHECK(cuda::preferred_blas_library() == cuda::BlasLibrary::Cublas);
     setenv("KILN_CUDA_BLAS", "cublaslt", 1);  // a choice made in the program outranks the environment
     CHECK(cuda::preferred_blas_library() == cuda::BlasLibrary::Cublas);
-    unsetenv("KILN_CUDA_BLAS");
+    if (outer) setenv("KILN_CUDA_BLAS", saved.c_str(), 1);
+    else unsetenv("KILN_CUDA_BLAS");
     cuda::set_preferred_blas_library(cuda::BlasLibrary::Cublaslt);
     CHECK_FALSE(cuda::blas_tuning());  // off by default: bitwise repeatable runs
     cuda::set_blas_tuning(true);

@@ -1,6 +1,6 @@
 // The fused Adam/AdamW update, four elements a thread (one access per tensor, Pack4; one
-// element a thread where a tensor is not aligned to the pack), one launch per list of up to 48 parameters (adam_step_many; adam_step is a list of one),
-// with the CPU backend's
+// element a thread where a tensor is not aligned to the pack), one launch per list of up
+// to 48 parameters (adam_step_many; adam_step is a list of one), with the CPU backend's
 // (torch.optim.Adam's single-tensor) arithmetic, operation for operation and rounded
 // as the CPU's baseline code (no fused multiply-add, which g++'s AVX2 and AVX-512 clones
 // of the CPU loop do use: meson.build; IEEE sqrt and division):
