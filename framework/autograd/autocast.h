@@ -3,8 +3,8 @@
 // guard lives on a thread, the products (matmul, mm, bmm, linear, einsum's products and
 // scaled_dot_product_attention's two GEMMs) take their float32 operands rounded to
 // bfloat16 and compute with float32 accumulation into a float32 OUTPUT. (torch's CPU
-// autocast returns bfloat16 from them; Kiln keeps float32, as issue 15 asks: "fp32
-// accumulation and output", so everything downstream is float32 without a cast.)
+// autocast returns bfloat16 from them; Kiln keeps float32, so everything downstream is
+// float32 without a cast.)
 // Everything else (softmax, layer_norm, the losses, reductions, the optimizer) computes
 // in float32 as without the guard; weights and gradients stay float32; backward runs
 // the same products in bfloat16 (on the bfloat16 operands saved by forward).

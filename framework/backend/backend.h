@@ -249,7 +249,7 @@ class Backend {
                                   double dropout_p, uint64_t seed, uint64_t block, const Tensor& grad_q,
                                   const Tensor& grad_k, const Tensor& grad_v) = 0;
 
-  // ---- indexing, scatter, scan, sort and sampling (issue 12, area h2-index)
+  // ---- indexing, scatter, scan, sort and sampling
   // Not pure: the base class implements each one by staging through host memory (the
   // inputs copied to the CPU, the CPU backend's kernel run on them, the results copied
   // back into the device tensors), so a backend without kernels of its own for these

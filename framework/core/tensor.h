@@ -209,7 +209,7 @@ class Tensor {
   Tensor le(const Tensor& o) const;
   Tensor gt(const Tensor& o) const;
   Tensor ge(const Tensor& o) const;
-  // ---- core API (issue 12): comparisons with a scalar, single int dims, in-place operators
+  // ---- comparisons with a scalar, single int dims, in-place operators
   Tensor eq(double v) const;
   Tensor ne(double v) const;
   Tensor lt(double v) const;
@@ -277,8 +277,8 @@ class Tensor {
   }
   Tensor norm(double p = 2.0, const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
 
-  // ---- indexing, scatter, scan, sort and sampling (issue 12, area h2-index; semantics in
-  // ops/ops.h). `struct ValuesIndices` and `class Generator` name the types of ops/ops.h
+  // ---- indexing, scatter, scan, sort and sampling (semantics in ops/ops.h).
+  // `struct ValuesIndices` and `class Generator` name the types of ops/ops.h
   // and core/generator.h without including them here.
   Tensor gather(int64_t dim, const Tensor& index) const;
   Tensor scatter(int64_t dim, const Tensor& index, const Tensor& src) const;

@@ -1,4 +1,4 @@
-// The elementwise losses (issue 12, h1): mse_loss, l1_loss, smooth_l1_loss,
+// The elementwise losses: mse_loss, l1_loss, smooth_l1_loss,
 // binary_cross_entropy_with_logits, kl_div. Each computes a loss per element,
 // input (…) and target (…) -> l (their broadcast shape), then reduces it.
 #include <cmath>

@@ -137,7 +137,7 @@ GELU::GELU(std::string a) : UnaryModule("GELU"), approximate(std::move(a)) {
 }
 Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate); }
 
-// ---- activations of the pointwise math ops (issue 12, h1)
+// ---- activations of the pointwise math ops
 Tensor SiLU::forward(const Tensor& x) { return silu(x); }
 Tensor Tanh::forward(const Tensor& x) { return tanh(x); }
 Tensor Sigmoid::forward(const Tensor& x) { return sigmoid(x); }

@@ -115,7 +115,7 @@ class GELU : public UnaryModule {
   std::string approximate;
 };
 
-// ---- activations of the pointwise math ops (issue 12, h1)
+// ---- activations of the pointwise math ops
 class SiLU : public UnaryModule {
  public:
   SiLU() : UnaryModule("SiLU") {}

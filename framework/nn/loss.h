@@ -86,7 +86,7 @@ class MSELoss : public Module {
   Reduction reduction;
 };
 
-// ---- (issue 12, h1)
+// ---- more elementwise losses (nn/elementwise_loss.cpp)
 class L1Loss : public Module {
  public:
   explicit L1Loss(Reduction reduction = Reduction::Mean) : Module("L1Loss"), reduction(reduction) {}

@@ -176,7 +176,7 @@ inline ClassRows class_rows(const char* op, const Tensor& input, const Tensor& t
   return r;
 }
 
-// Losses (issue 12, h1): Reduction::BatchMean belongs to kl_div only; the others call this.
+// Losses: Reduction::BatchMean belongs to kl_div only; the others call this.
 inline void check_reduction(const char* op, Reduction r) {
   KILN_CHECK(r != Reduction::BatchMean, op, "reduction 'batchmean' is only supported by kl_div; use none, mean or sum");
 }

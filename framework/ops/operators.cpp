@@ -1,4 +1,4 @@
-// core API (issue 12): == and !=, comparisons with a scalar on either side, and the
+// == and !=, comparisons with a scalar on either side, and the
 // scalar forms of the comparison methods. All are elementwise and give bool tensors.
 #include "ops/op_helpers.h"
 

@@ -81,7 +81,7 @@ Tensor relu(const Tensor& x);
 // approximate: "none" (the erf form) or "tanh".
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
-// ---- pointwise math (issue 12, h1): int64/bool inputs give float32 for sin … expm1, as
+// ---- pointwise math: int64/bool inputs give float32 for sin … expm1, as
 // torch; silu and softplus take floating inputs only.
 Tensor sin(const Tensor& x);
 Tensor cos(const Tensor& x);
@@ -129,7 +129,7 @@ Tensor amax(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim
 Tensor amin(const Tensor& x, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 Tensor max(const Tensor& x);  // over all elements
 Tensor min(const Tensor& x);
-// core API (issue 12): one dim as an integer, sum(x, -1); a braced list ({0, 1}, {})
+// One dim as an integer, sum(x, -1); a braced list ({0, 1}, {})
 // always picks the list overload above (shape.h, DimIndex).
 template <DimIndex I> Tensor sum(const Tensor& x, I dim, bool keepdim = false) {
   return sum(x, detail::dims_of(dim), keepdim);
@@ -243,7 +243,7 @@ template <DimIndex I> Tensor std(const Tensor& x, I dim, int64_t correction = 1,
 Tensor norm(const Tensor& x, double p = 2.0, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 
 // ---------------------------------------------------------------- indexing, scatter, scan,
-// sort and sampling (issue 12, area h2-index)
+// sort and sampling
 // Index tensors are int64 with values in [0, size) (negative ones are errors, as in
 // torch): "[gather] index 7 is out of bounds for dim 1 with size 4". For the rank rules a
 // 0-D tensor counts as 1-D of size 1, as in torch.
@@ -339,7 +339,7 @@ Reduction reduction_from_string(const std::string& s);  // "none", "mean", "sum"
 // logits (N, C) or (N, C, d1, …) or (C); targets int64 (N) or (N, d1, …) or ().
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
                      double label_smoothing = 0.0, Reduction reduction = Reduction::Mean);
-// With class weights (issue 12, h1): weight (C), the logits' dtype, no gradient (as torch).
+// With class weights: weight (C), the logits' dtype, no gradient (as torch).
 // A row's loss is scaled by weight[target] (label smoothing: each class's term by its
 // weight); Mean divides by the sum of weight[target] over the rows not ignored.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& weight, int64_t ignore_index = -100,
@@ -385,7 +385,7 @@ Tensor operator<(const Tensor& a, double b);
 Tensor operator<=(const Tensor& a, double b);
 Tensor operator>(const Tensor& a, double b);
 Tensor operator>=(const Tensor& a, double b);
-// core API (issue 12): == and != (elementwise, bool results, like < and >), and every
+// == and != (elementwise, bool results, like < and >), and every
 // comparison with the scalar on the left (0 == mask, 0.5 < x). Tensor == is never
 // handle identity: use same_storage() or impl() for that.
 Tensor operator==(const Tensor& a, const Tensor& b);

@@ -288,7 +288,7 @@ void Trainer::load(const std::string& path) {
   // A mid-epoch checkpoint resumes at a batch of the epoch, so it must be one of the
   // loader's (a loader of another size cannot continue that epoch).
   const int64_t batches = train_ ? train_->num_batches() : kMax;
-  int64_t saved_batches = batches;  // checkpoints before issue 16: the same layout
+  int64_t saved_batches = batches;  // older checkpoints lack the entry: this loader's count
   if (const std::string* b = metadata_find(meta, "trainer.epoch_batches", path, false))
     saved_batches = strict_int(*b, "trainer.epoch_batches", path, 1, kMax);
   int64_t next_batch = strict_int(entry("trainer.next_batch"), "trainer.next_batch", path, 0,

@@ -69,7 +69,7 @@ class CpuBackend final : public Backend {
                           const Tensor& out, const Tensor& lse, double scale, double dropout_p, uint64_t seed,
                           uint64_t block, const Tensor& grad_q, const Tensor& grad_k,
                           const Tensor& grad_v) override;
-  // ---- indexing, scatter, scan, sort and sampling (issue 12, area h2-index):
+  // ---- indexing, scatter, scan, sort and sampling:
   // cpu_index.cpp, cpu_cumsum.cpp, cpu_sort.cpp, cpu_multinomial.cpp
   void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out) override;
   void scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, bool accumulate) override;
