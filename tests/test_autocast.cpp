@@ -1,4 +1,4 @@
-// Issue 15: bfloat16 autocast (autograd/autocast.h). Under AutocastGuard the products
+// bfloat16 autocast (autograd/autocast.h). Under AutocastGuard the products
 // (matmul, mm, bmm, linear, einsum, scaled_dot_product_attention) take bfloat16 operands
 // with float32 accumulation and output, forward and backward; everything else stays
 // float32.

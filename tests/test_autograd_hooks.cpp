@@ -1,4 +1,4 @@
-// Tensor::register_post_accumulate_grad_hook and queue_backward_callback (issue 16: what
+// Tensor::register_post_accumulate_grad_hook and queue_backward_callback (what
 // DistributedDataParallel starts its bucket all-reduces from, during backward).
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-// Issue 15: the bfloat16 dtype. Conversions of tricky values and op results against
+// The bfloat16 dtype. Conversions of tricky values and op results against
 // PyTorch (tests/fixtures/bf16.txt, made by tests/fixtures/make_bf16_fixtures.py, which
 // says how to regenerate it): bit for bit where torch computes in float32 and rounds
 // once (conversions, elementwise ops, comparisons, structure ops), within one bfloat16

@@ -889,7 +889,7 @@ TEST_SUITE("gpu") {
   }
 
   // ------------------------------------------------ indexing, scatter, scan, sort and
-  // sampling (issue 12, area h2-index). No CUDA kernels yet: Backend's host-staged
+  // sampling. No CUDA kernels yet: Backend's host-staged
   // defaults run them on the CPU, so results, errors and random draws must be the CPU's.
   TEST_CASE("gather, scatter, index_add, cumsum, sort, topk, one_hot, multinomial match the CPU") {
     run_table({
@@ -999,7 +999,7 @@ TEST_SUITE("gpu") {
     });
   }
 
-  // ---- issue 12, h1: pointwise math and losses
+  // ---- pointwise math and losses
   TEST_CASE("pointwise math and losses, forward and backward") {
     using RD = Reduction;
     // Class or element weights on the case's device, in the inputs' dtype.

@@ -1,4 +1,4 @@
-// The same bits on any thread count (issue 14): training the Transformer of
+// The same bits on any thread count: training the Transformer of
 // models/transformer (dropout on) for 50 steps gives bitwise-identical losses and weights
 // at 1, 2 and 4 threads, and so do the kernels that combine partial results (sums,
 // matmul, softmax, layer_norm, cross_entropy, embedding backward) at sizes large enough

@@ -1,4 +1,4 @@
-// kiln::distributed in one process without mpirun (issue 16), in every build: what
+// kiln::distributed in one process without mpirun, in every build: what
 // config() says about MPI, and the errors before init() or in a Kiln built without MPI.
 // The collectives themselves run under mpirun (tests/distributed/).
 #include <doctest/doctest.h>

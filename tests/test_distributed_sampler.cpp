@@ -1,4 +1,4 @@
-// data::DistributedSampler and the DataLoaders taking it (issue 16), in one process: the
+// data::DistributedSampler and the DataLoaders taking it, in one process: the
 // sampler is told its num_replicas and rank, so every rank's shard can be checked here.
 #include <doctest/doctest.h>
 

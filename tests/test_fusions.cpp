@@ -1,4 +1,4 @@
-// Issue 15's fusions outside the GEMMs:
+// The fusions outside the GEMMs:
 //   - add_layer_norm (a residual add and the layer norm reading its sum, one pass) and
 //     add_layer_norm_with_sum (pre-norm): forward and gradients with the bits of
 //     layer_norm(add(x, r)), x and r given one gradient tensor, errors;

@@ -276,7 +276,7 @@ TEST_CASE("gradcheck: elementwise unary, non-contiguous") {
   });
 }
 
-// ------------------------------------------------------------------ issue 12, h1: pointwise math and losses
+// ------------------------------------------------------------------ pointwise math and losses
 
 TEST_CASE("gradcheck: sin, cos, tan, erf, log1p, expm1, silu, softplus") {
   run_table({
@@ -423,7 +423,7 @@ TEST_CASE("gradcheck: cross_entropy and nll_loss with class weights") {
        {R({2, 4, 3})}},
   });
 }
-// ------------------------------------------------------------------ (end of issue 12, h1)
+// ------------------------------------------------------------------ (end of pointwise math and losses)
 
 TEST_CASE("gradcheck: where and masked_fill") {
   Tensor cond = mask_of({1, 0, 0, 1, 1, 0}, {2, 3});
@@ -999,7 +999,7 @@ TEST_CASE("scaled_dot_product_attention writes q, k, v's gradients into the proj
   CHECK(packed.second == own.second);
 }
 
-// ---- h5 (modules): a query that may attend to nothing gives zeros and zero gradients
+// ---- attention: a query that may attend to nothing gives zeros and zero gradients
 TEST_CASE("gradcheck: scaled_dot_product_attention with a fully masked query") {
   // Row 1 of 3 may attend to no key (torch's bool convention: true = may attend).
   const Tensor allowed = from_vector<bool>({1, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 1}, {3, 5});
@@ -1024,7 +1024,7 @@ TEST_CASE("gradcheck: scaled_dot_product_attention with a fully masked query") {
        {R({2, 3, 4}), R({2, 5, 4}), R({2, 5, 2})}},
   });
 }
-// ---- end h5
+// ---- end of the fully masked query
 
 TEST_CASE("gradcheck: dropout") {
   run_table({
@@ -1066,7 +1066,7 @@ TEST_CASE("gradcheck: dropout") {
 }
 
 // ------------------------------------------------------------------ indexing, scatter, scan,
-// sort (issue 12, area h2-index)
+// sort
 
 TEST_CASE("gradcheck: gather, scatter, scatter_add, index_add") {
   Tensor g_idx = index_of({3, 0, 0, 2, 1, 1}, {3, 2});         // repeats: gradients add up
@@ -1224,7 +1224,7 @@ TEST_CASE("gradcheck: cross_entropy") {
   });
 }
 
-// ------------------------------------------------------------------ core API (issue 12): in-place ops
+// ------------------------------------------------------------------ in-place ops
 // Each in-place op on a non-leaf (a copy of the input, so the op is recorded on the
 // graph), through an operator, on a view (the base's history rebased), on a tensor that
 // did not require grad before, and with non-contiguous and broadcast operands.

@@ -1,4 +1,4 @@
-// Issue 14 (hardening), files: a process killed with SIGKILL in the middle of saving a
+// Checkpoint saves killed with SIGKILL: a process killed in the middle of saving a
 // checkpoint never costs the previous checkpoint, and the temporary file it leaves is
 // removed by the next save of that name. tests/helpers/save_loop.cpp saves 16 MB files
 // over and over; this test kills it 30 times and looks at what is left each time: even

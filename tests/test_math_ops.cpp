@@ -1,7 +1,7 @@
-// Issue 12, h1: pointwise math (sin, cos, tan, erf, log1p, expm1, silu, softplus),
-// reductions over empty dims, and the losses (mse, l1, smooth_l1,
-// binary_cross_entropy_with_logits, kl_div, weighted cross_entropy and nll_loss) against
-// PyTorch: tests/fixtures/math_ops.txt holds the inputs and torch's outputs (made by
+// Pointwise math (sin, cos, tan, erf, log1p, expm1, silu, softplus), reductions over
+// empty dims, and the losses (mse, l1, smooth_l1, binary_cross_entropy_with_logits,
+// kl_div, weighted cross_entropy and nll_loss) against PyTorch:
+// tests/fixtures/math_ops.txt holds the inputs and torch's outputs (made by
 // tests/fixtures/make_math_fixtures.py, which says how to regenerate it). Then the
 // modules, and every error. (Gradient checks are in test_gradcheck.cpp.)
 #include <doctest/doctest.h>

@@ -1149,7 +1149,7 @@ TEST_CASE("bad input to Module and init: names, dtypes, fans, modes") {
   CHECK(e.find("int64") != std::string::npos);
 }
 
-// Issue 3: a multilayer perceptron learns XOR to 100% (as examples/xor does), for
+// A multilayer perceptron learns XOR to 100% (as examples/xor does), for
 // several seeds, in float32 and float64.
 TEST_CASE("an MLP learns XOR to 100% accuracy") {
   for (DType dt : {kFloat32, kFloat64}) {

@@ -1,4 +1,4 @@
-// Issue 14: one shared model used by several threads at once. Inference (InferenceMode,
+// One shared model used by several threads at once. Inference (InferenceMode,
 // greedy_decode, beam_search, forward under NoGradGuard) writes nothing shared, so every
 // thread gets bitwise what a lone thread gets, and the model's flags are left as they were.
 // Also run under ThreadSanitizer (see docs/design.md, "Threads and determinism").

@@ -1,4 +1,4 @@
-// A job in which one rank fails, for rank_failures.py (issue 16: a rank that throws or
+// A job in which one rank fails, for rank_failures.py (a rank that throws or
 // dies ends the job on every rank within seconds, with a message naming the rank).
 //
 //   rank_failure kill     the last rank SIGKILLs itself; the others wait in all_reduce

@@ -1,4 +1,4 @@
-// kiln::distributed's collectives under mpirun -np 2 and -np 3 (issue 16): each rank
+// kiln::distributed's collectives under mpirun -np 2 and -np 3: each rank
 // builds its own input from its rank, and checks the result against values computed
 // here by hand (closed forms or a loop over the ranks' inputs), for every dtype, for
 // non-contiguous tensors, and for the errors of bad arguments.

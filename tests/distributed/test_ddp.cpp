@@ -1,4 +1,4 @@
-// nn::parallel::DistributedDataParallel under mpirun -np 2 and -np 3 (issue 16): every
+// nn::parallel::DistributedDataParallel under mpirun -np 2 and -np 3: every
 // rank trains on its shard of a batch that every rank can build (the same seed), and
 // compares with one process's run on the whole batch, computed here on every rank.
 #include <cstring>

@@ -1,4 +1,4 @@
-// The Transformer trainer under mpirun -np 2 and -np 3 (issue 16), on translate_toy's 78
+// The Transformer trainer under mpirun -np 2 and -np 3, on translate_toy's 78
 // training pairs (a multiple of 2 and 3: no padding, so the shards together are exactly
 // one process's batches): N ranks at batch B follow one process at batch N·B step by step;
 // only rank 0 writes the metrics log and the checkpoints; a checkpoint resumes under the
