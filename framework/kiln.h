@@ -3,7 +3,7 @@
 #include <kiln/version.h>  // generated: see include/kiln/meson.build
 
 #include "autograd/autocast.h"
-#include "autograd/checkpoint.h"
+#include "autograd/activation_checkpoint.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
@@ -37,6 +37,7 @@
 #include "io/checkpoint.h"
 #include "data/vocab.h"
 #include "data/dataloader.h"
+#include "data/pair_dataloader.h"
 #include "data/distributed_sampler.h"
 #include "data/tensor_dataset.h"
 #include "distributed/distributed.h"

@@ -1,4 +1,4 @@
-// Activation checkpointing (autograd/checkpoint.h) and the saved-tensor hooks it is built on
+// Activation checkpointing (autograd/activation_checkpoint.h) and the saved-tensor hooks it is built on
 // (autograd/saved_hooks.h): a checkpointed function gives the outputs and gradients of the
 // plain one bit for bit (dropout's masks too), holds less after the forward pass, runs
 // twice and no more, nests, works under autocast and with retain_graph, and refuses a

@@ -310,7 +310,7 @@ int run(int argc, char** argv) {
     kiln::io::load_state_dict(a.load, model, true);
     if (main_rank) std::printf("loaded %s\n", a.load.c_str());
   } else {
-    kiln::data::DataLoaderOptions batches{.batch_size = 16, .shuffle = true, .seed = a.seed};
+    kiln::data::PairDataLoaderOptions batches{.batch_size = 16, .shuffle = true, .seed = a.seed};
     if (world > 1) {
       // The same batches of 16 as one process: each rank reads its share of every one.
       batches.batch_size = (16 + world - 1) / world;

@@ -7,126 +7,53 @@
 #include "ops/ops.h"
 
 namespace kiln::data {
-namespace {
 
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, int64_t batch_size, bool shuffle, bool drop_last,
+                       Generator* gen)
+    : dataset_(std::move(dataset)), batch_size_(batch_size), shuffle_(shuffle), drop_last_(drop_last), gen_(gen) {
+  KILN_CHECK(dataset_ != nullptr, "DataLoader", "the dataset is null");
+  KILN_CHECK(batch_size_ > 0, "DataLoader", "batch_size must be positive, got ", batch_size_);
 }
 
-// Uniform in [0, n) without modulo bias (Lemire's multiply-and-reject).
-uint64_t uniform_below(uint64_t& state, uint64_t n) {
-  uint64_t threshold = (0 - n) % n;
-  for (;;) {
-    unsigned __int128 m = static_cast<unsigned __int128>(splitmix64(state)) * n;
-    if (static_cast<uint64_t>(m) >= threshold) return static_cast<uint64_t>(m >> 64);
+DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, int64_t batch_size,
+                       std::shared_ptr<DistributedSampler> sampler, bool drop_last)
+    : DataLoader(std::move(dataset), batch_size, false, drop_last, nullptr) {
+  KILN_CHECK(sampler != nullptr, "DataLoader", "the sampler is null");
+  KILN_CHECK(sampler->dataset_size() == dataset_->size(), "DataLoader", "the sampler covers ",
+             sampler->dataset_size(), " samples but the dataset has ", dataset_->size());
+  sampler_ = std::move(sampler);
+}
+
+int64_t DataLoader::size() const {
+  const int64_t n = sampler_ ? sampler_->size() : dataset_->size();
+  return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
+}
+
+std::vector<std::vector<int64_t>> DataLoader::next_epoch_indices() {
+  std::vector<int64_t> order;
+  if (sampler_) {
+    order = sampler_->indices();
+  } else {
+    order.resize(static_cast<size_t>(dataset_->size()));
+    std::iota(order.begin(), order.end(), 0);
   }
-}
-
-}  // namespace
-
-std::vector<size_t> seeded_permutation(size_t n, uint64_t seed) {
-  std::vector<size_t> p(n);
-  std::iota(p.begin(), p.end(), size_t{0});
-  uint64_t state = seed;
-  for (size_t i = n; i > 1; --i) std::swap(p[i - 1], p[uniform_below(state, i)]);
-  return p;
-}
-
-std::vector<size_t> epoch_permutation(size_t n, uint64_t seed, int64_t epoch) {
-  // Distinct, well-mixed streams per epoch.
-  return seeded_permutation(n, seed * 0x100000001B3ull + static_cast<uint64_t>(epoch) * 0x9E3779B97F4A7C15ull);
-}
-
-Tensor pad_sequences(const std::vector<std::vector<int64_t>>& seqs, int64_t pad_id) {
-  size_t len = 0;
-  for (const auto& s : seqs) len = std::max(len, s.size());
-  std::vector<int64_t> flat(seqs.size() * len, pad_id);
-  for (size_t i = 0; i < seqs.size(); ++i) std::copy(seqs[i].begin(), seqs[i].end(), flat.begin() + i * len);
-  return from_vector<int64_t>(flat, {static_cast<int64_t>(seqs.size()), static_cast<int64_t>(len)});
-}
-
-PairDataLoader::PairDataLoader(std::vector<TokenPair> examples, DataLoaderOptions opts)
-    : examples_(std::move(examples)), opts_(opts) {
-  KILN_CHECK(opts_.batch_size >= 1, "DataLoader", "batch_size must be at least 1, got ", opts_.batch_size);
-  KILN_CHECK(opts_.bucket_pool >= 0, "DataLoader", "bucket_pool must be >= 0, got ", opts_.bucket_pool);
-  KILN_CHECK(!examples_.empty(), "DataLoader", "the dataset is empty");
-  if (opts_.sampler) {
-    KILN_CHECK(!opts_.shuffle, "DataLoader",
-               "shuffle must be false with a sampler (the DistributedSampler shuffles: its options' shuffle)");
-    KILN_CHECK(opts_.sampler->dataset_size() == num_examples(), "DataLoader", "the sampler covers ",
-               opts_.sampler->dataset_size(), " examples but the dataset has ", num_examples());
+  const int64_t n = static_cast<int64_t>(order.size());
+  if (shuffle_) {
+    // One Philox block of the generator seeds this epoch's permutation: a seeded run
+    // sees the same orders, and each epoch a new one.
+    Generator& g = gen_ ? *gen_ : default_generator();
+    auto words = philox4x32(g.seed(), g.reserve(1));
+    uint64_t epoch_seed = (static_cast<uint64_t>(words[0]) << 32) | words[1];
+    std::vector<size_t> perm = seeded_permutation(static_cast<size_t>(n), epoch_seed);
+    for (size_t i = 0; i < perm.size(); ++i) order[i] = static_cast<int64_t>(perm[i]);
   }
-  for (size_t i = 0; i < examples_.size(); ++i) {
-    KILN_CHECK(!examples_[i].source.empty() && !examples_[i].target.empty(), "DataLoader", "example ", i,
-               " has an empty ", examples_[i].source.empty() ? "source" : "target");
-  }
-}
-
-int64_t PairDataLoader::num_batches() const {
-  int64_t n = opts_.sampler ? opts_.sampler->size() : num_examples(), b = opts_.batch_size;
-  return opts_.drop_last ? n / b : (n + b - 1) / b;
-}
-
-std::vector<std::vector<size_t>> PairDataLoader::batch_indices(int64_t epoch) const {
-  size_t n = examples_.size(), b = static_cast<size_t>(opts_.batch_size);
-  // Distinct, well-mixed streams per epoch (and one more for the batch order).
-  const bool shuffle = opts_.sampler ? opts_.sampler->options().shuffle : opts_.shuffle;
-  const uint64_t seed = opts_.sampler ? opts_.sampler->options().seed : opts_.seed;
-  uint64_t epoch_seed = seed * 0x100000001B3ull + static_cast<uint64_t>(epoch) * 0x9E3779B97F4A7C15ull;
-  std::vector<size_t> order(n);
-  std::iota(order.begin(), order.end(), size_t{0});
-  if (opts_.sampler) {
-    order.clear();
-    for (int64_t i : opts_.sampler->indices(epoch)) order.push_back(static_cast<size_t>(i));
-    n = order.size();
-  } else if (shuffle) {
-    order = epoch_permutation(n, seed, epoch);
-  }
-  if (opts_.bucket_pool > 0) {
-    size_t pool = b * static_cast<size_t>(opts_.bucket_pool);
-    auto length = [&](size_t i) { return std::max(examples_[i].source.size(), examples_[i].target.size()); };
-    for (size_t start = 0; start < n; start += pool) {
-      auto first = order.begin() + static_cast<std::ptrdiff_t>(start);
-      auto last = order.begin() + static_cast<std::ptrdiff_t>(std::min(n, start + pool));
-      std::stable_sort(first, last, [&](size_t x, size_t y) { return length(x) < length(y); });
-    }
-  }
-  std::vector<std::vector<size_t>> batches;
-  for (size_t start = 0; start < n; start += b) {
-    size_t end = std::min(n, start + b);
-    if (end - start < b && opts_.drop_last) break;
-    batches.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(start),
-                         order.begin() + static_cast<std::ptrdiff_t>(end));
-  }
-  // With bucketing, batches come out sorted by length; shuffle their order too.
-  if (opts_.bucket_pool > 0 && shuffle) {
-    std::vector<size_t> p = seeded_permutation(batches.size(), epoch_seed ^ 0xD1B54A32D192ED03ull);
-    std::vector<std::vector<size_t>> shuffled;
-    for (size_t i : p) shuffled.push_back(std::move(batches[i]));
-    batches = std::move(shuffled);
+  std::vector<std::vector<int64_t>> batches;
+  for (int64_t start = 0; start < n; start += batch_size_) {
+    const int64_t stop = std::min(n, start + batch_size_);
+    if (drop_last_ && stop - start < batch_size_) break;
+    batches.emplace_back(order.begin() + start, order.begin() + stop);
   }
   return batches;
-}
-
-PairBatch PairDataLoader::make_batch(const std::vector<size_t>& indices) const {
-  KILN_CHECK(!indices.empty(), "DataLoader", "a batch needs at least one example");
-  std::vector<std::vector<int64_t>> src, tgt;
-  for (size_t i : indices) {
-    KILN_CHECK(i < examples_.size(), "DataLoader", "example index ", i, " out of range for ", examples_.size(),
-               " examples");
-    src.push_back(examples_[i].source);
-    tgt.push_back(examples_[i].target);
-  }
-  return PairBatch{pad_sequences(src, opts_.pad_id), pad_sequences(tgt, opts_.pad_id), indices};
-}
-
-std::vector<PairBatch> PairDataLoader::epoch(int64_t epoch) const {
-  std::vector<PairBatch> out;
-  for (const auto& idx : batch_indices(epoch)) out.push_back(make_batch(idx));
-  return out;
 }
 
 }  // namespace kiln::data

@@ -1,75 +1,71 @@
 #pragma once
-// Batches of (source, target) token sequences for sequence-to-sequence training:
-// padding with the pad id, a seeded shuffle that depends only on (seed, epoch) so a
-// resumed run sees the same batches, and optional bucketing by length so that a batch
-// holds sentences of similar length (less padding).
+// torch.utils.data's DataLoader: cuts a Dataset (data/tensor_dataset.h) into batches
+// (each a list of tensors with a new leading batch dim), in order or reshuffled every
+// epoch:
+//
+//   auto ds = std::make_shared<data::TensorDataset>(std::vector<Tensor>{enc_inputs, dec_inputs, dec_outputs});
+//   data::DataLoader loader(ds, /*batch_size=*/2, /*shuffle=*/true);
+//   for (const std::vector<Tensor>& batch : loader) { … batch[0] (2, 5) … }
+//
+// Iterating a DataLoader again starts a new epoch: with shuffle, a new order drawn from
+// its generator (the default generator unless one is given), as PyTorch's does.
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "../core/generator.h"
 #include "../core/tensor.h"
 #include "distributed_sampler.h"
+#include "tensor_dataset.h"
 
 namespace kiln::data {
 
-struct TokenPair {
-  std::vector<int64_t> source;
-  std::vector<int64_t> target;
-};
-
-struct PairBatch {
-  Tensor source;                // (B, S) int64, padded with pad_id
-  Tensor target;                // (B, T) int64, padded with pad_id
-  std::vector<size_t> indices;  // which examples of the dataset, in batch order
-};
-
-struct DataLoaderOptions {
-  int64_t batch_size = 32;
-  bool shuffle = true;
-  uint64_t seed = 0;
-  bool drop_last = false;
-  // Sort examples by length within pools of bucket_pool batches, then shuffle the
-  // batches; 0 turns bucketing off.
-  int64_t bucket_pool = 0;
-  int64_t pad_id = 0;
-  // Data-parallel training: this rank's shard of every epoch (its order and padding) from
-  // a DistributedSampler over the examples, instead of all of them; shuffle must then be
-  // false (the sampler shuffles, and with bucketing its shuffle also orders the batches).
-  // The loader asks the sampler for the epoch it is given (no set_epoch needed).
-  std::shared_ptr<const DistributedSampler> sampler = nullptr;
-};
-
-class PairDataLoader {
+class DataLoader {
  public:
-  PairDataLoader(std::vector<TokenPair> examples, DataLoaderOptions opts = {});
+  // gen: where shuffled orders come from (the default generator when null); it must
+  // outlive the loader.
+  DataLoader(std::shared_ptr<Dataset> dataset, int64_t batch_size = 1, bool shuffle = false,
+             bool drop_last = false, Generator* gen = nullptr);
+  // torch's DataLoader(dataset, batch_size, sampler=DistributedSampler(…)): batches of
+  // the sampler's indices for its current epoch (sampler->set_epoch(e) before each
+  // epoch), this rank's shard in data-parallel training. It must cover the dataset.
+  DataLoader(std::shared_ptr<Dataset> dataset, int64_t batch_size, std::shared_ptr<DistributedSampler> sampler,
+             bool drop_last = false);
 
-  int64_t num_examples() const { return static_cast<int64_t>(examples_.size()); }
-  // Batches per epoch (of this rank's shard with a sampler).
-  int64_t num_batches() const;
-  const DataLoaderOptions& options() const { return opts_; }
-  const std::vector<TokenPair>& examples() const { return examples_; }
+  int64_t size() const;  // batches per epoch, len(loader)
+  const Dataset& dataset() const { return *dataset_; }
 
-  // The example indices of each batch of an epoch (deterministic in (seed, epoch)).
-  std::vector<std::vector<size_t>> batch_indices(int64_t epoch) const;
-  // The padded tensors for the given examples.
-  PairBatch make_batch(const std::vector<size_t>& indices) const;
-  // Every batch of an epoch.
-  std::vector<PairBatch> epoch(int64_t epoch) const;
+  // The sample indices of each batch of a new epoch.
+  std::vector<std::vector<int64_t>> next_epoch_indices();
+
+  // One epoch's batches; compares unequal to end() until they are used up.
+  class Iterator {
+   public:
+    Iterator(const DataLoader* loader, std::vector<std::vector<int64_t>> batches)
+        : loader_(loader), batches_(std::move(batches)) {}
+    Sample operator*() const { return loader_->dataset_->get_batch(batches_[pos_]); }
+    Iterator& operator++() { ++pos_; return *this; }
+    struct End {};
+    bool operator!=(End) const { return pos_ < batches_.size(); }
+
+   private:
+    const DataLoader* loader_;
+    std::vector<std::vector<int64_t>> batches_;
+    size_t pos_ = 0;
+  };
+  // Each begin() is a new epoch.
+  Iterator begin() { return Iterator(this, next_epoch_indices()); }
+  Iterator::End end() const { return {}; }
 
  private:
-  std::vector<TokenPair> examples_;
-  DataLoaderOptions opts_;
+  std::shared_ptr<Dataset> dataset_;
+  int64_t batch_size_;
+  bool shuffle_, drop_last_;
+  Generator* gen_;
+  std::shared_ptr<DistributedSampler> sampler_;
 };
 
-// Pads sequences to the longest: (len(seqs), max_len) int64.
-Tensor pad_sequences(const std::vector<std::vector<int64_t>>& seqs, int64_t pad_id = 0);
-
-// A permutation of 0..n-1 that depends only on `seed` (splitmix64 + Fisher-Yates, the
-// same on every platform, unlike std::shuffle).
-std::vector<size_t> seeded_permutation(size_t n, uint64_t seed);
-
-// The order PairDataLoader (shuffle on) and DistributedSampler draw for an epoch: a
-// permutation of 0 … n-1 that depends only on (seed, epoch).
-std::vector<size_t> epoch_permutation(size_t n, uint64_t seed, int64_t epoch);
-
 }  // namespace kiln::data
+
+// PairDataLoader was declared here before it had a header of its own.
+#include "pair_dataloader.h"

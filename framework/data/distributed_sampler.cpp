@@ -1,7 +1,7 @@
 #include "data/distributed_sampler.h"
 
 #include "core/error.h"
-#include "data/dataloader.h"
+#include "data/pair_dataloader.h"  // epoch_permutation
 #include "distributed/distributed.h"
 
 namespace kiln::data {

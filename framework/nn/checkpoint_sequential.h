@@ -1,13 +1,13 @@
 #pragma once
 // torch.utils.checkpoint.checkpoint_sequential(functions, segments, input): the modules of
 // a Sequential cut into `segments` runs of len / segments modules (the last run takes the
-// rest), every run but the last through utils::checkpoint (autograd/checkpoint.h), the
+// rest), every run but the last through utils::checkpoint (autograd/activation_checkpoint.h), the
 // last one plainly, as its output is what backward starts from anyway.
 //
 //   Tensor y = kiln::utils::checkpoint_sequential(*seq, 2, x);
 #include <cstdint>
 
-#include "../autograd/checkpoint.h"
+#include "../autograd/activation_checkpoint.h"
 #include "layers.h"
 
 namespace kiln::utils {

@@ -125,7 +125,7 @@ Trainer::Trainer(Seq2SeqTransformer& model, const data::PairDataLoader* train,
       const auto& sampler = train_->options().sampler;
       KILN_CHECK(sampler && sampler->num_replicas() == world_ && sampler->rank() == rank, "Trainer",
                  "data-parallel training over ", world_, " processes needs a training DataLoader that reads rank ",
-                 rank, "'s shard: DataLoaderOptions::sampler = a DistributedSampler of ", world_, " replicas",
+                 rank, "'s shard: PairDataLoaderOptions::sampler = a DistributedSampler of ", world_, " replicas",
                  sampler ? std::string(" (it has ") + std::to_string(sampler->num_replicas()) + " replicas, rank " +
                                std::to_string(sampler->rank()) + ")"
                          : std::string(" (it has none)"));

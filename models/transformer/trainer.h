@@ -10,7 +10,7 @@
 // Under mpirun (kiln::distributed initialised, more than one process) it trains data
 // parallel: the model is wrapped in nn::parallel::DistributedDataParallel (rank 0's
 // weights everywhere, gradients averaged during backward), the training loader must read
-// this rank's shard (DataLoaderOptions::sampler, a DistributedSampler), and each step's
+// this rank's shard (PairDataLoaderOptions::sampler, a DistributedSampler), and each step's
 // loss is the mean over every rank's tokens, so that N processes at batch B follow one
 // process at batch N·B. Only rank 0 draws the progress bar, writes the metrics log and
 // the checkpoints; every rank reads resume_from (a path all of them can read). A

@@ -245,7 +245,7 @@ TEST_CASE("Trainer: data parallel needs this rank's shard") {
   data::PairDataLoader plain(task().pairs, {.batch_size = kBatch, .shuffle = true, .seed = kDataSeed});
   CHECK_ERROR(tr::Trainer(*model, plain, nullptr, options(1)),
               "[Trainer] data-parallel training over ", " processes needs a training DataLoader that reads rank ",
-              "'s shard: DataLoaderOptions::sampler = a DistributedSampler of ", "(it has none)");
+              "'s shard: PairDataLoaderOptions::sampler = a DistributedSampler of ", "(it has none)");
   data::PairDataLoader other = loader(world_ + 1, 0, kBatch);
   CHECK_ERROR(tr::Trainer(*model, other, nullptr, options(1)), "replicas (it has ");
 }

@@ -3,7 +3,7 @@
 // the second run against); the first unpack runs fn again under a hook that fills the
 // slots. A slot is emptied when the SavedTensor holding it goes (its node has run its
 // backward), so the second run's tensors live no longer than the first run's would have.
-#include "autograd/checkpoint.h"
+#include "autograd/activation_checkpoint.h"
 
 #include <algorithm>
 #include <any>

@@ -1,0 +1,78 @@
+#pragma once
+// Batches of (source, target) token sequences for sequence-to-sequence training:
+// padding with the pad id, a seeded shuffle that depends only on (seed, epoch) so a
+// resumed run sees the same batches, and optional bucketing by length so that a batch
+// holds sentences of similar length (less padding).
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "../core/tensor.h"
+#include "distributed_sampler.h"
+
+namespace kiln::data {
+
+struct TokenPair {
+  std::vector<int64_t> source;
+  std::vector<int64_t> target;
+};
+
+struct PairBatch {
+  Tensor source;                // (B, S) int64, padded with pad_id
+  Tensor target;                // (B, T) int64, padded with pad_id
+  std::vector<size_t> indices;  // which examples of the dataset, in batch order
+};
+
+struct PairDataLoaderOptions {
+  int64_t batch_size = 32;
+  bool shuffle = true;
+  uint64_t seed = 0;
+  bool drop_last = false;
+  // Sort examples by length within pools of bucket_pool batches, then shuffle the
+  // batches; 0 turns bucketing off.
+  int64_t bucket_pool = 0;
+  int64_t pad_id = 0;
+  // Data-parallel training: this rank's shard of every epoch (its order and padding) from
+  // a DistributedSampler over the examples, instead of all of them; shuffle must then be
+  // false (the sampler shuffles, and with bucketing its shuffle also orders the batches).
+  // The loader asks the sampler for the epoch it is given (no set_epoch needed).
+  std::shared_ptr<const DistributedSampler> sampler = nullptr;
+};
+
+// The name these options had before DataLoader (data/dataloader.h) took its own.
+using DataLoaderOptions = PairDataLoaderOptions;
+
+class PairDataLoader {
+ public:
+  PairDataLoader(std::vector<TokenPair> examples, PairDataLoaderOptions opts = {});
+
+  int64_t num_examples() const { return static_cast<int64_t>(examples_.size()); }
+  // Batches per epoch (of this rank's shard with a sampler).
+  int64_t num_batches() const;
+  const PairDataLoaderOptions& options() const { return opts_; }
+  const std::vector<TokenPair>& examples() const { return examples_; }
+
+  // The example indices of each batch of an epoch (deterministic in (seed, epoch)).
+  std::vector<std::vector<size_t>> batch_indices(int64_t epoch) const;
+  // The padded tensors for the given examples.
+  PairBatch make_batch(const std::vector<size_t>& indices) const;
+  // Every batch of an epoch.
+  std::vector<PairBatch> epoch(int64_t epoch) const;
+
+ private:
+  std::vector<TokenPair> examples_;
+  PairDataLoaderOptions opts_;
+};
+
+// Pads sequences to the longest: (len(seqs), max_len) int64.
+Tensor pad_sequences(const std::vector<std::vector<int64_t>>& seqs, int64_t pad_id = 0);
+
+// A permutation of 0..n-1 that depends only on `seed` (splitmix64 + Fisher-Yates, the
+// same on every platform, unlike std::shuffle).
+std::vector<size_t> seeded_permutation(size_t n, uint64_t seed);
+
+// The order PairDataLoader (shuffle on) and DistributedSampler draw for an epoch: a
+// permutation of 0 … n-1 that depends only on (seed, epoch).
+std::vector<size_t> epoch_permutation(size_t n, uint64_t seed, int64_t epoch);
+
+}  // namespace kiln::data
