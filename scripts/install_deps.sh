@@ -10,11 +10,12 @@ set -euo pipefail
 
 #   install_deps.sh            what building Kiln needs
 #   install_deps.sh --tests    and what its test suite needs as well: cmake (the install
-#                              test builds a CMake consumer) and clang (a clang++ build)
+#                              test builds a CMake consumer), clang (a clang++ build) and
+#                              time (GNU time: each stage's peak memory)
 packages=(g++ meson ninja-build pkg-config libopenblas-dev libtbb-dev doctest-dev libdnnl-dev libopenmpi-dev openmpi-bin)
 case "${1:-}" in
   "") ;;
-  --tests) packages+=(cmake clang) ;;
+  --tests) packages+=(cmake clang time) ;;
   *) echo "install_deps.sh: unknown argument '$1' (expected nothing or --tests)" >&2; exit 2 ;;
 esac
 missing=()

@@ -1,48 +1,63 @@
 #!/usr/bin/env bash
 # The whole test suite: install what is missing, build, run every test (among them the
 # install test: Kiln installed into a fresh prefix and used from outside by pkg-config,
-# CMake and a Meson subproject); build and run them again with clang++, and fuzz the
-# file readers for a minute each with libFuzzer; then with AddressSanitizer and
-# UndefinedBehaviorSanitizer, which must run clean; then the threads test under
-# ThreadSanitizer.
+# CMake and a Meson subproject, and the mpi suite under mpirun); build and run them again
+# with clang++, and fuzz the file readers for a minute each with libFuzzer; then with
+# AddressSanitizer and UndefinedBehaviorSanitizer, which must run clean; then the threads
+# test under ThreadSanitizer. Each stage prints its wall time and the largest resident
+# size one of its processes reached; a summary of the stages comes last.
+#
+# KILN_SKIP_CLANG=1, KILN_SKIP_SANITIZERS=1, KILN_SKIP_TSAN=1 skip those stages;
+# KILN_FUZZ_SECONDS=N fuzzes each reader N seconds (0: no fuzzing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install_deps.sh --tests
+source scripts/stage.sh
+trap stage_summary EXIT
+
+stage "install dependencies" bash scripts/install_deps.sh --tests
 
 # cuda=auto (the default): the CUDA backend is compiled wherever nvcc and cuBLAS exist;
-# its suite (test_cuda) is skipped where no GPU is.
+# its suite (test_cuda) is skipped where no GPU is. A machine without a GPU compiles it
+# for one architecture only (each one is a whole device compile of every .cu file): the
+# point there is that it compiles. With a GPU, for that GPU's.
+gpu_arch=sm_90
+if cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1) && [ -n "$cap" ]; then
+  gpu_arch=sm_${cap//./}
+fi
+
 # Both compilers' trees are built with -Dwerror=true: warnings (warning_level=2) stay at
 # zero. (scripts/run.sh does not: a newer compiler's new warning must not stop a user.)
-[ -d build ] || meson setup build --buildtype=release
+[ -d build ] || meson setup build --buildtype=release -Dgpu_arch="$gpu_arch" > /dev/null
 meson configure build -Dwerror=true
-ninja -C build
-# Issue 16: where Open MPI is installed (install_deps.sh installs it), `meson test` runs
-# the `mpi` suite too (tests/distributed under mpirun -np 2 and -np 3 --oversubscribe,
-# allowed to run as root). A tree that did not pick MPI up would skip it silently: fail.
+stage "g++: build" ninja -C build
+# Where Open MPI is installed (install_deps.sh installs it), `meson test` runs the `mpi`
+# suite too (tests/distributed under mpirun -np 2 and -np 3 --oversubscribe, allowed to
+# run as root). A tree that did not pick MPI up would skip it silently: fail.
 # (The list is read whole first: `meson test --list | grep -q` under pipefail fails when
 # grep's early exit meets meson still writing, SIGPIPE.)
 if command -v mpirun >/dev/null && ! grep -q '^kiln:mpi / ' <<<"$(meson test -C build --list 2>/dev/null)"; then
   echo "test.sh: mpirun is installed but build/ has no 'mpi' test suite: configure it with -Dmpi=enabled" >&2
   exit 1
 fi
-meson test -C build --print-errorlogs
+stage "g++: tests" meson test -C build --print-errorlogs
 
-# The same suite built by clang++ (Debian's clang 14), CPU only; its install test builds
-# the consumers with clang++ too. KILN_SKIP_CLANG=1 skips it.
+# The same suite built by clang++ (Debian's clang 14), CPU only. The install test ran in
+# the g++ tree: here it would only build the same library twice more with another
+# compiler, whose headers the clang tree's own programs already compile.
 if [ "${KILN_SKIP_CLANG:-0}" != "1" ]; then
-  [ -d build-clang ] || CXX=clang++ meson setup build-clang --buildtype=release -Dcuda=disabled -Dbenchmarks=false
+  [ -d build-clang ] || CXX=clang++ meson setup build-clang --buildtype=release -Dcuda=disabled \
+    -Dbenchmarks=false > /dev/null
   meson configure build-clang -Dwerror=true
-  ninja -C build-clang
-  meson test -C build-clang --print-errorlogs
+  stage "clang++: build" ninja -C build-clang
+  stage "clang++: tests" meson test -C build-clang --print-errorlogs --no-suite install
 
   # libFuzzer on the JSON parser, the safetensors reader and the checkpoint loader, 60 s
   # each from the committed seeds (tests/fuzz). A crash fails the run; its reproducer is
-  # kept under build-clang/fuzz-artifacts/ and its path printed. KILN_FUZZ_SECONDS
-  # changes the time; 0 skips.
+  # kept under build-clang/fuzz-artifacts/ and its path printed.
   fuzz_seconds=${KILN_FUZZ_SECONDS:-60}
   if [ "$fuzz_seconds" != "0" ]; then
     if ninja -C build-clang -t query fuzz >/dev/null 2>&1; then
-      bash tests/fuzz/run_fuzzers.sh build-clang "$fuzz_seconds"
+      stage "clang++: fuzz ${fuzz_seconds} s each" bash tests/fuzz/run_fuzzers.sh build-clang "$fuzz_seconds"
     else
       echo "test.sh: libFuzzer does not link with this clang; fuzzing skipped" >&2
     fi
@@ -50,14 +65,15 @@ if [ "${KILN_SKIP_CLANG:-0}" != "1" ]; then
 fi
 
 if [ "${KILN_SKIP_SANITIZERS:-0}" != "1" ]; then
-  # CPU only: AddressSanitizer and the CUDA runtime do not mix well.
+  # CPU only: AddressSanitizer and the CUDA runtime do not mix well. Examples and their
+  # runs are in the release trees; here the library's own tests.
   [ -d build-sanitize ] || meson setup build-sanitize --buildtype=debugoptimized \
     -Db_sanitize=address,undefined -Db_lundef=false -Dbenchmarks=false -Dcuda=disabled \
-    -Dcpp_args=-fno-sanitize-recover=undefined
+    -Dcpp_args=-fno-sanitize-recover=undefined > /dev/null
   meson configure build-sanitize -Dcuda=disabled
-  ninja -C build-sanitize
+  stage "ASan+UBSan: build" ninja -C build-sanitize
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    meson test -C build-sanitize --print-errorlogs --timeout-multiplier 4
+    stage "ASan+UBSan: tests" meson test -C build-sanitize --print-errorlogs --timeout-multiplier 4
 fi
 
 if [ "${KILN_SKIP_TSAN:-0}" != "1" ]; then
@@ -65,10 +81,11 @@ if [ "${KILN_SKIP_TSAN:-0}" != "1" ]; then
   # the sizes where kernels hand work to the TBB pool; and a canary with a deliberate race
   # that TSan must report (tests/tsan_canary.cpp). Only those two are built.
   [ -d build-tsan ] || meson setup build-tsan --buildtype=debugoptimized -Db_sanitize=thread \
-    -Db_lundef=false -Dcuda=disabled -Dbenchmarks=false -Dexamples=false
-  ninja -C build-tsan tests/test_threads tests/tsan_canary
+    -Db_lundef=false -Dcuda=disabled -Dbenchmarks=false -Dexamples=false > /dev/null
+  stage "TSan: build" ninja -C build-tsan tests/test_threads tests/tsan_canary
   # oneDNN is not built with TSan: calls made from inside it are ignored
   # (tests/tsan_onednn.supp); Kiln's own code around them stays checked.
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan_onednn.supp \
-    meson test -C build-tsan --no-rebuild --print-errorlogs threads tsan_canary
+    stage "TSan: tests" meson test -C build-tsan --no-rebuild --print-errorlogs threads tsan_canary
 fi
+
