@@ -10,7 +10,8 @@ namespace of its own (its #include lines hoisted to the top) and its main is run
 block without one is a fragment: it runs as the body of a function, after the
 declarations of the HTML comment `<!-- snippet-prelude: ... -->` on the line just above
 the block, which declares what the fragment's text takes as given (a reader of the
-rendered page does not see that comment).
+rendered page does not see that comment). <kiln/kiln.h> is always included, so that a
+page whose blocks are all fragments needs no #include line of its own.
 
 table: every table row whose cells are `code` spans is a PyTorch line and its Kiln
 line. The Kiln cell (the last one) runs in a scope of its own after the document's
@@ -132,7 +133,7 @@ def blocks_program(src, text):
     blocks = cpp_blocks(text)
     if not blocks:
         sys.exit(f"doc_snippets: no ```cpp block in {src}")
-    includes, bodies, calls = set(), [], []
+    includes, bodies, calls = {"#include <kiln/kiln.h>"}, [], []
     for n, (prelude, code) in enumerate(blocks):
         inc, body = split_includes(code)
         includes.update(inc)
