@@ -521,6 +521,32 @@ TEST_CASE("AdamW's defaults helper has torch's weight decay") {
   CHECK_FALSE(o.amsgrad);
 }
 
+TEST_CASE("AdamW's defaults are torch's: braced options decay by 0.01, an AdamOptions by its own") {
+  // A zero gradient leaves only the decoupled decay: p *= 1 - lr · weight_decay.
+  auto decay_after_step = [](auto make) {
+    Tensor p = from_vector<double>({2.0, -4.0}, {2}).requires_grad_();
+    auto opt = make(std::vector<Tensor>{p});
+    p.set_grad(zeros({2}, kFloat64));
+    opt.step();
+    std::vector<double> v = p.to_vector<double>();
+    CHECK(v[1] == doctest::Approx(-2 * v[0]).epsilon(1e-15));  // the same factor for both
+    return (1 - v[0] / 2.0) / 0.1;  // the weight decay at lr 0.1
+  };
+  auto wd = [](double w) { return doctest::Approx(w).epsilon(1e-12); };
+  CHECK(decay_after_step([](std::vector<Tensor> ps) { return AdamW(ps, {.lr = 0.1}); }) == wd(0.01));
+  CHECK(decay_after_step([](std::vector<Tensor> ps) { return AdamW(ps, AdamWOptions{.lr = 0.1}); }) == wd(0.01));
+  AdamOptions helper = adamw_defaults();
+  helper.lr = 0.1;
+  CHECK(decay_after_step([&](std::vector<Tensor> ps) { return AdamW(ps, helper); }) == wd(0.01));
+  // AdamOptions is Adam's: weight_decay 0 unless set, also when given to AdamW.
+  CHECK(decay_after_step([](std::vector<Tensor> ps) { return AdamW(ps, AdamOptions{.lr = 0.1}); }) == 0.0);
+  CHECK(decay_after_step([](std::vector<Tensor> ps) {
+          return AdamW(ps, AdamOptions{.lr = 0.1, .weight_decay = 0.5});
+        }) == wd(0.5));
+  CHECK(AdamW(std::vector<Tensor>{zeros({1}).requires_grad_()}, {}).param_groups()[0].options ==
+        AdamW(std::vector<Tensor>{zeros({1}).requires_grad_()}, adamw_defaults()).param_groups()[0].options);
+}
+
 // ------------------------------------------------------------------ state dicts
 
 TEST_CASE("state_dict names state and options as documented") {

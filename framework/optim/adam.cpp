@@ -37,7 +37,11 @@ void Adam::check_options(const ParamGroup& g) const {
   check_flag(g, "maximize");
 }
 
-AdamW::AdamW(std::vector<ParamGroup> groups, AdamOptions o) : Adam(std::move(groups), o, "AdamW", true) {}
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions o)
+    : Adam(std::move(groups),
+           AdamOptions{.lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps, .weight_decay = o.weight_decay,
+                       .amsgrad = o.amsgrad, .maximize = o.maximize},
+           "AdamW", true) {}
 
 namespace {
 
