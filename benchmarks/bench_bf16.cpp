@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
   // to), a large one memory; then the same in bfloat16 (staged through float32).
   Tensor s1 = kiln::randn({64}), s2 = kiln::randn({64});
   Tensor a1 = kiln::randn({6400, 512}), a2 = kiln::randn({6400, 512});
-  Tensor h1 = a1.to(kiln::kBFloat16), h2 = a2.to(kiln::kBFloat16);
+  Tensor b1 = a1.to(kiln::kBFloat16), b2 = a2.to(kiln::kBFloat16);
   std::printf("\n| op | per call | GB/s |\n| --- | ---: | ---: |\n");
   auto op = [&](const char* name, double op_bytes, const std::function<void()>& f) {
     const double t = time_it(f, min_time);
@@ -117,8 +117,8 @@ int main(int argc, char** argv) {
   const double big = static_cast<double>(a1.numel());
   op("add float32 (6400x512)", 12 * big, [&] { kiln::add(a1, a2); });
   op("gelu float32 (6400x512)", 8 * big, [&] { kiln::gelu(a1); });
-  op("add bfloat16 (6400x512)", 6 * big, [&] { kiln::add(h1, h2); });
-  op("gelu bfloat16 (6400x512)", 4 * big, [&] { kiln::gelu(h1); });
-  op("sum bfloat16 (6400x512)", 2 * big, [&] { kiln::sum(h1); });
+  op("add bfloat16 (6400x512)", 6 * big, [&] { kiln::add(b1, b2); });
+  op("gelu bfloat16 (6400x512)", 4 * big, [&] { kiln::gelu(b1); });
+  op("sum bfloat16 (6400x512)", 2 * big, [&] { kiln::sum(b1); });
   return 0;
 }

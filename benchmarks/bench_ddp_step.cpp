@@ -1,10 +1,12 @@
-// Data-parallel training steps (issue 16): bench_train_step's model and batch, the batch
-// cut into one shard per process, DistributedDataParallel averaging the gradients.
+// Data-parallel training steps: bench_train_step's model and batch, the batch cut into
+// one shard per process, DistributedDataParallel averaging the gradients.
 //
-//   mpirun -np 2 bench_ddp_step --config small|seed|tiny [--steps N] [--warmup W]
+//   mpirun -np 2 bench_ddp_step --config small|base|tiny [--steps N] [--warmup W]
 //                               [--threads T] [--bucket-cap-mb MB]
 //   bench_ddp_step --config small --threads 2       (one process: no DDP, the baseline)
 //
+// The configurations are train_config.h's (--config seed is another name for base);
+// --help prints the usage.
 // Rank 0 prints one JSON line: ms/step (median over the timed steps of the slowest
 // rank's step), tokens/s of the whole batch, the share of the step spent waiting for the
 // all-reduces at the end of backward (DDP's wait, median over steps, of rank 0),
@@ -47,7 +49,7 @@ int run(const Args& a) {
   const int world = dist::is_initialized() ? dist::world_size() : 1;
   const int rank = dist::is_initialized() ? dist::rank() : 0;
   const bench::TrainConfig& c = bench::train_config(a.config);
-  const int steps = a.steps > 0 ? a.steps : c.name == "seed" ? 3 : c.name == "small" ? 20 : 200;
+  const int steps = a.steps > 0 ? a.steps : c.default_steps;
   if (a.threads > 0) kiln::set_num_threads(a.threads);
   if (c.batch % world != 0)
     throw std::invalid_argument("the batch of " + std::to_string(c.batch) + " does not split over " +
@@ -145,6 +147,15 @@ double real_option(const std::string& flag, const std::string& v) {
   return x;
 }
 
+void usage(std::FILE* to) {
+  std::fprintf(to,
+               "usage: [mpirun -np N] bench_ddp_step [--config %s] [--steps S]\n"
+               "         [--warmup W] [--threads T] [--bucket-cap-mb MB]\n"
+               "The training step of the configuration (default small) with the batch split over the\n"
+               "processes and DistributedDataParallel; rank 0 prints one JSON line.\n",
+               bench::kConfigNames);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -152,6 +163,10 @@ int main(int argc, char** argv) {
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string f = argv[i];
+      if (f == "--help" || f == "-h") {
+        usage(stdout);
+        return 0;
+      }
       if (f != "--config" && f != "--steps" && f != "--warmup" && f != "--threads" && f != "--bucket-cap-mb")
         throw std::invalid_argument("unknown option " + f);
       if (i + 1 >= argc) throw std::invalid_argument(f + " needs a value");
@@ -164,6 +179,7 @@ int main(int argc, char** argv) {
     }
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "bench_ddp_step: %s\n", e.what());
+    usage(stderr);
     return 2;
   }
   try {

@@ -2,9 +2,10 @@
 // the key/value cache: 100 target tokens per sentence, forced (no early end), so both
 // do the same number of steps.
 //
-//   bench_decode [--config small|seed|tiny] [--tokens N] [--batch B] [--threads T]
+//   bench_decode [--config small|base|tiny] [--tokens N] [--batch B] [--threads T]
 //                [--device cpu|cuda:N] [--uncached 0|1] [--runs R]
 //
+// The configurations are train_config.h's (--config seed is another name for base).
 // --uncached 0 skips the uncached decoding (O(N^2) in the tokens: slow for long outputs)
 // and prints 0 for it. --runs R decodes R times each way and reports the median.
 //

@@ -1,8 +1,11 @@
 // bf16 GEMMs through oneDNN against fp32 (oneDNN's and Kiln's OpenBLAS path), for the
-// GEMMs of the Transformer seed step and square products. Built only when Kiln has oneDNN.
+// GEMMs of the Transformer base step and square products. Built only when Kiln has oneDNN.
 //
-//   bench_gemm_bf16 [--threads N] [--runs R] [--min-time S] [--cases seed,attention,square,small]
+//   bench_gemm_bf16 [--threads N] [--runs R] [--min-time S] [--cases base,attention,square,small]
 //                   [--clock wall|cpu] [--interference] [--bits]
+//
+// --cases picks groups of products: base (the base configuration's linear layers; "seed",
+// its earlier name, still works), attention, square, small.
 //
 // Implementations, each timed into a preallocated output:
 //   blas f32    Kiln's fp32 matmul (Backend::matmul: single-threaded OpenBLAS in blocks
@@ -57,23 +60,23 @@ struct Case {
 };
 
 std::vector<Case> all_cases() {
-  // The seed step (bench_train_step --config seed): 64 sentences of 100 tokens (6400
+  // The base step (bench_train_step --config base): 64 sentences of 100 tokens (6400
   // rows), d_model 512, 8 heads of 64, feed-forward 2048, vocabulary 5000. A linear
   // layer's forward is x W^T, its input gradient g W and its weight gradient g^T x.
   return {
-      {"seed", "q,k,v: x W^T", 1, 6400, 1536, 512, false, true},
-      {"seed", "attn out: x W^T", 1, 6400, 512, 512, false, true},
-      {"seed", "ff in: x W^T", 1, 6400, 2048, 512, false, true},
-      {"seed", "ff out: x W^T", 1, 6400, 512, 2048, false, true},
-      {"seed", "generator: x W^T", 1, 6400, 5000, 512, false, true},
-      {"seed", "q,k,v dx: g W", 1, 6400, 512, 1536, false, false},
-      {"seed", "attn out dx: g W", 1, 6400, 512, 512, false, false},
-      {"seed", "ff out dx: g W", 1, 6400, 2048, 512, false, false},
-      {"seed", "generator dx: g W", 1, 6400, 512, 5000, false, false},
-      {"seed", "q,k,v dW: g^T x", 1, 1536, 512, 6400, true, false},
-      {"seed", "attn out dW: g^T x", 1, 512, 512, 6400, true, false},
-      {"seed", "ff in dW: g^T x", 1, 2048, 512, 6400, true, false},
-      {"seed", "generator dW: g^T x", 1, 5000, 512, 6400, true, false},
+      {"base", "q,k,v: x W^T", 1, 6400, 1536, 512, false, true},
+      {"base", "attn out: x W^T", 1, 6400, 512, 512, false, true},
+      {"base", "ff in: x W^T", 1, 6400, 2048, 512, false, true},
+      {"base", "ff out: x W^T", 1, 6400, 512, 2048, false, true},
+      {"base", "generator: x W^T", 1, 6400, 5000, 512, false, true},
+      {"base", "q,k,v dx: g W", 1, 6400, 512, 1536, false, false},
+      {"base", "attn out dx: g W", 1, 6400, 512, 512, false, false},
+      {"base", "ff out dx: g W", 1, 6400, 2048, 512, false, false},
+      {"base", "generator dx: g W", 1, 6400, 512, 5000, false, false},
+      {"base", "q,k,v dW: g^T x", 1, 1536, 512, 6400, true, false},
+      {"base", "attn out dW: g^T x", 1, 512, 512, 6400, true, false},
+      {"base", "ff in dW: g^T x", 1, 2048, 512, 6400, true, false},
+      {"base", "generator dW: g^T x", 1, 5000, 512, 6400, true, false},
       // Attention per (sentence, head): 512 products of 100 x 100 over 64.
       {"attention", "scores: q k^T", 512, 100, 100, 64, false, true},
       {"attention", "out: p v", 512, 100, 64, 100, false, false},
@@ -393,8 +396,9 @@ void bits(const std::vector<Case>& cases) {
 
 [[noreturn]] void usage(const char* argv0) {
   std::fprintf(stderr,
-               "usage: %s [--threads N] [--runs R] [--min-time S] [--cases seed,attention,square,small] "
-               "[--clock wall|cpu] [--interference] [--bits]\n",
+               "usage: %s [--threads N] [--runs R] [--min-time S] [--cases base,attention,square,small] "
+               "[--clock wall|cpu] [--interference] [--bits]\n"
+               "(in --cases, seed is another name for base)\n",
                argv0);
   std::exit(2);
 }
@@ -404,7 +408,7 @@ void bits(const std::vector<Case>& cases) {
 int main(int argc, char** argv) {
   int threads = 0, runs = 5;
   double min_time = 0.1;
-  std::string groups = "seed,attention,square";
+  std::string groups = "base,attention,square";
   bool do_interference = false, do_bits = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -439,8 +443,10 @@ int main(int argc, char** argv) {
   std::printf("load average at start: %s\n", loadavg().c_str());
 
   std::vector<Case> cases;
+  std::string wanted = "," + groups + ",";
+  for (size_t at; (at = wanted.find(",seed,")) != std::string::npos;) wanted.replace(at, 6, ",base,");
   for (const Case& c : all_cases())
-    if (("," + groups + ",").find("," + c.group + ",") != std::string::npos) cases.push_back(c);
+    if (wanted.find("," + c.group + ",") != std::string::npos) cases.push_back(c);
   if (do_bits)
     bits(cases);
   else if (do_interference)

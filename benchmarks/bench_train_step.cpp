@@ -1,12 +1,14 @@
 // One training step (forward, backward, Adam) of models/transformer's Seq2SeqTransformer:
 // post-norm, ReLU, dropout 0.1, padding and causal masks, CrossEntropy ignoring pad.
 //
-//   bench_train_step --config seed|small|tiny [--steps N] [--warmup W] [--threads T]
+//   bench_train_step --config base|small|tiny [--steps N] [--warmup W] [--threads T]
 //                    [--device cpu|cuda:N] [--bf16] [--flush-denormal] [--curve K]
 //                    [--attention auto|tiled|materialized] [--recompute on|off]
 //                    [--checkpoint-layers] [--checkpoint-ff | --no-checkpoint-ff] [--fused-loss]
 //                    [--blas cublas|cublaslt] [--blas-tuning]
 //
+// The configurations are train_config.h's (--config seed is another name for base);
+// --help prints the usage.
 // Prints one JSON line: ms/step (median of the timed steps), tokens/s (target tokens,
 // batch·seq), achieved GFLOP/s as 6·parameters·tokens/time, and the process's peak
 // resident memory (getrusage), so run one configuration per process. On a GPU the step
@@ -85,6 +87,16 @@ struct Args {
 
 int run(const Args& a);
 
+void usage(std::FILE* to) {
+  std::fprintf(to,
+               "usage: bench_train_step [--config %s] [--steps N] [--warmup W]\n"
+               "         [--threads T] [--device cpu|cuda:N] [--bf16] [--flush-denormal] [--curve K]\n"
+               "         [--attention auto|tiled|materialized] [--recompute on|off]\n"
+               "         [--checkpoint-layers] [--checkpoint-ff | --no-checkpoint-ff] [--fused-loss]\n"
+               "         [--blas cublas|cublaslt] [--blas-tuning]\n"
+               "One training step of the configuration (default tiny), timed; prints one JSON line.\n",
+               bench::kConfigNames);
+}
 
 }  // namespace
 
@@ -93,6 +105,10 @@ int main(int argc, char** argv) {
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string f = argv[i];
+      if (f == "--help" || f == "-h") {
+        usage(stdout);
+        return 0;
+      }
       bool* flag = f == "--bf16"                ? &a.bf16
                    : f == "--flush-denormal"    ? &a.flush_denormal
                    : f == "--checkpoint-layers" ? &a.checkpoint_layers
@@ -124,6 +140,7 @@ int main(int argc, char** argv) {
     }
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "bench_train_step: %s\n", e.what());
+    usage(stderr);
     return 2;
   }
   try {
@@ -142,7 +159,7 @@ namespace {
 int run(const Args& a) {
   const bench::TrainConfig& c = bench::train_config(a.config);
   const kiln::Device device(a.device);
-  const int steps = a.steps > 0 ? a.steps : c.name == "seed" ? 3 : c.name == "small" ? 20 : 200;
+  const int steps = a.steps > 0 ? a.steps : c.default_steps;
   if (a.threads > 0) kiln::set_num_threads(a.threads);
   if (a.attention) kiln::cuda::set_attention_kernel(*a.attention);
   if (a.recompute) kiln::set_recompute_saved(*a.recompute);

@@ -42,11 +42,14 @@ import torch
 import torch.nn as nn
 import torch.utils.checkpoint
 
+# vocab, d_model, heads, layers, d_ff, batch, seq (train_config.h); "seed" is the earlier
+# name of "base", still accepted.
 CONFIGS = {
-    "seed": (5000, 512, 8, 6, 2048, 64, 100),
+    "base": (5000, 512, 8, 6, 2048, 64, 100),
     "small": (1000, 128, 4, 2, 512, 32, 32),
     "tiny": (16, 64, 4, 2, 128, 2, 6),
 }
+ALIASES = {"seed": "base"}
 M64 = (1 << 64) - 1
 
 
@@ -132,7 +135,8 @@ class Seq2Seq(nn.Module):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--config", default="tiny", choices=CONFIGS)
+    ap.add_argument("--config", default="tiny", choices=[*CONFIGS, *ALIASES], metavar="{base,small,tiny}",
+                    help="the configuration (default tiny; seed is another name for base)")
     ap.add_argument("--steps", type=int, default=0)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=0)
@@ -149,8 +153,9 @@ def main():
     a = ap.parse_args()
     if a.flush_denormal and not torch.set_flush_denormal(True):
         raise SystemExit("torch_train_step.py: --flush-denormal: this CPU cannot flush denormals")
+    a.config = ALIASES.get(a.config, a.config)
     vocab, d, heads, layers, d_ff, batch, seq = CONFIGS[a.config]
-    steps = a.steps or {"seed": 3, "small": 20, "tiny": 200}[a.config]
+    steps = a.steps or {"base": 3, "small": 20, "tiny": 200}[a.config]
     if a.threads:
         torch.set_num_threads(a.threads)
     device = torch.device(a.device)

@@ -15,15 +15,16 @@
 #    process per test case, in parallel; 0 errors required (KILN_SANITIZE_TOOLS picks
 #    tools, KILN_SANITIZE_TIMEOUT caps a process's seconds).
 # 4. bench: bench_train_step against benchmarks/torch_train_step.py on the same GPU, small
-#    and seed, float32 (TF32 off on both sides) and bf16 autocast, with peak GPU memory,
+#    and base, float32 (TF32 off on both sides) and bf16 autocast, with peak GPU memory,
 #    alternating KILN_BENCH_ROUNDS times (default 1; PyTorch's step varies 30-50% between
-#    runs on an H200, so 3 or more make a ratio firmer) and the medians' ratio; the seed
+#    runs on an H200, so 3 or more make a ratio firmer) and the medians' ratio, each also
+#    as a row of the table at the top of benchmarks/RESULTS.md ("row: | ... |"); the base
 #    step once more with --recompute off (the norms' outputs kept: its time and memory
 #    cost), once with --blas cublas (unbatched products on cuBLAS, a linear's bias
 #    broadcast first; the default is cuBLASLt with it in the epilogue), once on both sides with each GEMM's algorithm timed among
 #    cuBLASLt's candidates (Kiln's --blas-tuning, PyTorch's TunableOp), once with
 #    KILN_CUDA_HEAD_COPIES=1 (attention's heads
-#    copied head-major, the path before session 12), once on both sides with every layer
+#    copied head-major around its products, the earlier path), once on both sides with every layer
 #    checkpointed (--checkpoint-layers), once with only the feed-forward hidden layers
 #    checkpointed (--checkpoint-ff; under bf16 autocast Kiln's default, so its bf16 step
 #    runs once more with them kept, --no-checkpoint-ff), and Kiln's once with the generator and loss as
@@ -31,7 +32,7 @@
 #    bench_attention at 1024 and 4096 tokens on the tiled and the materialising
 #    kernels.
 #
-# 5. profile (only when asked: --only profile): one seed step, fp32 and bf16, under Nsight
+# 5. profile (only when asked: --only profile): one base step, fp32 and bf16, under Nsight
 #    Compute, its kernels' GPU time summed per kernel (scripts/gpu_kernel_times.py).
 #
 # --only tests,sanitize,bench picks stages (the build or unpacking always runs). Logs
@@ -141,8 +142,8 @@ if stage sanitize; then
   # initcheck" read such outputs on shapes that take those kernels; initcheck leaves them
   # out, memcheck and racecheck run them. initcheck also runs with cuBLAS preferred for
   # unbatched products (KILN_CUDA_BLAS=cublas; KILN_INITCHECK_BLAS=cublaslt keeps the
-  # default): on the default, cuBLASLt, its reports on session 16's H200 were all reads of
-  # cuBLASLt outputs; the cases that choose cuBLASLt themselves still run it.
+  # default): on the default, cuBLASLt, its reports on an H200 were all reads of cuBLASLt
+  # outputs; the cases that choose cuBLASLt themselves still run it.
   # sanitize_case TOOL LIMIT LOG PATTERN: test_cuda's case PATTERN under compute-sanitizer
   # TOOL (LIMIT: its extra flags, or empty), the log to LOG; its exit status.
   sanitize_case() {
@@ -203,6 +204,11 @@ if stage bench; then
   ms() { echo "$1" | grep -o '"ms_per_step": [0-9.]*' | grep -o '[0-9.]*$'; }
   median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
   py=${TORCH_PYTHON:-python3}
+  # For the rows in RESULTS.md's format: a JSON line's string field $2, the GPU, the commit.
+  field() { echo "$1" | grep -o "\"$2\": \"[^\"]*\"" | head -1 | sed 's/.*: "//; s/"$//'; }
+  gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  if [ -n "$prebuilt" ]; then commit=$(awk '{print $1; exit}' "$build/BUILD_INFO" 2>/dev/null)
+  else commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null); fi
   # One more run of each side at this $config, $mode ($flag) and $steps, with more
   # arguments; logged as "bench <config> <mode> <label>: kiln|torch <fields>".
   kiln_run() {
@@ -220,8 +226,8 @@ if stage bench; then
     note "bench $config $mode $label: torch $(fields "$t")"
   }
   rounds=${KILN_BENCH_ROUNDS:-1}
-  for config in small seed; do
-    steps=$([ $config = seed ] && echo 30 || echo 100)
+  for config in small base; do
+    steps=$([ $config = base ] && echo 30 || echo 100)
     for mode in fp32 bf16; do
       flag=$([ $mode = bf16 ] && echo --bf16 || true)
       kiln_ms=() torch_ms=()
@@ -238,8 +244,16 @@ if stage bench; then
       if [ "${#kiln_ms[@]}" -gt 0 ] && [ "${#torch_ms[@]}" -gt 0 ]; then
         km=$(median "${kiln_ms[@]}") tm=$(median "${torch_ms[@]}")
         note "bench $config $mode: medians of ${#kiln_ms[@]} / ${#torch_ms[@]} runs: kiln $km ms, torch $tm ms, kiln/torch $(awk -v a="$km" -v b="$tm" 'BEGIN {printf "%.3f", a / b}')"
+        # The same as a row of RESULTS.md's table (peaks: the last round's, MiB of tensors).
+        kp=$(echo "$k" | grep -o '"peak_tensor_mb": [0-9.]*' | grep -o '[0-9.]*$')
+        tp=$(echo "$t" | grep -o '"peak_gpu_mb": [0-9.]*' | grep -o '[0-9.]*$')
+        note "$(awk -v c="$config" -v p="$([ $mode = bf16 ] && echo "bf16 autocast" || echo fp32)" -v g="$gpu_name" \
+          -v km="$km" -v tm="$tm" -v tv="$(field "$t" torch)" -v kp="$kp" -v tp="$tp" -v d="$(date +%F)" \
+          -v h="${commit:-unknown}" 'BEGIN {
+            printf "row: | %s | %s | %s | %.2f ms | %.2f ms (%s, eager) | %.3f | %.1f / %.1f MiB tensors | %s | %s |", \
+              c, p, g, km, tm, tv, km / tm, kp, tp, d, h }')"
       fi
-      if [ $config = seed ]; then
+      if [ $config = base ]; then
         kiln_run "recompute off" --recompute off
         # Unbatched products on cuBLAS, a linear's bias broadcast first (the default is
         # cuBLASLt with the bias in its epilogue: set_preferred_blas_library).
@@ -248,7 +262,8 @@ if stage bench; then
         # warm-up steps: Kiln's set_blas_tuning, PyTorch's TunableOp.
         kiln_run "blas tuning" --blas-tuning
         torch_run "tunable op" --tunable-op
-        # Attention's heads copied head-major around its products (the path before session 12).
+        # Attention's heads copied head-major around its products (the earlier path, for
+        # its cost against the pointer-batched products on heads in place).
         KILN_CUDA_HEAD_COPIES=1 kiln_run "head copies"
         # Activation checkpointing on both sides: each layer through its checkpoint.
         kiln_run "checkpoint layers" --checkpoint-layers
@@ -277,18 +292,18 @@ if stage bench; then
 fi
 
 if stage profile; then
-  # One seed step's kernels under Nsight Compute (durations only, the card's clocks left as
+  # One base step's kernels under Nsight Compute (durations only, the card's clocks left as
   # they are), fp32 and bf16, summed per kernel by scripts/gpu_kernel_times.py.
   if command -v ncu >/dev/null; then
     for mode in fp32 bf16; do
       flag=$([ $mode = bf16 ] && echo --bf16 || true)
       timeout 300 ncu --clock-control none --print-units base --metrics gpu__time_duration.sum --csv --page raw \
-        "$build/benchmarks/bench_train_step" --config seed --device cuda:0 --warmup 1 --steps 1 $flag \
+        "$build/benchmarks/bench_train_step" --config base --device cuda:0 --warmup 1 --steps 1 $flag \
         >"$out/ncu_$mode.csv" 2>"$out/ncu_$mode.err"
       if python3 "$ROOT/scripts/gpu_kernel_times.py" "$out/ncu_$mode.csv" --top 30 >"$out/kernels_$mode.txt"; then
-        note "profile seed $mode: $(head -1 "$out/kernels_$mode.txt") (per kernel: kernels_$mode.txt)"
+        note "profile base $mode: $(head -1 "$out/kernels_$mode.txt") (per kernel: kernels_$mode.txt)"
       else
-        fail "profile seed $mode (log: ncu_$mode.err)"
+        fail "profile base $mode (log: ncu_$mode.err)"
       fi
     done
   else

@@ -2,7 +2,7 @@
 # Where one training step's GPU time goes, from Nsight Compute's per-kernel durations:
 #
 #   ncu --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
-#       build/benchmarks/bench_train_step --config seed --device cuda:0 --warmup 1 --steps 1 >ncu.csv
+#       build/benchmarks/bench_train_step --config base --device cuda:0 --warmup 1 --steps 1 >ncu.csv
 #   python3 scripts/gpu_kernel_times.py ncu.csv [--top 40]
 #
 # The run holds set-up kernels, then two steps: the step measured is the second, from its
