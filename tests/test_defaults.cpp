@@ -73,8 +73,8 @@ constexpr const char* kDeprecatedReduce =
     "deprecated in torch for reduction; Kiln has only reduction";
 constexpr const char* kNoInplace = "no in-place variant: the module returns a new tensor (torch's default)";
 constexpr const char* kNoForeach =
-    "an implementation choice in torch (for-each, fused, capturable kernels); Kiln picks its "
-    "kernel itself (a fused one where the layout allows)";
+    "an implementation choice in torch (for-each, fused, capturable kernels); Kiln chooses its "
+    "kernels itself (Adam's fused one where the layouts allow)";
 constexpr const char* kNoGenerator =
     "the init functions draw from the default generator (torch's None); seed it with manual_seed";
 constexpr const char* kDdpNone =
@@ -210,7 +210,8 @@ const Absent kAbsent[] = {
      "Kiln always checks the second run's saved tensors (their number and shapes), torch's 'default'"},
     {"checkpoint.debug", "no debug trace"},
     {"checkpoint.early_stop", "the second run goes to fn's end"},
-    {"checkpoint.respect_saved_tensors_hooks", "checkpoints nest through saved-tensor hooks"},
+    {"checkpoint.respect_saved_tensors_hooks",
+     "no such switch: Kiln's checkpoint is itself built on saved-tensor hooks, and checkpoints nest"},
 };
 
 // Kiln's options that torch does not have (or has with no default).
