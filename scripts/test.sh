@@ -2,12 +2,13 @@
 # The whole test suite: install what is missing, build, run every test (among them the
 # install test: Kiln installed into a fresh prefix and used from outside by pkg-config,
 # CMake and a Meson subproject, and the mpi suite under mpirun); build and run them again
-# with clang++, and fuzz the file readers for a minute each with libFuzzer; then with
-# AddressSanitizer and UndefinedBehaviorSanitizer, which must run clean; then the threads
+# with clang++ under AddressSanitizer and UndefinedBehaviorSanitizer, which must run
+# clean, and fuzz the file readers for a minute each with libFuzzer; then the threads
 # test under ThreadSanitizer. Each stage prints its wall time and the largest resident
 # size one of its processes reached; a summary of the stages comes last.
 #
-# KILN_SKIP_CLANG=1, KILN_SKIP_SANITIZERS=1, KILN_SKIP_TSAN=1 skip those stages;
+# KILN_SKIP_SANITIZERS=1 (or KILN_SKIP_CLANG=1) skips the clang++ ASan+UBSan tree and the
+# fuzzing, KILN_SKIP_TSAN=1 the ThreadSanitizer tree;
 # KILN_FUZZ_SECONDS=N fuzzes each reader N seconds (0: no fuzzing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,47 +42,38 @@ if command -v mpirun >/dev/null && ! grep -q '^kiln:mpi / ' <<<"$(meson test -C 
 fi
 stage "g++: tests" meson test -C build --print-errorlogs
 
-# The same suite built by clang++ (Debian's clang 14), CPU only. The install test ran in
-# the g++ tree: here it would only build the same library twice more with another
-# compiler, whose headers the clang tree's own programs already compile.
-if [ "${KILN_SKIP_CLANG:-0}" != "1" ]; then
-  [ -d build-clang ] || CXX=clang++ meson setup build-clang --buildtype=release -Dcuda=disabled \
-    -Dbenchmarks=false > /dev/null
-  meson configure build-clang -Dwerror=true
-  stage "clang++: build" ninja -C build-clang
-  stage "clang++: tests" meson test -C build-clang --print-errorlogs --no-suite install
+# The same suite built by clang++ (Debian's clang 14, -Werror too) with AddressSanitizer
+# and UndefinedBehaviorSanitizer, which must run clean; its library also carries
+# libFuzzer's coverage (-Dfuzzing=true), and the JSON parser, the safetensors reader and
+# the checkpoint loader are then fuzzed for a minute each from the committed seeds
+# (tests/fuzz; a crash fails the run, its reproducer kept under
+# build-sanitize/fuzz-artifacts/ and its path printed). CPU only: AddressSanitizer and the
+# CUDA runtime do not mix well. -O1 with line tables only: the sanitizers' reports name
+# files and lines, at a fraction of a full debug build's compile time. The install test
+# ran in the g++ tree; here it would build the same library twice more.
+if [ "${KILN_SKIP_CLANG:-0}" != "1" ] && [ "${KILN_SKIP_SANITIZERS:-0}" != "1" ]; then
+  [ -d build-sanitize ] || CXX=clang++ meson setup build-sanitize --buildtype=plain -Doptimization=1 \
+    -Db_sanitize=address,undefined -Db_lundef=false -Dbenchmarks=false -Dcuda=disabled -Dfuzzing=true \
+    "-Dcpp_args=-gline-tables-only -fno-sanitize-recover=undefined" > /dev/null
+  meson configure build-sanitize -Dwerror=true
+  stage "clang++ ASan+UBSan: build" ninja -C build-sanitize
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    stage "clang++ ASan+UBSan: tests" meson test -C build-sanitize --print-errorlogs --timeout-multiplier 4 \
+    --no-suite install
 
-  # libFuzzer on the JSON parser, the safetensors reader and the checkpoint loader, 60 s
-  # each from the committed seeds (tests/fuzz). A crash fails the run; its reproducer is
-  # kept under build-clang/fuzz-artifacts/ and its path printed.
   fuzz_seconds=${KILN_FUZZ_SECONDS:-60}
   if [ "$fuzz_seconds" != "0" ]; then
-    if ninja -C build-clang -t query fuzz >/dev/null 2>&1; then
-      stage "clang++: fuzz ${fuzz_seconds} s each" bash tests/fuzz/run_fuzzers.sh build-clang "$fuzz_seconds"
-    else
-      echo "test.sh: libFuzzer does not link with this clang; fuzzing skipped" >&2
-    fi
+    stage "fuzz, ${fuzz_seconds} s each" bash tests/fuzz/run_fuzzers.sh build-sanitize "$fuzz_seconds"
   fi
-fi
-
-if [ "${KILN_SKIP_SANITIZERS:-0}" != "1" ]; then
-  # CPU only: AddressSanitizer and the CUDA runtime do not mix well. Examples and their
-  # runs are in the release trees; here the library's own tests.
-  [ -d build-sanitize ] || meson setup build-sanitize --buildtype=debugoptimized \
-    -Db_sanitize=address,undefined -Db_lundef=false -Dbenchmarks=false -Dcuda=disabled \
-    -Dcpp_args=-fno-sanitize-recover=undefined > /dev/null
-  meson configure build-sanitize -Dcuda=disabled
-  stage "ASan+UBSan: build" ninja -C build-sanitize
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    stage "ASan+UBSan: tests" meson test -C build-sanitize --print-errorlogs --timeout-multiplier 4
 fi
 
 if [ "${KILN_SKIP_TSAN:-0}" != "1" ]; then
   # ThreadSanitizer: one shared model used from 8 threads at once (test_threads), past
   # the sizes where kernels hand work to the TBB pool; and a canary with a deliberate race
   # that TSan must report (tests/tsan_canary.cpp). Only those two are built.
-  [ -d build-tsan ] || meson setup build-tsan --buildtype=debugoptimized -Db_sanitize=thread \
-    -Db_lundef=false -Dcuda=disabled -Dbenchmarks=false -Dexamples=false > /dev/null
+  [ -d build-tsan ] || CXX=clang++ meson setup build-tsan --buildtype=plain -Doptimization=1 \
+    -Db_sanitize=thread -Db_lundef=false -Dcuda=disabled -Dbenchmarks=false -Dexamples=false \
+    -Dcpp_args=-gline-tables-only > /dev/null
   stage "TSan: build" ninja -C build-tsan tests/test_threads tests/tsan_canary
   # oneDNN is not built with TSan: calls made from inside it are ignored
   # (tests/tsan_onednn.supp); Kiln's own code around them stays checked.
