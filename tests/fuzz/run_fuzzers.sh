@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs each libFuzzer target of tests/fuzz for SECONDS (default 60) from a copy of its
 # committed seeds: run_fuzzers.sh BUILD_DIR [SECONDS]
-# BUILD_DIR is a clang tree where tests/fuzz was configured (meson printed
-# 'Checking if "libFuzzer" links: YES'); the targets are built first (ninja fuzz).
+# BUILD_DIR is a clang tree configured with -Dfuzzing=true (scripts/test.sh's
+# build-sanitize is one); the targets are built first (ninja fuzz).
 # New corpus entries go to a temporary directory, never into the source tree. A crash's
 # reproducer is kept as BUILD_DIR/fuzz-artifacts/<target>-crash-<sha1> (libFuzzer's
 # -artifact_prefix); the script then prints its path and, after the other targets have
