@@ -468,7 +468,13 @@ TEST_CASE("sizes whose product overflows int64 are refused by the op that was ca
   SUBCASE("broadcasting and products") {
     Tensor col = huge({k32, 1}), row = huge({k32});
     CHECK_ERROR_STARTS("[add]", add(col, row), "overflows int64");
+    reset_peak_memory();
+    const int64_t before = memory_stats().allocated_bytes;
     CHECK_ERROR_STARTS("[sub]", sub(col, row), "overflows int64");
+    CHECK_ERROR_STARTS("[add]", add(col, row, 2.0), "overflows int64");
+    // Refused before any copy of an operand: sub once negated its expanded second operand
+    // in full (16 GiB here) before the shapes were checked.
+    CHECK(memory_stats().peak_bytes - before < (int64_t{1} << 20));
     CHECK_ERROR_STARTS("[mul]", col * row, "overflows int64");
     CHECK_ERROR_STARTS("[div]", col / row, "overflows int64");
     CHECK_ERROR_STARTS("[maximum]", maximum(col, row), "overflows int64");

@@ -61,8 +61,14 @@ namespace {
 // a + alpha·b, for add and for sub (alpha negated), which report and record as `op`.
 Tensor add_as(const char* op, const Tensor& a, const Tensor& b, double alpha) {
   DType t = arithmetic_type(op, a, b);
+  // Shapes first: a scaled copy of b below must not be made for operands that cannot
+  // broadcast (an expanded b would be materialised in full).
+  broadcast_shapes(op, a.shape(), b.shape());
   Tensor y;
-  if (t == kBFloat16 && alpha != 1.0 && alpha != -1.0) {
+  if (alpha == -1.0) {
+    // a - b in one pass; the same bits as a + (-b), negation being exact.
+    y = run_binary(op, BinaryOp::Sub, a, b.detach(), t, t);
+  } else if (t == kBFloat16 && alpha != 1.0) {
     // As torch's bfloat16 add: a + alpha·b in float32 with alpha rounded to bfloat16
     // (so alpha·b is exact), rounded once; not alpha·b rounded first.
     NoGradGuard no_grad;  // the operands only; add's own node covers a and b
