@@ -42,6 +42,20 @@ if command -v mpirun >/dev/null && ! grep -q '^kiln:mpi / ' <<<"$(meson test -C 
 fi
 stage "g++: tests" meson test -C build --print-errorlogs
 
+# ThreadSanitizer: one shared model used from 8 threads at once (test_threads), past the
+# sizes where kernels hand work to the TBB pool; and a canary with a deliberate race that
+# TSan must report (tests/tsan_canary.cpp). Only those two are built, clang++ at -O1 with
+# line tables, in the background while the sanitizer tests and the fuzzers leave a core
+# free (the fuzzers run one at a time).
+tsan_targets=(tests/test_threads tests/tsan_canary)
+start_tsan_build() {
+  [ "${KILN_SKIP_TSAN:-0}" != "1" ] || return 0
+  [ -d build-tsan ] || CXX=clang++ meson setup build-tsan --buildtype=plain -Doptimization=1 \
+    -Db_sanitize=thread -Db_lundef=false -Dcuda=disabled -Dbenchmarks=false -Dexamples=false \
+    -Dcpp_args=-gline-tables-only > /dev/null
+  background_start "TSan: build" ninja -C build-tsan "${tsan_targets[@]}"
+}
+
 # The same suite built by clang++ (Debian's clang 14, -Werror too) with AddressSanitizer
 # and UndefinedBehaviorSanitizer, which must run clean; its library also carries
 # libFuzzer's coverage (-Dfuzzing=true), and the JSON parser, the safetensors reader and
@@ -57,6 +71,7 @@ if [ "${KILN_SKIP_CLANG:-0}" != "1" ] && [ "${KILN_SKIP_SANITIZERS:-0}" != "1" ]
     "-Dcpp_args=-gline-tables-only -fno-sanitize-recover=undefined" > /dev/null
   meson configure build-sanitize -Dwerror=true
   stage "clang++ ASan+UBSan: build" ninja -C build-sanitize
+  start_tsan_build
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     stage "clang++ ASan+UBSan: tests" meson test -C build-sanitize --print-errorlogs --timeout-multiplier 4 \
     --no-suite install
@@ -68,16 +83,10 @@ if [ "${KILN_SKIP_CLANG:-0}" != "1" ] && [ "${KILN_SKIP_SANITIZERS:-0}" != "1" ]
 fi
 
 if [ "${KILN_SKIP_TSAN:-0}" != "1" ]; then
-  # ThreadSanitizer: one shared model used from 8 threads at once (test_threads), past
-  # the sizes where kernels hand work to the TBB pool; and a canary with a deliberate race
-  # that TSan must report (tests/tsan_canary.cpp). Only those two are built.
-  [ -d build-tsan ] || CXX=clang++ meson setup build-tsan --buildtype=plain -Doptimization=1 \
-    -Db_sanitize=thread -Db_lundef=false -Dcuda=disabled -Dbenchmarks=false -Dexamples=false \
-    -Dcpp_args=-gline-tables-only > /dev/null
-  stage "TSan: build" ninja -C build-tsan tests/test_threads tests/tsan_canary
+  [ -n "$bg_pid" ] || start_tsan_build  # not started yet when the ASan tree was skipped
+  background_wait
   # oneDNN is not built with TSan: calls made from inside it are ignored
   # (tests/tsan_onednn.supp); Kiln's own code around them stays checked.
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan_onednn.supp \
     stage "TSan: tests" meson test -C build-tsan --no-rebuild --print-errorlogs threads tsan_canary
 fi
-

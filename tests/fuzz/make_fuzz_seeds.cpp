@@ -1,8 +1,8 @@
 // Writes the fuzz targets' seed corpora with Kiln itself: make_fuzz_seeds OUT_DIR writes
 // OUT_DIR/{json,safetensors,checkpoint}/<name>. The committed seeds (tests/fuzz/seeds)
 // are its output; run it again after a format change:
-//   ninja -C build-fuzz tests/fuzz/make_fuzz_seeds && build-fuzz/tests/fuzz/make_fuzz_seeds tests/fuzz/seeds
-// (a clang tree where tests/fuzz is configured: see tests/fuzz/meson.build)
+//   ninja -C build-sanitize tests/fuzz/make_fuzz_seeds && build-sanitize/tests/fuzz/make_fuzz_seeds tests/fuzz/seeds
+// (a clang tree configured with -Dfuzzing=true, as scripts/test.sh's build-sanitize)
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
