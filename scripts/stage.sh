@@ -1,72 +1,82 @@
 # Sourced by scripts/test.sh: runs the suite's stages and keeps their costs.
 #
 #   stage NAME COMMAND...   runs COMMAND (set -e stops the script when it fails) and
-#                           prints "== NAME: <wall> s, peak <MB> MB resident", the peak
-#                           being the largest resident size any one of its processes
-#                           reached (GNU time's %M, where /usr/bin/time exists)
+#                           prints "== NAME  <wall> s, <cpu> s CPU, peak <MB> MB": its
+#                           wall time, the CPU time of all its processes, and the largest
+#                           resident size any one of them reached (GNU time's %M;
+#                           where /usr/bin/time is missing, the wall time alone)
 #   background_start NAME COMMAND...
-#                           starts COMMAND at the lowest CPU priority in the background,
-#                           in a process group of its own
-#                           (its output kept in a log), to use what the stages in the
-#                           foreground leave of the cores; one at a time
-#   background_wait         waits for it; prints its line as a stage's (its whole time,
-#                           and how much of it the script waited), and its log if it failed
+#                           starts COMMAND in the background at the lowest CPU priority,
+#                           in a process group of its own, its output kept in a log: it
+#                           uses what the stages in the foreground leave of the cores.
+#                           One at a time.
+#   background_wait         waits for it and prints its line as a stage's (its whole
+#                           wall time, and how long the script waited), with its log if
+#                           it failed
 #   stage_summary           prints every stage's line again, and the total
 
 stage_lines=()
 stage_start=$SECONDS
+bg_pid=""
 
-stage() {
-  local name=$1
-  shift
-  echo "== $name"
-  local t0=$SECONDS rss_file status=0 peak=""
-  rss_file=$(mktemp)
-  if [ -x /usr/bin/time ]; then
-    /usr/bin/time -q -f '%M' -o "$rss_file" "$@" || status=$?
-    peak=$(tail -1 "$rss_file")
-  else
-    "$@" || status=$?
+# The GNU time format stage_line reads: user CPU, system CPU, peak resident KiB.
+stage_time_format='%U %S %M'
+
+# stage_line NAME SECONDS TIME_FILE STATUS [NOTE]: one stage's line, kept for the summary.
+stage_line() {
+  local line user sys rss
+  line=$(printf '%-28s %5d s' "$1" "$2")
+  if read -r user sys rss < <(tail -1 "$3" 2>/dev/null) && [[ "$rss" =~ ^[0-9]+$ ]]; then
+    line+=$(awk -v u="$user" -v s="$sys" -v m="$rss" 'BEGIN { printf ", %6.0f s CPU, peak %6d MB", u + s, m / 1024 }')
   fi
-  rm -f "$rss_file"
-  local line
-  line=$(printf '%-28s %5d s' "$name" $((SECONDS - t0)))
-  [[ "$peak" =~ ^[0-9]+$ ]] && line+=$(printf ', peak %6d MB resident' $((peak / 1024)))
-  [ "$status" -eq 0 ] || line+=" (failed: exit $status)"
+  [ -z "${5:-}" ] || line+=" ($5)"
+  [ "$4" -eq 0 ] || line+=" (failed: exit $4)"
   stage_lines+=("$line")
   echo "== $line"
-  return "$status"
 }
 
-bg_pid=""
+# The command line that runs "$@" under GNU time, writing to $1.
+timed() {
+  local out=$1
+  shift
+  if [ -x /usr/bin/time ]; then
+    /usr/bin/time -q -f "$stage_time_format" -o "$out" "$@"
+  else
+    "$@"
+  fi
+}
+
+stage() {
+  local name=$1 t0=$SECONDS status=0 time_file
+  shift
+  echo "== $name"
+  time_file=$(mktemp)
+  timed "$time_file" "$@" || status=$?
+  stage_line "$name" $((SECONDS - t0)) "$time_file" "$status"
+  rm -f "$time_file"
+  return "$status"
+}
 
 background_start() {
   bg_name=$1
   shift
   bg_log=$(mktemp)
-  bg_rss=$(mktemp)
+  bg_time=$(mktemp)
   bg_t0=$SECONDS
   echo "== $bg_name: started in the background"
-  if [ -x /usr/bin/time ]; then
-    setsid nice -n 19 /usr/bin/time -q -f '%M' -o "$bg_rss" "$@" > "$bg_log" 2>&1 &
-  else
-    setsid nice -n 19 "$@" > "$bg_log" 2>&1 &
-  fi
+  export -f timed
+  export stage_time_format
+  setsid nice -n 19 bash -c 'timed "$@"' timed "$bg_time" "$@" > "$bg_log" 2>&1 &
   bg_pid=$!
 }
 
 background_wait() {
-  local t0=$SECONDS status=0 peak line
+  local t0=$SECONDS status=0
   wait "$bg_pid" || status=$?
   bg_pid=""
-  peak=$(tail -1 "$bg_rss" 2>/dev/null || true)
-  line=$(printf '%-28s %5d s' "$bg_name" $((SECONDS - bg_t0)))
-  [[ "$peak" =~ ^[0-9]+$ ]] && line+=$(printf ', peak %6d MB resident' $((peak / 1024)))
-  line+=" (background; waited $((SECONDS - t0)) s)"
-  [ "$status" -eq 0 ] || { cat "$bg_log"; line+=" (failed: exit $status)"; }
-  rm -f "$bg_log" "$bg_rss"
-  stage_lines+=("$line")
-  echo "== $line"
+  [ "$status" -eq 0 ] || cat "$bg_log"
+  stage_line "$bg_name" $((SECONDS - bg_t0)) "$bg_time" "$status" "background; waited $((SECONDS - t0)) s"
+  rm -f "$bg_log" "$bg_time"
   return "$status"
 }
 

@@ -4,8 +4,12 @@
 # CMake and a Meson subproject, and the mpi suite under mpirun); build and run them again
 # with clang++ under AddressSanitizer and UndefinedBehaviorSanitizer, which must run
 # clean, and fuzz the file readers for a minute each with libFuzzer; then the threads
-# test under ThreadSanitizer. Each stage prints its wall time and the largest resident
-# size one of its processes reached; a summary of the stages comes last.
+# test under ThreadSanitizer. Each stage prints its wall time, CPU time and the largest
+# resident size one of its processes reached; a table of the stages comes last.
+#
+# The sanitizer trees are built in the background at the lowest CPU priority, while the
+# stages before them leave a core idle (a test run's serial tail, the fuzzers, which run
+# one at a time): the suite is bound by the CPU, and this keeps both cores busy.
 #
 # KILN_SKIP_SANITIZERS=1 (or KILN_SKIP_CLANG=1) skips the clang++ ASan+UBSan tree and the
 # fuzzing, KILN_SKIP_TSAN=1 the ThreadSanitizer tree;
@@ -14,6 +18,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/stage.sh
 trap stage_summary EXIT
+
+asan=1
+[ "${KILN_SKIP_SANITIZERS:-0}" != "1" ] && [ "${KILN_SKIP_CLANG:-0}" != "1" ] || asan=0
+tsan=1
+[ "${KILN_SKIP_TSAN:-0}" != "1" ] || tsan=0
 
 stage "install dependencies" bash scripts/install_deps.sh --tests
 
@@ -30,6 +39,24 @@ fi
 # zero. (scripts/run.sh does not: a newer compiler's new warning must not stop a user.)
 [ -d build ] || meson setup build --buildtype=release -Dgpu_arch="$gpu_arch" > /dev/null
 meson configure build -Dwerror=true
+
+# The same suite built by clang++ (Debian's clang 14) with AddressSanitizer and
+# UndefinedBehaviorSanitizer, which must run clean; its readers also carry libFuzzer's
+# coverage (-Dfuzzing=true), and the JSON parser, the safetensors reader and the
+# checkpoint loader are then fuzzed for a minute each from the committed seeds
+# (tests/fuzz; a crash fails the run, its reproducer kept under
+# build-sanitize/fuzz-artifacts/ and its path printed). CPU only: AddressSanitizer and the
+# CUDA runtime do not mix well. -O1 with line tables only: the sanitizers' reports name
+# files and lines, at a fraction of a full debug build's compile time. The install test
+# ran in the g++ tree; here it would build the same library twice more.
+if [ $asan = 1 ]; then
+  [ -d build-sanitize ] || CXX=clang++ meson setup build-sanitize --buildtype=plain -Doptimization=1 \
+    -Db_sanitize=address,undefined -Db_lundef=false -Dbenchmarks=false -Dcuda=disabled -Dfuzzing=true \
+    "-Dcpp_args=-gline-tables-only -fno-sanitize-recover=undefined" > /dev/null
+  meson configure build-sanitize -Dwerror=true
+  background_start "clang++ ASan+UBSan: build" ninja -C build-sanitize
+fi
+
 stage "g++: build" ninja -C build
 # Where Open MPI is installed (install_deps.sh installs it), `meson test` runs the `mpi`
 # suite too (tests/distributed under mpirun -np 2 and -np 3 --oversubscribe, allowed to
@@ -44,46 +71,29 @@ stage "g++: tests" meson test -C build --print-errorlogs
 
 # ThreadSanitizer: one shared model used from 8 threads at once (test_threads), past the
 # sizes where kernels hand work to the TBB pool; and a canary with a deliberate race that
-# TSan must report (tests/tsan_canary.cpp). Only those two are built, clang++ at -O1 with
-# line tables, in the background while the sanitizer tests and the fuzzers leave a core
-# free (the fuzzers run one at a time).
-tsan_targets=(tests/test_threads tests/tsan_canary)
+# TSan must report (tests/tsan_canary.cpp). Only those two are built, by clang++ at -O1
+# with line tables.
 start_tsan_build() {
-  [ "${KILN_SKIP_TSAN:-0}" != "1" ] || return 0
   [ -d build-tsan ] || CXX=clang++ meson setup build-tsan --buildtype=plain -Doptimization=1 \
     -Db_sanitize=thread -Db_lundef=false -Dcuda=disabled -Dbenchmarks=false -Dexamples=false \
     -Dcpp_args=-gline-tables-only > /dev/null
-  background_start "TSan: build" ninja -C build-tsan "${tsan_targets[@]}"
+  background_start "TSan: build" ninja -C build-tsan tests/test_threads tests/tsan_canary
 }
 
-# The same suite built by clang++ (Debian's clang 14, -Werror too) with AddressSanitizer
-# and UndefinedBehaviorSanitizer, which must run clean; its library also carries
-# libFuzzer's coverage (-Dfuzzing=true), and the JSON parser, the safetensors reader and
-# the checkpoint loader are then fuzzed for a minute each from the committed seeds
-# (tests/fuzz; a crash fails the run, its reproducer kept under
-# build-sanitize/fuzz-artifacts/ and its path printed). CPU only: AddressSanitizer and the
-# CUDA runtime do not mix well. -O1 with line tables only: the sanitizers' reports name
-# files and lines, at a fraction of a full debug build's compile time. The install test
-# ran in the g++ tree; here it would build the same library twice more.
-if [ "${KILN_SKIP_CLANG:-0}" != "1" ] && [ "${KILN_SKIP_SANITIZERS:-0}" != "1" ]; then
-  [ -d build-sanitize ] || CXX=clang++ meson setup build-sanitize --buildtype=plain -Doptimization=1 \
-    -Db_sanitize=address,undefined -Db_lundef=false -Dbenchmarks=false -Dcuda=disabled -Dfuzzing=true \
-    "-Dcpp_args=-gline-tables-only -fno-sanitize-recover=undefined" > /dev/null
-  meson configure build-sanitize -Dwerror=true
-  stage "clang++ ASan+UBSan: build" ninja -C build-sanitize
-  start_tsan_build
+if [ $asan = 1 ]; then
+  background_wait
+  [ $tsan = 0 ] || start_tsan_build
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     stage "clang++ ASan+UBSan: tests" meson test -C build-sanitize --print-errorlogs --timeout-multiplier 4 \
     --no-suite install
-
   fuzz_seconds=${KILN_FUZZ_SECONDS:-60}
   if [ "$fuzz_seconds" != "0" ]; then
     stage "fuzz, ${fuzz_seconds} s each" bash tests/fuzz/run_fuzzers.sh build-sanitize "$fuzz_seconds"
   fi
 fi
 
-if [ "${KILN_SKIP_TSAN:-0}" != "1" ]; then
-  [ -n "$bg_pid" ] || start_tsan_build  # not started yet when the ASan tree was skipped
+if [ $tsan = 1 ]; then
+  [ -n "$bg_pid" ] || start_tsan_build
   background_wait
   # oneDNN is not built with TSan: calls made from inside it are ignored
   # (tests/tsan_onednn.supp); Kiln's own code around them stays checked.
