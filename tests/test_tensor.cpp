@@ -891,7 +891,7 @@ TEST_CASE("in-place operators with a tensor and with a scalar") {
 }
 
 // ------------------------------------------------------------------ in-place under autograd
-TEST_CASE("masked_fill_ on a matmul output is recorded (the seed's attention scores)") {
+TEST_CASE("masked_fill_ on a matmul output is recorded (the seed notebooks' attention scores)") {
   Tensor q = leaf({1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor k = leaf({1, -1, 0, 2, 1, 1}, {2, 3});
   Tensor mask = tensor({{false, true}, {false, false}});

@@ -176,7 +176,7 @@ Tensor round_span(const Tensor& w, int64_t lo, int64_t hi, const char* op) {
 // and keeps the copy weakly from now on, when the op records a graph and recipes are
 // wanted on w's device: the products save the recipe, so the copy is freed as soon as the
 // product that made it returns, not held to the end of the forward pass with every other
-// weight's (a tenth of the seed step's bf16 peak), and backward rounds each
+// weight's (a tenth of the base step's bf16 peak), and backward rounds each
 // weight again (a pass over the parameters, cheap where recipes are on by default). A
 // weight changed in place before backward is refused, as a saved tensor is: the recipe
 // cannot give back the values forward read.

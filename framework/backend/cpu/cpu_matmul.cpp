@@ -36,7 +36,7 @@ constexpr double kMinFlopsPerTask = 4e5;
 // overhead would show: the tiny step's products are 0.01-0.2 MFLOP). Measured on an
 // AVX-512 Xeon (bench_gemm_bf16 --cases small,seed, one thread, in the same blocks):
 // oneDNN 1.05-1.35x OpenBLAS on the small training step's linear layers (1024 rows,
-// widths 128-1000), 0.76-1.13x on the seed step's (6400 rows, widths 512-5000; slower
+// widths 128-1000), 0.76-1.13x on the base step's (6400 rows, widths 512-5000; slower
 // only on two weight gradients with 768- and 1024-row blocks of a transposed operand,
 // which onednn_gemm.cpp now cuts along K instead: split_along_k),
 // and a linear's bias is added inside oneDNN's GEMM instead of copied into the rows

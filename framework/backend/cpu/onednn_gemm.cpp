@@ -328,7 +328,7 @@ constexpr double kMinFlopsPerTask = 1e6;
 // each one packs the other operand again; 512 or 2048 measured no better).
 constexpr int64_t kBlockExtent = 1024, kMaxBlocks = 16, kTile = 32;
 // Batched products go in groups of about this many flops per oneDNN call: 12 of the
-// seed's (100, 100, 64) attention products, 1.1-1.3x faster than one per call.
+// base model's (100, 100, 64) attention products, 1.1-1.3x faster than one per call.
 constexpr double kGroupFlops = 1.6e7;
 
 void check_args(const char* op, bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t lda,
@@ -365,7 +365,7 @@ void rethrow_as_kiln(const char* op, int64_t M, int64_t N, int64_t K, F&& f) {
 
 // A float32 weight gradient, dW (M, N) = gᵀ (M, K) @ x (K, N) with K the batch's rows:
 // blocks of C's rows would hand oneDNN column slices of the transposed A, which its fast
-// fp32 kernels do not take (one thread: 119-152 GFLOP/s on the seed step's weight
+// fp32 kernels do not take (one thread: 119-152 GFLOP/s on the base step's weight
 // gradients in 768- to 1280-row blocks, 160-170 for the same products whole). Such a
 // product is cut along K instead, into parts of at least kSplitKExtent rows of A and B
 // (dense, as whole products), each one product; the parts after the first go to scratch

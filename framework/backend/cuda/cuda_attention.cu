@@ -25,7 +25,7 @@ namespace kiln::cuda {
 namespace {
 
 // The rows kernels give each query row one warp (cuda_block_reduce.cuh's WarpRows): rows
-// are short (100 keys in the seed model), and a block a row left most of its threads
+// are short (100 keys in the base model), and a block a row left most of its threads
 // idle and paid two block-wide reductions (154 µs for 51200 rows of 100; 94 µs so). A
 // lane takes four neighbouring keys at a time, so one Philox block serves its four
 // dropout words where the row's numbering allows.
@@ -353,7 +353,7 @@ bool uniform_heads(const Tensor& t) {
 
 // Whether the heads of a projection's rows are copied head-major around the products
 // (KILN_CUDA_HEAD_COPIES set, read once: the earlier path, kept to measure against) or
-// read and written in place by pointer-batched calls (the default). At the seed model's
+// read and written in place by pointer-batched calls (the default). At the base model's
 // shapes (64 · 8 problems of 100 × 100 × 64) the float32 products took 8.9 ms a step in
 // one call per head, 4.2 ms on head-major copies, which cost 1.8 ms.
 bool head_copies() {
