@@ -12,7 +12,7 @@
 // all-reduces at the end of backward (DDP's wait, median over steps, of rank 0),
 // the gradient bytes each rank all-reduces per step, the buckets, and, measured apart,
 // how long an all-reduce of that many bytes takes here (the transport's speed, for the
-// figures at other network speeds in RESULTS.md). A --bucket-cap-mb larger than the model
+// figures at other network speeds in history/). A --bucket-cap-mb larger than the model
 // makes one bucket, which can only start when backward has ended: no overlap.
 #include <algorithm>
 #include <chrono>

@@ -711,7 +711,7 @@ namespace {
 // losses of `steps` steps. Without dropout: the loss of 12 tokens under dropout swings by
 // several percent from step to step on the smallest change of the logits (the masks are
 // the same in both runs, the weights they drop are not quite), which would measure that
-// noise, not bfloat16 (benchmarks/RESULTS.md has the small configuration with dropout).
+// noise, not bfloat16 (benchmarks/history/ has the small configuration with dropout).
 std::vector<double> tiny_losses(bool autocast, int steps) {
   manual_seed(0);
   tr::Seq2SeqOptions o;

@@ -37,7 +37,7 @@ std::optional<int64_t> cache_limit();
 // GPU, for every thread (torch.backends.cuda.enable_flash_sdp / enable_math_sdp's idea):
 //   Auto: the tiled kernels where the (N, H, L, S) scores would take more than 1 GiB,
 //         else cuBLAS around the materialised scores (about 3x faster on an H200, at
-//         7-25x the memory: benchmarks/RESULTS.md);
+//         7-25x the memory: benchmarks/history/);
 //   Tiled: the tiled kernels wherever they fit (heads up to 128 wide);
 //   Materialized: always the scores in a temporary, as before.
 // Every choice gives the same results to rounding; CPU attention is not affected.
@@ -52,7 +52,7 @@ AttentionKernel attention_kernel();
 //          output fewer; PyTorch's addmm does the same), for float32 and autocast's
 //          bfloat16 products where cuBLASLt has a kernel for the sizes and alignments
 //          (anything else takes the Cublas path); the seed Transformer's fp32 step on an
-//          H200 ran 0.5 ms faster than with Cublas (benchmarks/RESULTS.md);
+//          H200 ran 0.5 ms faster than with Cublas (benchmarks/history/);
 //   Cublas: cublas<t>gemmStridedBatched; a bias is broadcast into the output first and
 //          the product accumulated onto it.
 // Both give the same results to rounding (float32 arithmetic, no TF32, either way);

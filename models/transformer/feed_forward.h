@@ -26,7 +26,7 @@ Tensor feed_forward(const Tensor& x, const std::shared_ptr<nn::Linear>& linear1,
 // autocast (linear1 again is one bfloat16 GEMM, a small part of the step) on a device
 // whose saved activations are written again in backward (is_recompute_saved_enabled: a
 // GPU by default, any device after set_recompute_saved(true)), where memory is what the
-// trade is for. The seed Transformer's bf16 step on a GPU: 12% less peak (RESULTS.md).
+// trade is for. The base model's bf16 step on a GPU: 12% less peak (benchmarks/history/).
 bool checkpoint_feed_forward_by_default(const Tensor& x);
 
 // In its scope on this thread the default above is off: for a layer checkpointed whole

@@ -91,7 +91,7 @@ void matmul_typed(const Tensor& a_in, const Tensor& b_in, const Tensor& out, boo
   }
   // One big product: the larger of M and N cut into blocks of whole kernel tiles (16),
   // at least 2 and about kBlockExtent long, at most kMaxBlocks.
-  // Measured (benchmarks/bench_matmul, benchmarks/RESULTS.md; 2-core Zen 3, OpenBLAS
+  // Measured (benchmarks/bench_matmul, benchmarks/history/; 2-core Zen 3, OpenBLAS
   // 0.3.21 Zen kernels, float32 square n = 256..2048, median of 10 runs): one block per
   // thread runs at 1.00-1.02x one cblas_sgemm with OpenBLAS's own 2 threads; splitting
   // N instead, 2 or 4 blocks per thread, or a 2x2 grid came out the same or up to ~10%

@@ -5,7 +5,7 @@
 // take a microcode assist of a hundred cycles or more. Training meets them where a
 // softmax saturates: the seed Transformer's first layers, at initialization, fed
 // embeddings scaled by sqrt(d_model), hand their attention gradients rows of them, and
-// the GEMMs that read those rows ran 5-6x slower (benchmarks/RESULTS.md).
+// the GEMMs that read those rows ran 5-6x slower (benchmarks/history/).
 
 namespace kiln {
 

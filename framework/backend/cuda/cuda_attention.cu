@@ -204,7 +204,7 @@ bool tiled_attention_wanted(int64_t score_bytes) {
     case AttentionKernel::Materialized: return false;
     case AttentionKernel::Auto: break;
   }
-  // Measured on an H200 (benchmarks/RESULTS.md): the materialising path is about 3x
+  // Measured on an H200 (benchmarks/history/): the materialising path is about 3x
   // faster at 1024-4096 tokens, the tiled one holds 7-25x less; past 1 GiB of scores
   // (2 GiB of temporaries in the backward) memory wins.
   return score_bytes > (int64_t{1} << 30);
