@@ -10,9 +10,8 @@
 #                           in a process group of its own, its output kept in a log: it
 #                           uses what the stages in the foreground leave of the cores.
 #                           One at a time.
-#   background_wait         waits for it and prints its line as a stage's (its whole
-#                           wall time, and how long the script waited), with its log if
-#                           it failed
+#   background_wait         waits for it, prints its output, and its line as a stage's
+#                           (its whole wall time, and how long the script waited)
 #   stage_summary           prints every stage's line again, and the total
 
 stage_lines=()
@@ -66,7 +65,11 @@ background_start() {
   echo "== $bg_name: started in the background"
   export -f timed
   export stage_time_format
-  setsid nice -n 19 bash -c 'timed "$@"' timed "$bg_time" "$@" > "$bg_log" 2>&1 &
+  # setsid makes a session of its own, which a kernel with autogroup scheduling gives
+  # an equal share of the CPU whatever the nice value of its processes: the session's
+  # own nice value is set too.
+  setsid nice -n 19 bash -c 'echo 19 > /proc/self/autogroup 2>/dev/null || true; timed "$@"' timed \
+    "$bg_time" "$@" > "$bg_log" 2>&1 &
   bg_pid=$!
 }
 
@@ -74,7 +77,7 @@ background_wait() {
   local t0=$SECONDS status=0
   wait "$bg_pid" || status=$?
   bg_pid=""
-  [ "$status" -eq 0 ] || cat "$bg_log"
+  cat "$bg_log"
   stage_line "$bg_name" $((SECONDS - bg_t0)) "$bg_time" "$status" "background; waited $((SECONDS - t0)) s"
   rm -f "$bg_log" "$bg_time"
   return "$status"

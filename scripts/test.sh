@@ -7,9 +7,10 @@
 # test under ThreadSanitizer. Each stage prints its wall time, CPU time and the largest
 # resident size one of its processes reached; a table of the stages comes last.
 #
-# The sanitizer trees are built in the background at the lowest CPU priority, while the
-# stages before them leave a core idle (a test run's serial tail, the fuzzers, which run
-# one at a time): the suite is bound by the CPU, and this keeps both cores busy.
+# The suite is bound by the CPU, and some stages leave a core idle (a test run's serial
+# tail, the fuzzers, which run one at a time): the sanitizer tree is built in the
+# background, at the lowest CPU priority, while the g++ tree builds and runs its tests,
+# and its tests run there while the fuzzers run.
 #
 # KILN_SKIP_SANITIZERS=1 (or KILN_SKIP_CLANG=1) skips the clang++ ASan+UBSan tree and the
 # fuzzing, KILN_SKIP_TSAN=1 the ThreadSanitizer tree;
@@ -42,9 +43,9 @@ meson configure build -Dwerror=true
 
 # The same suite built by clang++ (Debian's clang 14) with AddressSanitizer and
 # UndefinedBehaviorSanitizer, which must run clean; its readers also carry libFuzzer's
-# coverage (-Dfuzzing=true), and the JSON parser, the safetensors reader and the
-# checkpoint loader are then fuzzed for a minute each from the committed seeds
-# (tests/fuzz; a crash fails the run, its reproducer kept under
+# coverage (-Dfuzzing=true), and the JSON parser, the safetensors reader, the checkpoint
+# loader and the vocabulary reader are then fuzzed for a minute each from the committed
+# seeds (tests/fuzz; a crash fails the run, its reproducer kept under
 # build-sanitize/fuzz-artifacts/ and its path printed). CPU only: AddressSanitizer and the
 # CUDA runtime do not mix well. -O1 with line tables only: the sanitizers' reports name
 # files and lines, at a fraction of a full debug build's compile time. The install test
@@ -54,7 +55,9 @@ if [ $asan = 1 ]; then
     -Db_sanitize=address,undefined -Db_lundef=false -Dbenchmarks=false -Dcuda=disabled -Dfuzzing=true \
     "-Dcpp_args=-gline-tables-only -fno-sanitize-recover=undefined" > /dev/null
   meson configure build-sanitize -Dwerror=true
-  background_start "clang++ ASan+UBSan: build" ninja -C build-sanitize
+  # The fuzz targets too: the tests and the fuzzers then run side by side without
+  # building anything.
+  background_start "clang++ ASan+UBSan: build" ninja -C build-sanitize all fuzz
 fi
 
 stage "g++: build" ninja -C build
@@ -69,32 +72,29 @@ if command -v mpirun >/dev/null && ! grep -q '^kiln:mpi / ' <<<"$(meson test -C 
 fi
 stage "g++: tests" meson test -C build --print-errorlogs
 
-# ThreadSanitizer: one shared model used from 8 threads at once (test_threads), past the
-# sizes where kernels hand work to the TBB pool; and a canary with a deliberate race that
-# TSan must report (tests/tsan_canary.cpp). Only those two are built, by clang++ at -O1
-# with line tables.
-start_tsan_build() {
-  [ -d build-tsan ] || CXX=clang++ meson setup build-tsan --buildtype=plain -Doptimization=1 \
-    -Db_sanitize=thread -Db_lundef=false -Dcuda=disabled -Dbenchmarks=false -Dexamples=false \
-    -Dcpp_args=-gline-tables-only > /dev/null
-  background_start "TSan: build" ninja -C build-tsan tests/test_threads tests/tsan_canary
-}
-
 if [ $asan = 1 ]; then
   background_wait
-  [ $tsan = 0 ] || start_tsan_build
+  # The sanitizer tests in the background while the fuzzers, one at a time, run in the
+  # foreground on a core of their own.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    stage "clang++ ASan+UBSan: tests" meson test -C build-sanitize --print-errorlogs --timeout-multiplier 4 \
-    --no-suite install
+    background_start "clang++ ASan+UBSan: tests" meson test -C build-sanitize --no-rebuild --print-errorlogs \
+    --timeout-multiplier 4 --no-suite install
   fuzz_seconds=${KILN_FUZZ_SECONDS:-60}
   if [ "$fuzz_seconds" != "0" ]; then
     stage "fuzz, ${fuzz_seconds} s each" bash tests/fuzz/run_fuzzers.sh build-sanitize "$fuzz_seconds"
   fi
+  background_wait
 fi
 
+# ThreadSanitizer: one shared model used from 8 threads at once (test_threads), past the
+# sizes where kernels hand work to the TBB pool; and a canary with a deliberate race that
+# TSan must report (tests/tsan_canary.cpp). Only those two are built, by clang++ at -O1
+# with line tables.
 if [ $tsan = 1 ]; then
-  [ -n "$bg_pid" ] || start_tsan_build
-  background_wait
+  [ -d build-tsan ] || CXX=clang++ meson setup build-tsan --buildtype=plain -Doptimization=1 \
+    -Db_sanitize=thread -Db_lundef=false -Dcuda=disabled -Dbenchmarks=false -Dexamples=false \
+    -Dcpp_args=-gline-tables-only > /dev/null
+  stage "TSan: build" ninja -C build-tsan tests/test_threads tests/tsan_canary
   # oneDNN is not built with TSan: calls made from inside it are ignored
   # (tests/tsan_onednn.supp); Kiln's own code around them stays checked.
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan_onednn.supp \

@@ -1,5 +1,5 @@
 // Writes the fuzz targets' seed corpora with Kiln itself: make_fuzz_seeds OUT_DIR writes
-// OUT_DIR/{json,safetensors,checkpoint}/<name>. The committed seeds (tests/fuzz/seeds)
+// OUT_DIR/{json,safetensors,checkpoint,vocab}/<name>. The committed seeds (tests/fuzz/seeds)
 // are its output; run it again after a format change:
 //   ninja -C build-sanitize tests/fuzz/make_fuzz_seeds && build-sanitize/tests/fuzz/make_fuzz_seeds tests/fuzz/seeds
 // (a clang tree configured with -Dfuzzing=true, as scripts/test.sh's build-sanitize)
@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "data/vocab.h"
 #include "fuzz_model.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
@@ -41,7 +42,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const fs::path out = argv[1];
-  for (const char* d : {"json", "safetensors", "checkpoint"}) fs::create_directories(out / d);
+  for (const char* d : {"json", "safetensors", "checkpoint", "vocab"}) fs::create_directories(out / d);
   Generator gen(7);
 
   // safetensors: each dtype Kiln writes, empty and scalar tensors, metadata.
@@ -80,6 +81,12 @@ int main(int argc, char** argv) {
   }
   io::save_checkpoint((out / "checkpoint" / "trained.safetensors").string(),
                       {m.model.get(), m.optimizer.get(), m.scheduler.get(), &gen}, {{"epoch", "2"}, {"best", "0.5"}});
+
+  // Vocabularies as Vocab::save writes them (the notebooks' specials first) and as BERT's
+  // vocab.txt has them (specials at other lines, CRLF endings).
+  data::Vocab::build({"ich mochte ein bier", "i want a beer"}).save((out / "vocab" / "notebook.txt").string());
+  write(out / "vocab" / "bert.txt", "[PAD]\n[unused0]\n[unused1]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n##s\n");
+  write(out / "vocab" / "crlf.txt", "[PAD]\r\n[UNK]\r\n[CLS]\r\n[SEP]\r\nhello\r\n");
   std::printf("seeds written under %s\n", out.string().c_str());
   return 0;
 }

@@ -33,7 +33,8 @@ trap 'rm -rf "$work"' EXIT
 # target  seeds  dictionary  max_len (bytes: a few times the largest seed)
 specs="fuzz_json json json.dict 4096
 fuzz_safetensors safetensors safetensors.dict 8192
-fuzz_checkpoint checkpoint safetensors.dict 8192"
+fuzz_checkpoint checkpoint safetensors.dict 8192
+fuzz_vocab vocab vocab.dict 1024"
 
 status=0
 while read -r target seeds dict max_len; do
