@@ -201,7 +201,9 @@ fi
 if stage bench; then
   # The step time, peak tensor memory (Kiln's peak_tensor_mb, PyTorch's peak_gpu_mb) and loss of a JSON line.
   fields() { echo "$1" | grep -o '"\(ms_per_step\|peak_tensor_mb\|peak_gpu_mb\|loss\)": [0-9.]*' | tr '\n' ' '; }
-  ms() { echo "$1" | grep -o '"ms_per_step": [0-9.]*' | grep -o '[0-9.]*$'; }
+  # A JSON line's number field $2 (num), its ms_per_step (ms).
+  num() { echo "$1" | grep -o "\"$2\": [0-9.]*" | grep -o '[0-9.]*$'; }
+  ms() { num "$1" ms_per_step; }
   median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
   py=${TORCH_PYTHON:-python3}
   # For the rows in RESULTS.md's format: a JSON line's string field $2, the GPU, the commit.
@@ -245,8 +247,7 @@ if stage bench; then
         km=$(median "${kiln_ms[@]}") tm=$(median "${torch_ms[@]}")
         note "bench $config $mode: medians of ${#kiln_ms[@]} / ${#torch_ms[@]} runs: kiln $km ms, torch $tm ms, kiln/torch $(awk -v a="$km" -v b="$tm" 'BEGIN {printf "%.3f", a / b}')"
         # The same as a row of RESULTS.md's table (peaks: the last round's, MiB of tensors).
-        kp=$(echo "$k" | grep -o '"peak_tensor_mb": [0-9.]*' | grep -o '[0-9.]*$')
-        tp=$(echo "$t" | grep -o '"peak_gpu_mb": [0-9.]*' | grep -o '[0-9.]*$')
+        kp=$(num "$k" peak_tensor_mb) tp=$(num "$t" peak_gpu_mb)
         note "$(awk -v c="$config" -v p="$([ $mode = bf16 ] && echo "bf16 autocast" || echo fp32)" -v g="$gpu_name" \
           -v km="$km" -v tm="$tm" -v tv="$(field "$t" torch)" -v kp="$kp" -v tp="$tp" -v d="$(date +%F)" \
           -v h="${commit:-unknown}" 'BEGIN {

@@ -61,26 +61,23 @@ namespace {
 // a + alpha·b, for add and for sub (alpha negated), which report and record as `op`.
 Tensor add_as(const char* op, const Tensor& a, const Tensor& b, double alpha) {
   DType t = arithmetic_type(op, a, b);
-  // Shapes first: a scaled copy of b below must not be made for operands that cannot
-  // broadcast (an expanded b would be materialised in full).
-  broadcast_shapes(op, a.shape(), b.shape());
   Tensor y;
-  if (alpha == -1.0) {
-    // a - b in one pass; the same bits as a + (-b), negation being exact.
-    y = run_binary(op, BinaryOp::Sub, a, b.detach(), t, t);
-  } else if (t == kBFloat16 && alpha != 1.0) {
-    // As torch's bfloat16 add: a + alpha·b in float32 with alpha rounded to bfloat16
-    // (so alpha·b is exact), rounded once; not alpha·b rounded first.
-    NoGradGuard no_grad;  // the operands only; add's own node covers a and b
-    Tensor bb = mul(b.to(t).to(kFloat32), static_cast<double>(static_cast<float>(bfloat16(alpha))));
-    y = run_binary(op, BinaryOp::Add, a.to(t), bb, kFloat32, t);
+  if (alpha == 1.0 || alpha == -1.0) {
+    // a ± b in one pass (a - b has the bits of a + (-b): negation is exact).
+    y = run_binary(op, alpha == 1.0 ? BinaryOp::Add : BinaryOp::Sub, a, b.detach(), t, t);
   } else {
-    Tensor bb = b;
-    if (alpha != 1.0) {
-      NoGradGuard no_grad;  // the scaled copy is only an operand; add's own node covers b
-      bb = mul(b, alpha);
+    // A scaled copy of b is an operand: shapes first, so that none is made for operands
+    // that cannot broadcast (an expanded b would be materialised in full).
+    broadcast_shapes(op, a.shape(), b.shape());
+    NoGradGuard no_grad;  // the operands only; add's own node covers a and b
+    if (t == kBFloat16) {
+      // As torch's bfloat16 add: a + alpha·b in float32 with alpha rounded to bfloat16
+      // (so alpha·b is exact), rounded once; not alpha·b rounded first.
+      Tensor bb = mul(b.to(t).to(kFloat32), static_cast<double>(static_cast<float>(bfloat16(alpha))));
+      y = run_binary(op, BinaryOp::Add, a.to(t), bb, kFloat32, t);
+    } else {
+      y = run_binary(op, BinaryOp::Add, a, mul(b, alpha), t, t);
     }
-    y = run_binary(op, BinaryOp::Add, a, bb.detach(), t, t);
   }
   if (!any_requires_grad({&a, &b})) return y;
   Shape sa = a.shape(), sb = b.shape();

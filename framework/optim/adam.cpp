@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cmath>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -11,15 +12,24 @@
 
 namespace kiln::optim {
 
-Adam::Adam(std::vector<ParamGroup> groups, AdamOptions o) : Adam(std::move(groups), o, "Adam", false) {}
+namespace {
 
-Adam::Adam(std::vector<ParamGroup> groups, AdamOptions o, std::string name, bool decoupled)
-    : Optimizer(std::move(groups),
-                {{"lr", o.lr}, {"beta1", o.beta1}, {"beta2", o.beta2}, {"eps", o.eps},
-                 {"weight_decay", o.weight_decay}, {"amsgrad", o.amsgrad ? 1.0 : 0.0},
-                 {"maximize", o.maximize ? 1.0 : 0.0}},
-                name),
-      decoupled_(decoupled) {
+// A group's default options from AdamOptions or AdamWOptions (the same fields).
+template <class Options>
+std::map<std::string, double> group_defaults(const Options& o) {
+  return {{"lr", o.lr}, {"beta1", o.beta1}, {"beta2", o.beta2}, {"eps", o.eps},
+          {"weight_decay", o.weight_decay}, {"amsgrad", o.amsgrad ? 1.0 : 0.0},
+          {"maximize", o.maximize ? 1.0 : 0.0}};
+}
+
+}  // namespace
+
+Adam::Adam(std::vector<ParamGroup> groups, AdamOptions o)
+    : Adam(std::move(groups), group_defaults(o), "Adam", false) {}
+
+Adam::Adam(std::vector<ParamGroup> groups, std::map<std::string, double> defaults, std::string name,
+           bool decoupled)
+    : Optimizer(std::move(groups), std::move(defaults), std::move(name)), decoupled_(decoupled) {
   state_names_ = {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
   required_state_ = {"step", "exp_avg", "exp_avg_sq"};  // max_exp_avg_sq is made when missing
   for (const auto& g : groups_) check_options(g);
@@ -38,10 +48,7 @@ void Adam::check_options(const ParamGroup& g) const {
 }
 
 AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions o)
-    : Adam(std::move(groups),
-           AdamOptions{.lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps, .weight_decay = o.weight_decay,
-                       .amsgrad = o.amsgrad, .maximize = o.maximize},
-           "AdamW", true) {}
+    : Adam(std::move(groups), group_defaults(o), "AdamW", true) {}
 
 namespace {
 

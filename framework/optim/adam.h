@@ -42,7 +42,8 @@ class Adam : public Optimizer {
   void step() override;
 
  protected:
-  Adam(std::vector<ParamGroup> groups, AdamOptions defaults, std::string name, bool decoupled);
+  // For AdamW: the group defaults as Optimizer keeps them, its name, decoupled decay.
+  Adam(std::vector<ParamGroup> groups, std::map<std::string, double> defaults, std::string name, bool decoupled);
   void check_options(const ParamGroup& g) const override;
   bool decoupled_;
 

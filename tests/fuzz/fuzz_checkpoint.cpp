@@ -10,19 +10,16 @@
 // huge weights may overflow a loss, which is arithmetic, not a bad file. With the
 // environment variable KILN_FUZZ_ALLOW_NONFINITE=1 the finiteness check is off, to look
 // for other crashes past a known one.
-#include <unistd.h>
-
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "core/error.h"
 #include "fuzz_model.h"
+#include "scratch_file.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "nn/loss.h"
@@ -30,13 +27,9 @@
 
 namespace {
 
-const std::string& input_path() {
-  static const std::string path =
-      (std::filesystem::temp_directory_path() / ("kiln_fuzz_checkpoint_" + std::to_string(::getpid()) + ".safetensors"))
-          .string();
-  static const int removed_at_exit = std::atexit([] { std::filesystem::remove(input_path()); });
-  (void)removed_at_exit;
-  return path;
+const kiln::fuzz::ScratchFile& input() {
+  static const kiln::fuzz::ScratchFile file("checkpoint.safetensors");
+  return file;
 }
 
 bool all_finite(const kiln::Tensor& t) { return kiln::isfinite(t).all().item<bool>(); }
@@ -55,19 +48,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const char* v = std::getenv("KILN_FUZZ_ALLOW_NONFINITE");
     return v && std::string(v) == "1";
   }();
-  {  // a plain write: write_file_atomic's fsync would cost most of the time of a run
-    std::ofstream out(input_path(), std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-    if (!out.flush()) {
-      std::fprintf(stderr, "fuzz_checkpoint: cannot write %s\n", input_path().c_str());
-      std::abort();
-    }
-  }
+  input().write(data, size);
 
   fuzz::FuzzModel m;
   Generator gen(1);
   try {
-    io::load_checkpoint(input_path(), {m.model.get(), m.optimizer.get(), m.scheduler.get(), &gen});
+    io::load_checkpoint(input().path(), {m.model.get(), m.optimizer.get(), m.scheduler.get(), &gen});
   } catch (const Error&) {
     return 0;  // refused with Kiln's error: fine
   }

@@ -4,39 +4,29 @@
 // is a crash. A vocabulary it returns must be what the file says: every token at the id
 // of its line, each special role at its token's line, and saved and loaded again, the
 // same words in the same order.
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "core/error.h"
 #include "data/vocab.h"
+#include "scratch_file.h"
 
 namespace {
 
 using kiln::data::SpecialTokens;
 using kiln::data::Vocab;
 
-// Two files of this process's own, written again for every input (Vocab::load reads
-// paths), removed at exit.
-struct Scratch {
-  std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("kiln_fuzz_vocab_" + std::to_string(getpid()));
-  std::string in = (dir / "in.txt").string(), out = (dir / "out.txt").string();
-  Scratch() { std::filesystem::create_directories(dir); }
-  ~Scratch() {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-  }
-};
-const Scratch& scratch() {
-  static const Scratch s;
-  return s;
+// The files Vocab::load reads (each input) and save writes.
+const kiln::fuzz::ScratchFile& in_file() {
+  static const kiln::fuzz::ScratchFile file("vocab_in.txt");
+  return file;
+}
+const kiln::fuzz::ScratchFile& out_file() {
+  static const kiln::fuzz::ScratchFile file("vocab_out.txt");
+  return file;
 }
 
 void fail(const char* what, const std::string& detail) {
@@ -57,7 +47,7 @@ void check_role(const Vocab& v, const std::string& token, bool has, int64_t (Voc
 void check(const std::string& input, const SpecialTokens& specials) {
   Vocab v;
   try {
-    v = Vocab::load(scratch().in, specials);
+    v = Vocab::load(in_file().path(), specials);
   } catch (const kiln::Error&) {
     return;  // refused with Kiln's error: fine
   }
@@ -68,8 +58,8 @@ void check(const std::string& input, const SpecialTokens& specials) {
   check_role(v, specials.eos, v.has_eos(), &Vocab::eos_id);
   check_role(v, specials.unk, v.has_unk(), &Vocab::unk_id);
   // What save writes loads back the same.
-  v.save(scratch().out);
-  Vocab again = Vocab::load(scratch().out, specials);
+  v.save(out_file().path());
+  Vocab again = Vocab::load(out_file().path(), specials);
   if (again.words() != v.words()) fail("saved and loaded again, the words differ", input.substr(0, 200));
 }
 
@@ -77,10 +67,7 @@ void check(const std::string& input, const SpecialTokens& specials) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string input(reinterpret_cast<const char*>(data), size);
-  {
-    std::ofstream out(scratch().in, std::ios::binary | std::ios::trunc);
-    out.write(input.data(), static_cast<std::streamsize>(input.size()));
-  }
+  in_file().write(data, size);
   check(input, SpecialTokens{});
   check(input, SpecialTokens{.pad = "[PAD]", .bos = "[CLS]", .eos = "[SEP]", .unk = "[UNK]"});
   check(input, SpecialTokens{.pad = "", .bos = "", .eos = "", .unk = ""});
