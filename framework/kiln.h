@@ -37,6 +37,7 @@
 #include "io/checkpoint.h"
 #include "data/vocab.h"
 #include "data/dataloader.h"
+#include "data/ding_corpus.h"
 #include "data/pair_dataloader.h"
 #include "data/distributed_sampler.h"
 #include "data/tensor_dataset.h"

@@ -6,13 +6,17 @@
 # bfloat16 autocast its fast GEMMs where the CPU has AMX or AVX512_BF16. Open MPI
 # (libopenmpi-dev, openmpi-bin: mpirun) is optional too (-Dmpi=auto) and installed here:
 # it gives kiln::distributed and DistributedDataParallel, and their tests under mpirun.
+# SentencePiece (libsentencepiece-dev) is optional too (-Dsentencepiece=auto) and installed
+# here, with trans-de-en (the Ding German-English dictionary, the corpus of
+# examples/translate_de_en).
 set -euo pipefail
 
 #   install_deps.sh            what building Kiln needs
 #   install_deps.sh --tests    and what its test suite needs as well: cmake (the install
 #                              test builds a CMake consumer), clang (a clang++ build) and
 #                              time (GNU time: each stage's peak memory)
-packages=(g++ meson ninja-build pkg-config libopenblas-dev libtbb-dev doctest-dev libdnnl-dev libopenmpi-dev openmpi-bin)
+packages=(g++ meson ninja-build pkg-config libopenblas-dev libtbb-dev doctest-dev libdnnl-dev libopenmpi-dev openmpi-bin
+          libsentencepiece-dev trans-de-en)
 case "${1:-}" in
   "") ;;
   --tests) packages+=(cmake clang time) ;;

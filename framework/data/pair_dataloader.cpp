@@ -63,14 +63,76 @@ PairDataLoader::PairDataLoader(std::vector<TokenPair> examples, PairDataLoaderOp
     KILN_CHECK(!examples_[i].source.empty() && !examples_[i].target.empty(), "DataLoader", "example ", i,
                " has an empty ", examples_[i].source.empty() ? "source" : "target");
   }
+  KILN_CHECK(opts_.max_tokens >= 0, "DataLoader", "max_tokens must be >= 0 (0: batches of batch_size), got ",
+             opts_.max_tokens);
+  if (opts_.max_tokens > 0) token_batches_ = make_token_batches();
+}
+
+namespace {
+
+size_t example_length(const TokenPair& p) { return std::max(p.source.size(), p.target.size()); }
+
+}  // namespace
+
+std::vector<std::vector<size_t>> PairDataLoader::make_token_batches() const {
+  const size_t budget = static_cast<size_t>(opts_.max_tokens);
+  // Rows a batch needs at least: one per rank, so that every rank has a share of each.
+  const size_t min_rows = opts_.sampler ? static_cast<size_t>(opts_.sampler->num_replicas()) : 1;
+  const bool shuffle = opts_.sampler ? opts_.sampler->options().shuffle : opts_.shuffle;
+  const uint64_t seed = opts_.sampler ? opts_.sampler->options().seed : opts_.seed;
+  std::vector<size_t> order(examples_.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  if (shuffle) order = seeded_permutation(order.size(), seed ^ 0x6A09E667F3BCC909ull);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return example_length(examples_[x]) < example_length(examples_[y]); });
+  std::vector<std::vector<size_t>> batches(1);
+  for (size_t i : order) {
+    const size_t len = example_length(examples_[i]);
+    KILN_CHECK(len * min_rows <= budget, "DataLoader", "example ", i, " has ", len, " tokens",
+               min_rows > 1 ? " (times " + std::to_string(min_rows) + " ranks)" : std::string(),
+               ", more than max_tokens ", opts_.max_tokens, ": filter such sentences out or raise max_tokens");
+    // Sorted by length: this example is the longest of its batch, whose padded size it sets.
+    std::vector<size_t>& open = batches.back();
+    if (open.size() >= min_rows && (open.size() + 1) * len > budget) batches.emplace_back();
+    batches.back().push_back(i);
+  }
+  return batches;
+}
+
+std::vector<std::vector<size_t>> PairDataLoader::token_batch_indices(int64_t epoch) const {
+  const bool shuffle = opts_.sampler ? opts_.sampler->options().shuffle : opts_.shuffle;
+  const uint64_t seed = opts_.sampler ? opts_.sampler->options().seed : opts_.seed;
+  std::vector<size_t> order(token_batches_.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  if (shuffle) order = epoch_permutation(order.size(), seed, epoch);
+  std::vector<std::vector<size_t>> out;
+  out.reserve(order.size());
+  for (size_t b : order) {
+    const std::vector<size_t>& batch = token_batches_[b];
+    if (!opts_.sampler) {
+      out.push_back(batch);
+      continue;
+    }
+    const auto world = static_cast<size_t>(opts_.sampler->num_replicas());
+    const auto rank = static_cast<size_t>(opts_.sampler->rank());
+    std::vector<size_t> share;
+    for (size_t r = rank; r < batch.size(); r += world) share.push_back(batch[r]);
+    // Only the last batch cut can have fewer rows than ranks: a rank without a row of its
+    // own repeats one, as DistributedSampler pads its shards.
+    if (share.empty()) share.push_back(batch[rank % batch.size()]);
+    out.push_back(std::move(share));
+  }
+  return out;
 }
 
 int64_t PairDataLoader::num_batches() const {
+  if (opts_.max_tokens > 0) return static_cast<int64_t>(token_batches_.size());
   int64_t n = opts_.sampler ? opts_.sampler->size() : num_examples(), b = opts_.batch_size;
   return opts_.drop_last ? n / b : (n + b - 1) / b;
 }
 
 std::vector<std::vector<size_t>> PairDataLoader::batch_indices(int64_t epoch) const {
+  if (opts_.max_tokens > 0) return token_batch_indices(epoch);
   size_t n = examples_.size(), b = static_cast<size_t>(opts_.batch_size);
   // Distinct, well-mixed streams per epoch (and one more for the batch order).
   const bool shuffle = opts_.sampler ? opts_.sampler->options().shuffle : opts_.shuffle;

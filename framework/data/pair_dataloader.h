@@ -32,10 +32,22 @@ struct PairDataLoaderOptions {
   // batches; 0 turns bucketing off.
   int64_t bucket_pool = 0;
   int64_t pad_id = 0;
+  // Batches by a token budget (fairseq's --max-tokens), instead of batch_size sentences: the
+  // examples are sorted by length (the longer of source and target; equal lengths in an
+  // order drawn from seed) and cut into batches whose padded size, rows x that length,
+  // stays within max_tokens. The batches are made once; each epoch reads all of them,
+  // in an order drawn from (seed, epoch) when shuffle is on. 0: batches of batch_size.
+  // An example longer than max_tokens is an error (filter long sentences first).
+  int64_t max_tokens = 0;
   // Data-parallel training: this rank's shard of every epoch (its order and padding) from
   // a DistributedSampler over the examples, instead of all of them; shuffle must then be
   // false (the sampler shuffles, and with bucketing its shuffle also orders the batches).
   // The loader asks the sampler for the epoch it is given (no set_epoch needed).
+  // With max_tokens the batches are made over all examples alike on every rank (the
+  // sampler's seed and shuffle), each holding at least num_replicas rows, and rank r reads
+  // rows r, r + num_replicas, … of each: every rank has the same number of batches, and
+  // together they read each batch once (the last batch cut may have fewer rows than
+  // ranks: a rank without a row then repeats one, as DistributedSampler pads).
   std::shared_ptr<const DistributedSampler> sampler = nullptr;
 };
 
@@ -60,8 +72,13 @@ class PairDataLoader {
   std::vector<PairBatch> epoch(int64_t epoch) const;
 
  private:
+  // The token-budget batches over all examples (with max_tokens), in the order they were cut.
+  std::vector<std::vector<size_t>> make_token_batches() const;
+  std::vector<std::vector<size_t>> token_batch_indices(int64_t epoch) const;
+
   std::vector<TokenPair> examples_;
   PairDataLoaderOptions opts_;
+  std::vector<std::vector<size_t>> token_batches_;  // empty without max_tokens
 };
 
 // Pads sequences to the longest: (len(seqs), max_len) int64.

@@ -1,0 +1,228 @@
+#include "data/ding_corpus.h"
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <unordered_set>
+
+#include "core/error.h"
+#include "data/vocab.h"
+
+namespace kiln::data {
+namespace {
+
+constexpr const char* kOp = "read_ding_corpus";
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return "";
+  const size_t e = s.find_last_not_of(" \t\r");
+  return s.substr(b, e - b + 1);
+}
+
+// Splits at every occurrence of sep.
+std::vector<std::string> split_on(const std::string& s, const std::string& sep) {
+  std::vector<std::string> parts;
+  size_t at = 0;
+  for (size_t hit; (hit = s.find(sep, at)) != std::string::npos; at = hit + sep.size()) parts.push_back(s.substr(at, hit - at));
+  parts.push_back(s.substr(at));
+  return parts;
+}
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// Punctuation that may close a word after its last alternative ("deed." in "action/deed.").
+bool is_closing_punct(char c) { return std::strchr(".,!?:\"')", c) != nullptr && c != '\0'; }
+
+// The punctuation that ends a word ("." of "deed.", "" of "deed").
+std::string closing_punct_of(const std::string& word) {
+  size_t tail = word.size();
+  while (tail > 0 && is_closing_punct(word[tail - 1])) --tail;
+  return word.substr(tail);
+}
+
+// "went/swung" -> "went", "action/deed." -> "action."; a token with digits ("24/7") stays.
+std::string first_slash_alternative(const std::string& token) {
+  const size_t slash = token.find('/');
+  if (slash == std::string::npos || slash == 0) return token;
+  for (char c : token)
+    if (is_digit(c)) return token;
+  return token.substr(0, slash) + closing_punct_of(token.substr(slash));
+}
+
+// The UTF-8 closing quotes a sentence may end with after its . ! or ?.
+const char* const kClosingQuotes[] = {"\xE2\x80\x9D" /* ” */, "\xE2\x80\x9C" /* “ */, "\xE2\x80\x99" /* ’ */,
+                                      "\xE2\x80\x98" /* ‘ */, "\xC2\xBB" /* » */, "\xC2\xAB" /* « */, "\"", "'"};
+
+bool ends_sentence(std::string s) {
+  for (bool stripped = true; stripped && !s.empty();) {
+    stripped = false;
+    for (const char* q : kClosingQuotes) {
+      const size_t n = std::strlen(q);
+      if (s.size() > n && s.compare(s.size() - n, n, q) == 0) {
+        s.resize(s.size() - n);
+        stripped = true;
+      }
+    }
+  }
+  return !s.empty() && (s.back() == '.' || s.back() == '!' || s.back() == '?');
+}
+
+// Parentheses around optional words go, the words stay; unbalanced ones reject the side.
+bool drop_parentheses(std::string& s) {
+  std::string out;
+  int depth = 0;
+  for (char c : s) {
+    if (c == '(') {
+      ++depth;
+    } else if (c == ')') {
+      if (--depth < 0) return false;
+    } else {
+      out += c;
+    }
+  }
+  s = std::move(out);
+  return depth == 0;
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ull;
+  return h;
+}
+
+void check_options(const DingCorpusOptions& o) {
+  KILN_CHECK(o.min_words >= 1 && o.max_words >= o.min_words, kOp, "need 1 <= min_words <= max_words, got min_words ",
+             o.min_words, " and max_words ", o.max_words);
+  KILN_CHECK(o.valid_per_mille >= 0 && o.test_per_mille >= 0 && o.valid_per_mille + o.test_per_mille < 1000, kOp,
+             "valid_per_mille and test_per_mille must be >= 0 and leave some of every 1000 for training, got ",
+             o.valid_per_mille, " and ", o.test_per_mille);
+}
+
+// One aligned pair of sub-entries: counted, and kept in its split when both sides are
+// sentences of the right length whose German side is new.
+void add_sub_entry(const std::string& de_side, const std::string& en_side, const DingCorpusOptions& o,
+                   std::unordered_set<std::string>& seen, ParallelCorpus& out) {
+  CorpusCounts& n = out.counts;
+  ++n.sub_entries;
+  SentencePair p{clean_ding_sentence(de_side), clean_ding_sentence(en_side)};
+  if (p.source.empty() || p.target.empty()) {
+    ++n.not_sentences;
+    return;
+  }
+  const auto de_words = static_cast<int64_t>(split_words(p.source).size());
+  const auto en_words = static_cast<int64_t>(split_words(p.target).size());
+  if (de_words < o.min_words || en_words < o.min_words) {
+    ++n.too_short;
+    return;
+  }
+  if (de_words > o.max_words || en_words > o.max_words) {
+    ++n.too_long;
+    return;
+  }
+  if (!seen.insert(p.source).second) {
+    ++n.duplicates;
+    return;
+  }
+  switch (split_of(p.source, o)) {
+    case Split::Train: ++n.train; out.train.push_back(std::move(p)); break;
+    case Split::Valid: ++n.valid; out.valid.push_back(std::move(p)); break;
+    case Split::Test: ++n.test; out.test.push_back(std::move(p)); break;
+  }
+}
+
+}  // namespace
+
+bool valid_utf8(const std::string& bytes) {
+  const auto* s = reinterpret_cast<const unsigned char*>(bytes.data());
+  const size_t n = bytes.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = s[i];
+    size_t len;
+    uint32_t cp;
+    if (c < 0x80) { ++i; continue; }
+    if (c >= 0xC2 && c <= 0xDF) { len = 2; cp = c & 0x1Fu; }
+    else if (c >= 0xE0 && c <= 0xEF) { len = 3; cp = c & 0x0Fu; }
+    else if (c >= 0xF0 && c <= 0xF4) { len = 4; cp = c & 0x07u; }
+    else return false;  // a continuation byte first, an overlong 2-byte lead, or past U+10FFFF
+    if (i + len > n) return false;
+    for (size_t k = 1; k < len; ++k) {
+      if ((s[i + k] & 0xC0u) != 0x80u) return false;
+      cp = (cp << 6) | (s[i + k] & 0x3Fu);
+    }
+    const bool overlong = (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
+    if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += len;
+  }
+  return true;
+}
+
+std::string clean_ding_sentence(const std::string& side) {
+  std::string s = trim(split_on(side, ";").front());
+  if (s.find_first_of("{}[]") != std::string::npos) return "";
+  if (!drop_parentheses(s)) return "";
+  const std::vector<std::string> words = split_words(s);
+  std::string out;
+  for (size_t i = 0; i < words.size(); ++i) {
+    // "students / seniors." -> "students.": the word after a spaced slash is an
+    // alternative of the one before; so is a word glued to a slash ("understand
+    // /recognise the"). Only its closing punctuation stays.
+    if (words[i] == "/" && !out.empty() && i + 1 < words.size()) {
+      out += closing_punct_of(words[++i]);
+      continue;
+    }
+    if (words[i].size() > 1 && words[i][0] == '/' && !out.empty()) {
+      out += closing_punct_of(words[i]);
+      continue;
+    }
+    if (!out.empty()) out += ' ';
+    out += first_slash_alternative(words[i]);
+  }
+  return ends_sentence(out) ? out : "";
+}
+
+Split split_of(const std::string& source, const DingCorpusOptions& o) {
+  const uint64_t bucket = fnv1a(source) % 1000;
+  if (bucket < static_cast<uint64_t>(o.valid_per_mille)) return Split::Valid;
+  if (bucket < static_cast<uint64_t>(o.valid_per_mille + o.test_per_mille)) return Split::Test;
+  return Split::Train;
+}
+
+ParallelCorpus read_ding_corpus(const DingCorpusOptions& o) {
+  check_options(o);
+  std::ifstream in(o.path, std::ios::binary);
+  KILN_CHECK(in.good(), kOp, "cannot open '", o.path,
+             "': the Ding German-English dictionary comes with Debian's package trans-de-en "
+             "(apt-get install trans-de-en, or scripts/install_deps.sh)");
+  ParallelCorpus out;
+  CorpusCounts& n = out.counts;
+  std::unordered_set<std::string> seen;
+  for (std::string line; std::getline(in, line);) {
+    ++n.lines;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (trim(line).empty()) { ++n.blank; continue; }
+    if (line[0] == '#') { ++n.comments; continue; }
+    if (!valid_utf8(line)) { ++n.invalid_utf8; continue; }
+    const std::vector<std::string> sides = split_on(line, " :: ");
+    if (sides.size() != 2) { ++n.malformed; continue; }
+    const std::vector<std::string> de = split_on(sides[0], " | "), en = split_on(sides[1], " | ");
+    if (de.size() != en.size()) { ++n.malformed; continue; }
+    for (size_t i = 0; i < de.size(); ++i) add_sub_entry(de[i], en[i], o, seen, out);
+  }
+  KILN_CHECK(!in.bad(), kOp, "reading '", o.path, "' failed after ", n.lines, " lines");
+  KILN_CHECK(n.train > 0, kOp, "'", o.path, "' gave no training pairs (", n.summary(),
+             "): is it the Ding dictionary, lines of \"German :: English\"?");
+  return out;
+}
+
+std::string CorpusCounts::summary() const {
+  std::ostringstream os;
+  os << lines << " lines (" << comments << " comments, " << blank << " blank, " << invalid_utf8 << " not UTF-8, "
+     << malformed << " malformed); " << sub_entries << " aligned sub-entries: " << not_sentences
+     << " not sentences, " << too_short << " too short, " << too_long << " too long, " << duplicates
+     << " duplicates; kept " << (train + valid + test) << " = train " << train << " + valid " << valid << " + test "
+     << test;
+  return os.str();
+}
+
+}  // namespace kiln::data

@@ -1,0 +1,254 @@
+// The data of a real translator: the Ding dictionary's sentence pairs (the reader's rules
+// and counts on a made-up excerpt, the splits' disjointness, the real file when Debian's
+// trans-de-en is installed) and batches by a token budget (within budget, every pair once
+// an epoch, deterministic, sharded alike over ranks).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+using namespace kiln;
+using kiln::testing::error_of;
+
+namespace {
+
+std::string excerpt_path() {
+  const char* dir = std::getenv("KILN_FIXTURES");
+  REQUIRE(dir != nullptr);
+  return std::string(dir) + "/ding_excerpt.txt";
+}
+
+std::map<std::string, std::string> by_source(const data::ParallelCorpus& c) {
+  std::map<std::string, std::string> m;
+  for (const auto* split : {&c.train, &c.valid, &c.test})
+    for (const auto& p : *split) m[p.source] = p.target;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("read_ding_corpus keeps the aligned sentence pairs of the excerpt and counts the rest") {
+  data::DingCorpusOptions o;
+  o.path = excerpt_path();
+  const data::ParallelCorpus c = data::read_ding_corpus(o);
+  const data::CorpusCounts& n = c.counts;
+  CHECK(n.lines == 31);
+  CHECK(n.comments == 2);
+  CHECK(n.blank == 2);
+  CHECK(n.invalid_utf8 == 1);  // Latin-1 "Grüße"
+  CHECK(n.malformed == 3);     // no " :: ", sides that do not pair up, two " :: "
+  CHECK(n.sub_entries == 26);
+  CHECK(n.not_sentences == 6);  // words, annotations, a first alternative without a full stop, a lone "("
+  CHECK(n.too_short == 1);      // "Ja. :: Yes."
+  CHECK(n.duplicates == 1);     // "Das ist alles." a second time
+  CHECK(n.train + n.valid + n.test == 18);
+  CHECK(static_cast<int64_t>(c.train.size()) == n.train);
+  CHECK(static_cast<int64_t>(c.valid.size()) == n.valid);
+  CHECK(static_cast<int64_t>(c.test.size()) == n.test);
+
+  const auto pairs = by_source(c);
+  REQUIRE(pairs.size() == 18);
+  // The first of "a; b" alternatives; the first duplicate wins.
+  CHECK(pairs.at("Ich kann noch nichts Genaues sagen.") == "I cannot be more precise yet.");
+  CHECK(pairs.at("Das ist alles.") == "That is all.");
+  // A sentence sub-entry of a word entry; slash alternatives, glued and spaced.
+  CHECK(pairs.at("Wir gehen nach Hause.") == "We are going home.");
+  CHECK(pairs.at("Sie ging schnell nach Hause.") == "She went home quickly.");
+  CHECK(pairs.at("Die Abiturienten feiern heute.") == "The school leavers celebrate today.");
+  CHECK(pairs.at("Wir arbeiten rund um die Uhr, 24/7.") == "We work around the clock, 24/7.");
+  // Optional words keep their words, not their parentheses.
+  CHECK(pairs.at("Gegen ihn wurde ein Haftbefehl erlassen.") == "A warrant was issued for him.");
+  // A closing quote after the final punctuation.
+  CHECK(pairs.at("Er sagte: „Komm her!“") == "He said: “Come here!”");
+  CHECK(n.summary().find("kept 18") != std::string::npos);
+}
+
+TEST_CASE("read_ding_corpus splits by the German side: disjoint, and each where split_of puts it") {
+  data::DingCorpusOptions o;
+  o.path = excerpt_path();
+  o.valid_per_mille = 300;  // a third each, so that every split has some of 18 pairs
+  o.test_per_mille = 300;
+  const data::ParallelCorpus c = data::read_ding_corpus(o);
+  CHECK(!c.train.empty());
+  CHECK(!c.valid.empty());
+  CHECK(!c.test.empty());
+  std::set<std::string> seen;
+  for (const auto& [split, pairs] : {std::pair{data::Split::Train, &c.train}, std::pair{data::Split::Valid, &c.valid},
+                                     std::pair{data::Split::Test, &c.test}}) {
+    for (const auto& p : *pairs) {
+      CHECK(data::split_of(p.source, o) == split);
+      CHECK(seen.insert(p.source).second);  // no German sentence in two places
+    }
+  }
+  // Another share moves sentences between splits, never duplicates them.
+  o.valid_per_mille = 0;
+  o.test_per_mille = 0;
+  const data::ParallelCorpus all_train = data::read_ding_corpus(o);
+  CHECK(all_train.train.size() == 18);
+  CHECK(all_train.valid.empty());
+}
+
+TEST_CASE("clean_ding_sentence and valid_utf8") {
+  CHECK(data::clean_ding_sentence("  Er ging/lief   nach Hause.  ") == "Er ging nach Hause.");
+  CHECK(data::clean_ding_sentence("The deal / agreement was signed.") == "The deal was signed.");
+  CHECK(data::clean_ding_sentence("to understand /recognise/grasp it.") == "to understand it.");
+  CHECK(data::clean_ding_sentence("word {n}") == "");
+  CHECK(data::clean_ding_sentence("no full stop") == "");
+  CHECK(data::clean_ding_sentence("Unbalanced ) here.") == "");
+  CHECK(data::valid_utf8("Grüße, naïve — 😀"));
+  CHECK_FALSE(data::valid_utf8("Gr\xFC\xDF"));                 // Latin-1
+  CHECK_FALSE(data::valid_utf8("\xC0\xAF"));                   // an overlong '/'
+  CHECK_FALSE(data::valid_utf8("\xED\xA0\x80"));               // a UTF-16 surrogate
+  CHECK_FALSE(data::valid_utf8("\xF4\x90\x80\x80"));           // past U+10FFFF
+  CHECK_FALSE(data::valid_utf8("\xE2\x82"));                   // cut short
+}
+
+TEST_CASE("read_ding_corpus errors name the file, the package and the options") {
+  data::DingCorpusOptions o;
+  o.path = "/nonexistent/de-en";
+  const std::string missing = error_of([&] { data::read_ding_corpus(o); });
+  CHECK(missing.find("[read_ding_corpus]") != std::string::npos);
+  CHECK(missing.find("/nonexistent/de-en") != std::string::npos);
+  CHECK(missing.find("trans-de-en") != std::string::npos);
+  o.path = excerpt_path();
+  o.min_words = 5;
+  o.max_words = 4;
+  CHECK(error_of([&] { data::read_ding_corpus(o); }).find("min_words 5 and max_words 4") != std::string::npos);
+  o.min_words = 3;
+  o.max_words = 40;
+  o.valid_per_mille = 600;
+  o.test_per_mille = 400;
+  CHECK(error_of([&] { data::read_ding_corpus(o); }).find("valid_per_mille") != std::string::npos);
+  // A file of another kind: no pairs at all.
+  o = {};
+  o.path = std::string(std::getenv("KILN_FIXTURES")) + "/torch_defaults.txt";
+  CHECK(error_of([&] { data::read_ding_corpus(o); }).find("no training pairs") != std::string::npos);
+}
+
+TEST_CASE("read_ding_corpus on Debian's trans-de-en: ~18,000 pairs, valid ~500, test ~1,000") {
+  const data::DingCorpusOptions o;
+  if (!std::filesystem::exists(o.path)) {
+    MESSAGE("skipped: ", o.path, " is not installed (apt-get install trans-de-en)");
+    return;
+  }
+  const data::ParallelCorpus c = data::read_ding_corpus(o);
+  CHECK(c.train.size() > 15000);
+  CHECK(c.valid.size() > 400);
+  CHECK(c.valid.size() < 700);
+  CHECK(c.test.size() > 850);
+  CHECK(c.test.size() < 1300);
+  CHECK(c.counts.invalid_utf8 == 0);
+  std::set<std::string> valid_and_test;
+  for (const auto& p : c.valid) valid_and_test.insert(p.source);
+  for (const auto& p : c.test) CHECK(valid_and_test.insert(p.source).second);
+  for (const auto& p : c.train) CHECK(valid_and_test.count(p.source) == 0);
+}
+
+namespace {
+
+// Pairs of random lengths 1..max_len (sources and targets apart).
+std::vector<data::TokenPair> random_pairs(size_t n, size_t max_len, uint64_t seed) {
+  std::vector<data::TokenPair> v;
+  uint64_t s = seed;
+  auto next = [&] {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<size_t>(s >> 33);
+  };
+  for (size_t i = 0; i < n; ++i)
+    v.push_back({std::vector<int64_t>(1 + next() % max_len, 5), std::vector<int64_t>(1 + next() % max_len, 6)});
+  return v;
+}
+
+size_t longest_side(const data::TokenPair& p) { return std::max(p.source.size(), p.target.size()); }
+
+}  // namespace
+
+TEST_CASE("PairDataLoader max_tokens: batches within budget, every pair once an epoch, deterministic") {
+  const auto pairs = random_pairs(500, 40, 7);
+  const int64_t budget = 200;
+  data::PairDataLoader loader(pairs, {.shuffle = true, .seed = 3, .max_tokens = budget});
+  std::vector<std::vector<size_t>> first;
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    const auto batches = loader.batch_indices(epoch);
+    CHECK(static_cast<int64_t>(batches.size()) == loader.num_batches());
+    std::vector<int> seen(pairs.size(), 0);
+    for (const auto& b : batches) {
+      size_t longest = 0;
+      for (size_t i : b) {
+        ++seen[i];
+        longest = std::max(longest, longest_side(pairs[i]));
+      }
+      CHECK(b.size() * longest <= static_cast<size_t>(budget));
+      const data::PairBatch t = loader.make_batch(b);
+      CHECK(t.source.numel() <= budget);
+      CHECK(t.target.numel() <= budget);
+    }
+    CHECK(std::all_of(seen.begin(), seen.end(), [](int k) { return k == 1; }));
+    if (epoch == 0) first = batches;
+    if (epoch == 1) CHECK(batches != first);  // another order each epoch
+  }
+  // Similar lengths together: far less padding than batches of random pairs.
+  size_t padded = 0, real = 0;
+  for (const auto& b : first) {
+    size_t longest = 0;
+    for (size_t i : b) longest = std::max(longest, longest_side(pairs[i]));
+    padded += longest * b.size();
+    for (size_t i : b) real += longest_side(pairs[i]);
+  }
+  CHECK(static_cast<double>(real) / static_cast<double>(padded) > 0.9);
+  // The same seed, the same batches; another seed, others.
+  data::PairDataLoader again(pairs, {.shuffle = true, .seed = 3, .max_tokens = budget});
+  CHECK(again.batch_indices(0) == first);
+  data::PairDataLoader other(pairs, {.shuffle = true, .seed = 4, .max_tokens = budget});
+  CHECK(other.batch_indices(0) != first);
+}
+
+TEST_CASE("PairDataLoader max_tokens with a DistributedSampler: every rank reads its share of each batch") {
+  const auto pairs = random_pairs(300, 30, 11);
+  const int64_t world = 3;
+  std::vector<std::vector<std::vector<size_t>>> shares;
+  for (int64_t r = 0; r < world; ++r) {
+    auto sampler = std::make_shared<data::DistributedSampler>(
+        static_cast<int64_t>(pairs.size()), data::DistributedSamplerOptions{.num_replicas = world, .rank = r, .seed = 5});
+    data::PairDataLoader rank(pairs, {.shuffle = false, .max_tokens = 150, .sampler = sampler});
+    shares.push_back(rank.batch_indices(2));
+  }
+  REQUIRE(shares[0].size() == shares[1].size());
+  REQUIRE(shares[0].size() == shares[2].size());
+  std::vector<int> seen(pairs.size(), 0);
+  int64_t short_batches = 0;
+  for (size_t b = 0; b < shares[0].size(); ++b) {
+    size_t longest = 0;
+    std::set<size_t> rows;
+    for (int64_t r = 0; r < world; ++r) {
+      CHECK(!shares[static_cast<size_t>(r)][b].empty());  // no rank idles at a step
+      for (size_t i : shares[static_cast<size_t>(r)][b]) {
+        rows.insert(i);
+        longest = std::max(longest, longest_side(pairs[i]));
+      }
+    }
+    for (size_t i : rows) ++seen[i];
+    CHECK(rows.size() * longest <= 150);
+    // Fewer rows than ranks (padded by repeating one) only for the last batch cut.
+    short_batches += rows.size() < static_cast<size_t>(world);
+  }
+  CHECK(short_batches <= 1);
+  CHECK(std::all_of(seen.begin(), seen.end(), [](int k) { return k == 1; }));
+}
+
+TEST_CASE("PairDataLoader max_tokens errors: an example over the budget, a negative budget") {
+  auto pairs = random_pairs(20, 10, 1);
+  pairs[7].target.assign(64, 6);
+  const std::string e = error_of([&] { data::PairDataLoader(pairs, {.max_tokens = 50}); });
+  CHECK(e.find("example 7 has 64 tokens") != std::string::npos);
+  CHECK(e.find("max_tokens 50") != std::string::npos);
+  CHECK(error_of([&] { data::PairDataLoader(pairs, {.max_tokens = -1}); }).find("max_tokens must be >= 0") !=
+        std::string::npos);
+}
