@@ -10,6 +10,7 @@
 #include "backend/cpu/onednn_gemm.h"
 #include "backend/cpu/parallel.h"
 #include "distributed/mpi_transport.h"
+#include "text/sentencepiece.h"
 
 #ifdef KILN_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -33,6 +34,11 @@ std::string config() {
      << "  - GEMMs: " << cpu::onednn::describe() << "\n"
      << "  - autocast bf16: " << cpu::autocast_bf16_path() << "\n"
      << "  - MPI: " << distributed::detail::describe() << "\n"
+     << "  - SentencePiece: "
+     << (text::SentencePieceTokenizer::available()
+             ? "built in"
+             : "not built (install libsentencepiece-dev and configure with -Dsentencepiece=enabled)")
+     << "\n"
 #ifdef KILN_WITH_CUDA
      << "  - CUDA: " << cuda::describe() << "\n";
 #else

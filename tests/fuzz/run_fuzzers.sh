@@ -25,9 +25,9 @@ if ! ninja -C "$build" fuzz >/dev/null; then
   exit 2
 fi
 
-# The targets that read paths (the checkpoint loader, the vocabulary reader) write every
-# input to a file under $TMPDIR: in memory (/dev/shm) that runs five times as many inputs
-# a minute as on a disk.
+# The targets that read paths (the checkpoint loader, the vocabulary and SentencePiece
+# readers) write every input to a file under $TMPDIR: in memory (/dev/shm) that runs
+# five times as many inputs a minute as on a disk.
 if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then
   export TMPDIR=/dev/shm
 fi
@@ -41,12 +41,18 @@ trap 'rm -rf "$work"' EXIT
 specs="fuzz_json json json.dict 4096
 fuzz_safetensors safetensors safetensors.dict 8192
 fuzz_checkpoint checkpoint safetensors.dict 8192
-fuzz_vocab vocab vocab.dict 1024"
+fuzz_vocab vocab vocab.dict 1024
+fuzz_sentencepiece sentencepiece sentencepiece.dict 16384"
 
 status=0
 while read -r target seeds dict max_len; do
   if [ -n "${FUZZ_TARGETS:-}" ] && [[ " $FUZZ_TARGETS " != *" $target "* ]]; then continue; fi
   exe="$build/tests/fuzz/$target"
+  # fuzz_sentencepiece is built only where Kiln has SentencePiece (-Dsentencepiece).
+  if [ "$target" = fuzz_sentencepiece ] && [ ! -x "$exe" ]; then
+    echo "== $target: skipped (this tree is built without SentencePiece)"
+    continue
+  fi
   corpus="$work/$target"
   mkdir -p "$corpus"
   cp "$here/seeds/$seeds/"* "$corpus/"
