@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <utility>
 
 namespace kiln::transformer {
 namespace {
@@ -53,6 +55,167 @@ double length_normalised(double log_prob, size_t length, double alpha) {
   return log_prob / std::pow((5.0 + static_cast<double>(length)) / 6.0, alpha);
 }
 
+// One sentence's beam search.
+struct Beams {
+  std::vector<Hypothesis> live;
+  std::vector<std::vector<int64_t>> prefixes;  // bos and the tokens of each live hypothesis
+  std::vector<Hypothesis> finished;
+  bool done = false;  // beam_width finished hypotheses, or no live one left
+
+  // One step: lp holds the next token's log-probabilities of each live beam (live.size()
+  // rows of V). Keeps the best extensions as the new live beams and returns, for each,
+  // the beam it extends (the rows of the cache to keep); empty when the sentence is done.
+  std::vector<int64_t> advance(const double* lp, int64_t V, const BeamOptions& opts) {
+    const size_t K = static_cast<size_t>(opts.beam_width);
+    // Every (beam, token) extension c = beam·V + token, best first (the lower c among
+    // equals); 2K of them are enough to refill K beams. The totals are summed once, not
+    // at each comparison.
+    std::vector<double> totals(live.size() * static_cast<size_t>(V));
+    std::vector<int64_t> order(totals.size());
+    for (size_t beam = 0, i = 0; beam < live.size(); ++beam)
+      for (int64_t token = 0; token < V; ++token, ++i) {
+        totals[i] = live[beam].log_prob + lp[i];
+        order[i] = static_cast<int64_t>(i);
+      }
+    auto total = [&](int64_t c) { return totals[static_cast<size_t>(c)]; };
+    size_t take = std::min(order.size(), 2 * K);
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(take), order.end(),
+                      [&](int64_t a, int64_t b) { return total(a) > total(b) || (total(a) == total(b) && a < b); });
+    std::vector<Hypothesis> next;
+    std::vector<std::vector<int64_t>> next_prefixes;
+    std::vector<int64_t> origin;
+    for (size_t r = 0; r < take && next.size() < K; ++r) {
+      int64_t c = order[r], beam = c / V, token = c % V;
+      if (!std::isfinite(total(c))) break;  // only forbidden tokens (padding) are left
+      Hypothesis h = live[static_cast<size_t>(beam)];
+      h.log_prob = total(c);
+      if (token == opts.eos_id) {
+        // Only an end among the K best counts, as in the usual beam search.
+        if (r < K) {
+          h.finished = true;
+          h.score = length_normalised(h.log_prob, h.tokens.size() + 1, opts.length_penalty);
+          finished.push_back(h);
+        }
+        continue;
+      }
+      h.tokens.push_back(token);
+      h.score = length_normalised(h.log_prob, h.tokens.size(), opts.length_penalty);
+      next_prefixes.push_back(prefixes[static_cast<size_t>(beam)]);
+      next_prefixes.back().push_back(token);
+      next.push_back(std::move(h));
+      origin.push_back(beam);
+    }
+    // With no extension left the live beams stay those of the last step: they are the
+    // answer when nothing has finished.
+    if (next.empty()) {
+      done = true;
+      return {};
+    }
+    live = std::move(next);
+    prefixes = std::move(next_prefixes);
+    done = finished.size() >= K;
+    return done ? std::vector<int64_t>{} : origin;
+  }
+
+  // The finished hypotheses, or the live ones when none finished (cut at max_len), best
+  // first; a stable sort keeps the order they were found in among equal scores.
+  std::vector<Hypothesis> best(size_t K) const {
+    std::vector<Hypothesis> all = finished.empty() ? live : finished;
+    std::stable_sort(all.begin(), all.end(),
+                     [](const Hypothesis& a, const Hypothesis& b) { return a.score > b.score; });
+    if (all.size() > K) all.resize(K);
+    return all;
+  }
+};
+
+// beam_search_batch, with the op to name in errors (beam_search calls it too).
+std::vector<std::vector<Hypothesis>> beam_search_rows(const char* op, Seq2SeqTransformer& model, const Tensor& src,
+                                                      const BeamOptions& opts) {
+  check_decode_options(op, opts, model.options.tgt_vocab_size);
+  KILN_CHECK(opts.beam_width >= 1, op, "beam_width must be at least 1, got ", opts.beam_width);
+  KILN_CHECK(src.defined() && src.dtype() == kInt64 && src.dim() == 2, op,
+             "expects src of shape (N, S) int64 ids, got ",
+             src.defined() ? dtype_name(src.dtype()) + std::string(" ") + shape_str(src.shape())
+                           : std::string("undefined"));
+  KILN_CHECK(src.size(0) >= 1 && src.size(1) >= 1, op, "expects at least one sentence of at least one token, got src ",
+             shape_str(src.shape()));
+  // Eval behaviour and no graph for this thread only: the shared model is not written.
+  InferenceMode inference;
+  const Device dev = src.device();
+  const size_t K = static_cast<size_t>(opts.beam_width);
+  const Tensor memory = model.encode(src);  // (N, S, E)
+  const Tensor forbidden = forbidden_tokens(model, opts.eos_id, dev);
+  std::vector<Beams> beams(static_cast<size_t>(src.size(0)));
+  for (Beams& b : beams) {
+    b.live = {Hypothesis{}};
+    b.prefixes = {{opts.bos_id}};
+  }
+  // The sentences still decoding, in the order of their rows in the batch; each has as
+  // many consecutive rows as live beams.
+  std::vector<int64_t> active(beams.size());
+  for (size_t i = 0; i < active.size(); ++i) active[i] = static_cast<int64_t>(i);
+  std::vector<DecoderLayerCache> cache;  // R rows, one per live beam
+
+  for (int64_t step = 0; step < opts.max_len && !active.empty(); ++step) {
+    // R = the live beams of the active sentences; each row's sentence and prefix.
+    std::vector<int64_t> sentence_of_row;
+    std::vector<std::vector<int64_t>> prefixes;
+    for (int64_t s : active) {
+      const Beams& b = beams[static_cast<size_t>(s)];
+      sentence_of_row.insert(sentence_of_row.end(), b.live.size(), s);
+      prefixes.insert(prefixes.end(), b.prefixes.begin(), b.prefixes.end());
+    }
+    const int64_t R = static_cast<int64_t>(sentence_of_row.size());
+    Tensor rows = from_vector<int64_t>(sentence_of_row, {R}).to(dev);  // (R)
+    Tensor src_rows = index_select(src, 0, rows);                        // (R, S): the padding mask of each row
+    // With the cache the memory is read at the first step only: the cross-attention keeps
+    // its keys and values, reordered below with the rest of the cache. Gathering it at
+    // every step would copy R·S·E values for nothing.
+    Tensor mem_rows = opts.use_cache && !cache.empty() ? Tensor() : index_select(memory, 0, rows);  // (R, S, E)
+    Tensor logits = next_logits(model, prefixes, mem_rows, src_rows, cache, opts.use_cache, forbidden);  // (R, V)
+    const Tensor logp = log_softmax(logits.to(kFloat64), -1);  // (R, V)
+    const int64_t V = logp.size(1);
+    const std::vector<double> lp = logp.to_vector<double>();
+    // The rows whose beams go on, in the order of the next step's rows.
+    std::vector<int64_t> keep;
+    std::vector<int64_t> still_active;
+    int64_t first_row = 0;
+    for (int64_t s : active) {
+      Beams& b = beams[static_cast<size_t>(s)];
+      const int64_t n_live = static_cast<int64_t>(b.live.size());
+      std::vector<int64_t> origin = b.advance(lp.data() + first_row * V, V, opts);
+      if (!b.done) {
+        for (int64_t beam : origin) keep.push_back(first_row + beam);
+        still_active.push_back(s);
+      }
+      first_row += n_live;
+    }
+    active = std::move(still_active);
+    if (active.empty()) break;
+    // The cross-attention's keys and values depend on the row's sentence only, so they
+    // move only when some row's sentence changes (a sentence left the batch or kept fewer
+    // beams), not when beams of one sentence trade places: most steps copy no R·S·E
+    // memory keys and values, only the self-attention's.
+    bool same_rows = static_cast<int64_t>(keep.size()) == R, same_sentences = same_rows;
+    for (int64_t i = 0; same_sentences && i < R; ++i) {
+      const int64_t from = keep[static_cast<size_t>(i)];
+      same_rows = same_rows && from == i;
+      same_sentences = sentence_of_row[static_cast<size_t>(from)] == sentence_of_row[static_cast<size_t>(i)];
+    }
+    if (!same_rows) {
+      Tensor index = from_vector<int64_t>(keep, {static_cast<int64_t>(keep.size())}).to(dev);  // (R')
+      for (DecoderLayerCache& c : cache) {
+        c.self_attn.select_batch(index);
+        if (!same_sentences) c.cross_attn.select_batch(index);
+      }
+    }
+  }
+  std::vector<std::vector<Hypothesis>> out;
+  out.reserve(beams.size());
+  for (const Beams& b : beams) out.push_back(b.best(K));
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::vector<int64_t>> greedy_decode(Seq2SeqTransformer& model, const Tensor& src,
@@ -86,74 +249,16 @@ std::vector<std::vector<int64_t>> greedy_decode(Seq2SeqTransformer& model, const
   return out;
 }
 
+std::vector<std::vector<Hypothesis>> beam_search_batch(Seq2SeqTransformer& model, const Tensor& src,
+                                                       const BeamOptions& opts) {
+  return beam_search_rows("beam_search_batch", model, src, opts);
+}
+
 std::vector<Hypothesis> beam_search(Seq2SeqTransformer& model, const Tensor& src, const BeamOptions& opts) {
   const char* op = "beam_search";
-  check_decode_options(op, opts, model.options.tgt_vocab_size);
-  KILN_CHECK(opts.beam_width >= 1, op, "beam_width must be at least 1, got ", opts.beam_width);
   KILN_CHECK(src.defined() && src.dim() == 2 && src.size(0) == 1, op, "expects one sentence, src of shape (1, S); got ",
              src.defined() ? shape_str(src.shape()) : std::string("undefined"));
-  // Eval behaviour and no graph for this thread only: the shared model is not written.
-  InferenceMode inference;
-  const size_t K = static_cast<size_t>(opts.beam_width);
-  Tensor memory = model.encode(src);  // (1, S, E)
-  std::vector<Hypothesis> live{Hypothesis{}};
-  std::vector<std::vector<int64_t>> prefixes{{opts.bos_id}};
-  std::vector<Hypothesis> finished;
-  std::vector<DecoderLayerCache> cache;
-  const Tensor forbidden = forbidden_tokens(model, opts.eos_id, src.device());
-
-  for (int64_t step = 0; step < opts.max_len && finished.size() < K; ++step) {
-    const int64_t n_live = static_cast<int64_t>(live.size());
-    Tensor src_k = src.expand({n_live, src.size(1)});
-    Tensor mem_k = memory.expand({n_live, memory.size(1), memory.size(2)});
-    Tensor logits = next_logits(model, prefixes, mem_k, src_k, cache, opts.use_cache, forbidden);
-    Tensor logp = log_softmax(logits.to(kFloat64), -1);
-    const int64_t V = logp.size(1);
-    std::vector<double> lp = logp.to_vector<double>();
-    // Every (beam, token) extension, best first; 2K of them are enough to refill K beams.
-    std::vector<int64_t> order(lp.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
-    auto total = [&](int64_t c) { return live[static_cast<size_t>(c / V)].log_prob + lp[static_cast<size_t>(c)]; };
-    size_t take = std::min(order.size(), 2 * K);
-    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(take), order.end(),
-                      [&](int64_t a, int64_t b) { return total(a) > total(b) || (total(a) == total(b) && a < b); });
-    std::vector<Hypothesis> next;
-    std::vector<std::vector<int64_t>> next_prefixes;
-    std::vector<int64_t> origin;
-    for (size_t r = 0; r < take && next.size() < K; ++r) {
-      int64_t c = order[r], beam = c / V, token = c % V;
-      if (!std::isfinite(total(c))) break;  // only forbidden tokens (padding) are left
-      Hypothesis h = live[static_cast<size_t>(beam)];
-      h.log_prob = total(c);
-      if (token == opts.eos_id) {
-        // Only an end among the K best counts, as in the usual beam search.
-        if (r < K) {
-          h.finished = true;
-          h.score = length_normalised(h.log_prob, h.tokens.size() + 1, opts.length_penalty);
-          finished.push_back(h);
-        }
-        continue;
-      }
-      h.tokens.push_back(token);
-      h.score = length_normalised(h.log_prob, h.tokens.size(), opts.length_penalty);
-      next_prefixes.push_back(prefixes[static_cast<size_t>(beam)]);
-      next_prefixes.back().push_back(token);
-      next.push_back(std::move(h));
-      origin.push_back(beam);
-    }
-    if (next.empty()) break;
-    Tensor index = from_vector<int64_t>(origin, {static_cast<int64_t>(origin.size())}).to(src.device());
-    for (DecoderLayerCache& c : cache) {
-      c.self_attn.select_batch(index);
-      c.cross_attn.select_batch(index);
-    }
-    live = std::move(next);
-    prefixes = std::move(next_prefixes);
-  }
-  std::vector<Hypothesis> all = finished.empty() ? live : finished;
-  std::stable_sort(all.begin(), all.end(), [](const Hypothesis& a, const Hypothesis& b) { return a.score > b.score; });
-  if (all.size() > K) all.resize(K);
-  return all;
+  return std::move(beam_search_rows(op, model, src, opts).front());
 }
 
 }  // namespace kiln::transformer

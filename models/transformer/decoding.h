@@ -1,7 +1,7 @@
 #pragma once
-// Turning a trained Seq2SeqTransformer into translations: greedy decoding for a batch
-// and beam search for one sentence, both with cached keys and values by default (each
-// new token costs one position, not the whole prefix).
+// Turning a trained Seq2SeqTransformer into translations: greedy decoding and beam
+// search, for a batch of sentences or for one, with cached keys and values by default
+// (each new token costs one position, not the whole prefix).
 #include <cstdint>
 #include <vector>
 
@@ -36,7 +36,18 @@ struct Hypothesis {
 std::vector<std::vector<int64_t>> greedy_decode(Seq2SeqTransformer& model, const Tensor& src,
                                                 const DecodeOptions& opts = {});
 
-// src (1, S) -> the best hypotheses, best first (at most beam_width).
+// src (N, S) int64, sentences padded with the model's pad_id -> for each sentence its
+// best hypotheses, best first (at most beam_width each): what beam_search gives for each
+// sentence alone (padding is masked, so a padded sentence decodes as unpadded), to
+// rounding. The live beams of every unfinished sentence go through the decoder together,
+// one step at a time; a sentence leaves the batch once it has beam_width finished
+// hypotheses or no live beams. Runs under kiln::InferenceMode without writing the model,
+// as greedy_decode.
+std::vector<std::vector<Hypothesis>> beam_search_batch(Seq2SeqTransformer& model, const Tensor& src,
+                                                       const BeamOptions& opts = {});
+
+// src (1, S) -> the best hypotheses, best first (at most beam_width): beam_search_batch
+// of one sentence.
 std::vector<Hypothesis> beam_search(Seq2SeqTransformer& model, const Tensor& src, const BeamOptions& opts = {});
 
 }  // namespace kiln::transformer
