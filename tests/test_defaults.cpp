@@ -231,6 +231,7 @@ const KilnOnly kKilnOnly[] = {
     {"TransformerLayerOptions.nhead", "8", "as d_model"},
     {"PairDataLoaderOptions.seed", "0", "the seed of the shuffle (as DistributedSampler's seed 0)"},
     {"PairDataLoaderOptions.bucket_pool", "0", "length bucketing, off by default"},
+    {"PairDataLoaderOptions.max_tokens", "0", "batches by a token budget (fairseq's --max-tokens); off: batch_size"},
     {"PairDataLoaderOptions.pad_id", "0", "the id sequences are padded with"},
     {"CheckpointOptions.recompute_outputs", "False", "Kiln's own: outputs kept as recipes too; off by default"},
 };
@@ -830,7 +831,7 @@ void transformer_family(Audit& a) {
 }
 
 void data_loaders(Audit& a) {
-  static_assert(field_count<data::PairDataLoaderOptions>() == 7, "a new option: audit it below");
+  static_assert(field_count<data::PairDataLoaderOptions>() == 8, "a new option: audit it below");
   static_assert(field_count<data::DistributedSamplerOptions>() == 5, "a new option: audit it below");
   // data::DataLoader is torch.utils.data.DataLoader: its defaults by what it does.
   auto ds = std::make_shared<data::TensorDataset>(std::vector<Tensor>{arange(5.0)});
@@ -870,6 +871,7 @@ void data_loaders(Audit& a) {
     a.kiln_only("PairDataLoaderOptions.seed", num(static_cast<double>(o.seed)));
     a.kiln_only("PairDataLoaderOptions.bucket_pool", num(o.bucket_pool));
     a.kiln_only("PairDataLoaderOptions.pad_id", num(o.pad_id));
+    a.kiln_only("PairDataLoaderOptions.max_tokens", num(o.max_tokens));
   }
   {
     const data::DistributedSamplerOptions o;

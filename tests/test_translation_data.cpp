@@ -39,13 +39,15 @@ TEST_CASE("read_ding_corpus keeps the aligned sentence pairs of the excerpt and 
   o.path = excerpt_path();
   const data::ParallelCorpus c = data::read_ding_corpus(o);
   const data::CorpusCounts& n = c.counts;
-  CHECK(n.lines == 31);
+  CHECK(n.lines == 32);
   CHECK(n.comments == 2);
   CHECK(n.blank == 2);
   CHECK(n.invalid_utf8 == 1);  // Latin-1 "Grüße"
   CHECK(n.malformed == 3);     // no " :: ", sides that do not pair up, two " :: "
-  CHECK(n.sub_entries == 26);
-  CHECK(n.not_sentences == 6);  // words, annotations, a first alternative without a full stop, a lone "("
+  CHECK(n.sub_entries == 27);
+  // Words, annotations, a first alternative without a full stop, a lone "(", a phrase with
+  // placeholders ("addiction to sth.").
+  CHECK(n.not_sentences == 7);
   CHECK(n.too_short == 1);      // "Ja. :: Yes."
   CHECK(n.duplicates == 1);     // "Das ist alles." a second time
   CHECK(n.train + n.valid + n.test == 18);
@@ -98,8 +100,12 @@ TEST_CASE("read_ding_corpus splits by the German side: disjoint, and each where 
 TEST_CASE("clean_ding_sentence and valid_utf8") {
   CHECK(data::clean_ding_sentence("  Er ging/lief   nach Hause.  ") == "Er ging nach Hause.");
   CHECK(data::clean_ding_sentence("The deal / agreement was signed.") == "The deal was signed.");
-  CHECK(data::clean_ding_sentence("to understand /recognise/grasp it.") == "to understand it.");
+  CHECK(data::clean_ding_sentence("They understand /recognise/grasp it.") == "They understand it.");
   CHECK(data::clean_ding_sentence("word {n}") == "");
+  CHECK(data::clean_ding_sentence("to go home.") == "");               // lower case: a phrase entry
+  CHECK(data::clean_ding_sentence("Abhängigkeit von etw.") == "");     // a placeholder
+  CHECK(data::clean_ding_sentence("He gave sb.'s book back.") == "");
+  CHECK(data::clean_ding_sentence("„Komm!“") == "„Komm!“");           // punctuation may start one
   CHECK(data::clean_ding_sentence("no full stop") == "");
   CHECK(data::clean_ding_sentence("Unbalanced ) here.") == "");
   CHECK(data::valid_utf8("Grüße, naïve — 😀"));

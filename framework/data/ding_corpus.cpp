@@ -68,6 +68,20 @@ bool ends_sentence(std::string s) {
   return !s.empty() && (s.back() == '.' || s.back() == '!' || s.back() == '?');
 }
 
+// "jdm.", "sth." and their kin stand for any object in phrase entries ("addiction to
+// sth."): a side with one is a phrase, not a sentence.
+bool has_placeholder(const std::vector<std::string>& words) {
+  static const char* const kPlaceholders[] = {"etw.", "etw", "jd.", "jdm.", "jdn.", "jds.", "jdm", "jdn", "jds",
+                                              "sth.", "sth", "sb.", "sb", "sb.'s", "sb's", "sb.’s", "sb’s"};
+  for (const std::string& w : words) {
+    std::string bare = w;
+    while (!bare.empty() && (bare.back() == ',' || bare.back() == ';' || bare.back() == ':')) bare.pop_back();
+    for (const char* p : kPlaceholders)
+      if (bare == p) return true;
+  }
+  return false;
+}
+
 // Parentheses around optional words go, the words stay; unbalanced ones reject the side.
 bool drop_parentheses(std::string& s) {
   std::string out;
@@ -162,6 +176,9 @@ std::string clean_ding_sentence(const std::string& side) {
   if (s.find_first_of("{}[]") != std::string::npos) return "";
   if (!drop_parentheses(s)) return "";
   const std::vector<std::string> words = split_words(s);
+  // A sentence starts with a capital, a digit or punctuation, never a lower-case letter
+  // (word and phrase entries do: "to go", "addiction to sth.").
+  if (words.empty() || (words[0][0] >= 'a' && words[0][0] <= 'z') || has_placeholder(words)) return "";
   std::string out;
   for (size_t i = 0; i < words.size(); ++i) {
     // "students / seniors." -> "students.": the word after a spaced slash is an

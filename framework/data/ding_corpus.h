@@ -22,8 +22,10 @@
 //     stays as it is.
 //   - Parentheses mark optional words ("wurde (ein) Haftbefehl erlassen"): the words stay,
 //     the parentheses go.
-//   - Kept: from min_words to max_words words, ending in . ! or ? (a closing quote may
-//     follow), without {} or [] annotations (grammar and usage labels: not sentences).
+//   - Kept: from min_words to max_words words, starting with anything but a lower-case
+//     letter, ending in . ! or ? (a closing quote may follow), without {} or [] annotations
+//     (grammar and usage labels) and without the placeholders of phrase entries ("etw.",
+//     "jdm.", "sth.", "sb."): those are not sentences.
 // Lines that are blank, comments (#), not valid UTF-8, or without exactly one " :: " or
 // with sub-entries that do not pair up are skipped and counted; nothing is dropped
 // without a count.
