@@ -1159,7 +1159,7 @@ TEST_CASE("Trainer: resuming a mid-epoch checkpoint gives bitwise the losses of 
   // appended to the crashed run's file and reads like the uninterrupted one.
   std::vector<std::string> la = csv_lines(dir / "a.csv"), lb = csv_lines(dir / "b.csv");
   REQUIRE(la.size() == 1 + 9 + 3);
-  CHECK(la[0] == "step,epoch,lr,loss,grad_norm,tokens_per_s,val_loss");
+  CHECK(la[0] == "step,epoch,lr,loss,grad_norm,tokens_per_s,val_loss,train_seconds");
   REQUIRE(lb.size() == la.size());
   CHECK(lb[0] == la[0]);
   for (size_t i = 1; i < la.size(); ++i) {
@@ -1224,11 +1224,289 @@ TEST_CASE("Trainer: metrics as JSON lines, checkpoints and teacher forcing") {
   std::vector<std::string> lines = csv_lines(dir / "m.jsonl");
   REQUIRE(lines.size() == 2 * 2 + 2);
   CHECK(lines[0].rfind("{\"step\":1,\"epoch\":1,", 0) == 0);
-  CHECK(lines[0].find("\"val_loss\":null}") != std::string::npos);
+  CHECK(lines[0].find("\"val_loss\":null,\"train_seconds\":") != std::string::npos);
   CHECK(std::filesystem::exists(dir / "ck/last.safetensors"));
   CHECK(std::filesystem::exists(dir / "ck/best.safetensors"));
   auto [in, labels] = tr::teacher_forcing_pair(from_vector<int64_t>({1, 4, 5, 2, 1, 6, 2, 0}, {2, 4}));
   CHECK(in.to_vector<int64_t>() == std::vector<int64_t>{1, 4, 5, 1, 6, 2});
   CHECK(labels.to_vector<int64_t>() == std::vector<int64_t>{4, 5, 2, 6, 2, 0});
   CHECK(error_of([] { tr::teacher_forcing_pair(zeros({2, 1}, kInt64)); }).find("(2, 1)") != std::string::npos);
+}
+
+TEST_CASE("Trainer: a time budget stops at the step past it, evaluates on the training clock, resumes what is left") {
+  Toy t = toy_data();
+  std::vector<data::TokenPair> ex = trainer_pairs(t);
+  data::PairDataLoader loader(ex, {.batch_size = 1, .shuffle = true, .seed = 4});
+  ScratchDir dir("transformer_trainer_budget");
+  manual_seed(5);
+  tr::Seq2SeqTransformer m(toy_options(t));
+  tr::TrainerOptions o = toy_trainer_options(1'000'000);
+  o.max_seconds = 0.3;
+  o.eval_every_seconds = 0.1;
+  o.checkpoint_dir = dir / "ck";
+  o.metrics_path = dir / "m.csv";
+  o.eval_metric_names = {"calls", "half"};
+  int calls = 0;
+  o.eval_metrics = [&](tr::Seq2SeqTransformer& model) {
+    CHECK_FALSE(model.is_training());  // evaluated in eval mode
+    ++calls;
+    return std::vector<double>{static_cast<double>(calls), 0.5};
+  };
+  tr::Trainer trainer(m, loader, &loader, o);
+  const std::vector<tr::EpochSummary> s = trainer.fit();
+  REQUIRE(!s.empty());
+  CHECK(trainer.train_seconds() >= 0.3);
+  CHECK(trainer.global_step() > 0);
+  // Every 0.1 s of training (epoch ends too), the last one where the budget ran out.
+  const std::vector<tr::Evaluation>& evals = trainer.evaluations();
+  REQUIRE(evals.size() >= 3);
+  CHECK(static_cast<int>(evals.size()) == calls);
+  for (size_t i = 0; i < evals.size(); ++i) {
+    CAPTURE(i);
+    CHECK(evals[i].metrics == std::vector<double>{static_cast<double>(i + 1), 0.5});
+    CHECK(std::isfinite(evals[i].val_loss));
+    if (i > 0) CHECK(evals[i].train_seconds >= evals[i - 1].train_seconds);
+  }
+  CHECK(evals.back().step == trainer.global_step());
+  CHECK(evals.back().train_seconds == trainer.train_seconds());
+  int64_t timed = 0;  // evaluations at or past each multiple of 0.1 s
+  for (double at = 0.1; at <= trainer.train_seconds(); at += 0.1)
+    timed += std::any_of(evals.begin(), evals.end(), [&](const tr::Evaluation& e) {
+      return e.train_seconds >= at - 1e-12 && e.train_seconds < at + 0.1;
+    });
+  CHECK(timed >= 3);
+  // The metrics log carries the clock and the metrics of one's own.
+  std::vector<std::string> lines = csv_lines(dir / "m.csv");
+  REQUIRE(lines.size() > 1);
+  CHECK(lines[0] == "step,epoch,lr,loss,grad_norm,tokens_per_s,val_loss,train_seconds,calls,half");
+
+  // Resumed from where it stopped: the clock comes back; with the budget spent nothing
+  // more trains, with more budget it goes on.
+  REQUIRE(std::filesystem::exists(dir / "ck/last.safetensors"));
+  tr::TrainerOptions o2 = o;
+  o2.resume_from = dir / "ck/last.safetensors";
+  o2.metrics_path = "";
+  o2.checkpoint_dir = "";
+  tr::Seq2SeqTransformer m2(toy_options(t));
+  tr::Trainer spent(m2, loader, &loader, o2);
+  CHECK(spent.global_step() == trainer.global_step());
+  CHECK(spent.train_seconds() == trainer.train_seconds());
+  CHECK(spent.fit().empty());
+  CHECK(spent.global_step() == trainer.global_step());
+  o2.max_seconds = trainer.train_seconds() + 0.05;
+  tr::Trainer more(m2, loader, &loader, o2);
+  more.fit();
+  CHECK(more.global_step() > trainer.global_step());
+  CHECK(more.train_seconds() >= o2.max_seconds);
+
+  // Bad budgets and metrics without their function.
+  tr::TrainerOptions bad = toy_trainer_options(1);
+  bad.max_seconds = -1;
+  CHECK(error_of([&] { tr::Trainer(m, loader, nullptr, bad); }).find("max_seconds must be a finite number >= 0") !=
+        std::string::npos);
+  bad.max_seconds = NAN;
+  CHECK(error_of([&] { tr::Trainer(m, loader, nullptr, bad); }).find("max_seconds") != std::string::npos);
+  bad.max_seconds = 0;
+  bad.eval_every_seconds = INFINITY;
+  CHECK(error_of([&] { tr::Trainer(m, loader, nullptr, bad); }).find("eval_every_seconds") != std::string::npos);
+  bad.eval_every_seconds = 0;
+  bad.eval_metric_names = {"bleu"};
+  CHECK(error_of([&] { tr::Trainer(m, loader, nullptr, bad); }).find("need eval_metrics") != std::string::npos);
+}
+
+TEST_CASE("Seq2SeqTransformer share_embeddings: one table for source and target") {
+  Toy t = toy_data();
+  tr::Seq2SeqOptions o = toy_options(t);
+  o.tgt_vocab_size = o.src_vocab_size = std::max(o.src_vocab_size, o.tgt_vocab_size);
+  tr::Seq2SeqTransformer separate(o);
+  o.share_embeddings = true;
+  tr::Seq2SeqTransformer shared(o);
+  CHECK(shared.src_embedding == shared.tgt_embedding);
+  const int64_t table = o.src_vocab_size * o.d_model;
+  CHECK(separate.num_parameters() - shared.num_parameters() == table);  // listed once
+  const auto state = shared.state_dict();
+  CHECK(state.count("src_embedding.weight") == 1);
+  CHECK(state.count("tgt_embedding.weight") == 1);  // under both names, as torch's
+  tr::Seq2SeqTransformer loaded(o);
+  loaded.load_state_dict(state);
+  CHECK(equal(loaded.tgt_embedding->weight, shared.src_embedding->weight));
+  o.tgt_vocab_size += 1;
+  CHECK(error_of([&] { tr::Seq2SeqTransformer bad(o); }).find("share_embeddings needs one vocabulary size") !=
+        std::string::npos);
+}
+
+// ====================================================================== batched beam search
+
+namespace {
+
+// A random model with more words than the toy's, whose end token is likelier than the
+// others (a larger generator bias), so hypotheses end at different steps and sentences
+// leave the batch at different times.
+tr::Seq2SeqTransformer& random_wide() {
+  static std::unique_ptr<tr::Seq2SeqTransformer> model = [] {
+    tr::Seq2SeqOptions o;
+    o.src_vocab_size = 20;
+    o.tgt_vocab_size = 24;
+    o.d_model = 16;
+    o.nhead = 2;
+    o.num_encoder_layers = 2;
+    o.num_decoder_layers = 2;
+    o.dim_feedforward = 32;
+    o.dropout = 0.0;
+    o.max_len = 32;
+    manual_seed(57);
+    auto m = std::make_unique<tr::Seq2SeqTransformer>(o);
+    NoGradGuard no_grad;
+    m->generator->bias.narrow(0, 2, 1).fill_(0.8);  // eos_id 2
+    return m;
+  }();
+  return *model;
+}
+
+Tensor one_sentence(const std::vector<int64_t>& ids) {
+  return from_vector<int64_t>(ids, {1, static_cast<int64_t>(ids.size())});
+}
+
+void check_same_hypotheses(const std::vector<tr::Hypothesis>& got, const std::vector<tr::Hypothesis>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t k = 0; k < got.size(); ++k) {
+    CAPTURE(k);
+    CHECK(got[k].tokens == want[k].tokens);
+    CHECK(got[k].finished == want[k].finished);
+    CHECK(std::abs(got[k].log_prob - want[k].log_prob) <= 1e-5);
+    CHECK(std::abs(got[k].score - want[k].score) <= 1e-5);
+  }
+}
+
+// The model's log-probability of h's tokens (and of the end token when h finished) for
+// the sentence `src` (1, S), decoded with teacher forcing: what a search must report,
+// found without searching. Padding is never generated, so the distribution is over the
+// other tokens.
+double teacher_forced_log_prob(tr::Seq2SeqTransformer& model, const Tensor& src, const tr::Hypothesis& h,
+                               const tr::BeamOptions& b) {
+  InferenceMode inference;
+  std::vector<int64_t> in{b.bos_id};
+  in.insert(in.end(), h.tokens.begin(), h.tokens.end());
+  std::vector<int64_t> next(h.tokens);
+  if (h.finished) next.push_back(b.eos_id);
+  else in.pop_back();
+  Tensor logits = model.decode(one_sentence(in), model.encode(src), src);  // (1, T, V)
+  Tensor is_pad = eq(arange(static_cast<double>(logits.size(-1))), static_cast<double>(model.options.pad_id));
+  Tensor logp = log_softmax(masked_fill(logits, is_pad, -kInf).to(kFloat64), -1);
+  double total = 0;
+  for (size_t j = 0; j < next.size(); ++j) total += logp.at({0, static_cast<int64_t>(j), next[j]});
+  return total;
+}
+
+}  // namespace
+
+TEST_CASE("beam_search_batch equals beam_search on each sentence alone; width 1 is greedy") {
+  Toy t = toy_data();
+  struct Case {
+    tr::Seq2SeqTransformer* model;
+    std::vector<std::vector<int64_t>> sentences;  // of different lengths, padded in the batch
+    int64_t max_len;
+  };
+  const std::vector<Case> cases = {
+      {&random_wide(), {{4, 5, 6, 7, 8, 9}, {3}, {10, 11, 12}, {5, 5, 7, 13, 14, 15, 16}, {19, 18}}, 9},
+      {&trained_toy(), {{4, 5, 6, 7}, {6, 7}, {4, 5, 8}, {4}}, 10},
+  };
+  for (const Case& c : cases) {
+    const std::string which = c.model == &trained_toy() ? "trained toy" : "random";
+    CAPTURE(which);
+    Tensor src = data::pad_sequences(c.sentences, c.model->options.pad_id);
+    size_t finished = 0, cut = 0;
+    for (int64_t width : {1, 3, 5}) {
+      CAPTURE(width);
+      tr::BeamOptions b;
+      b.bos_id = t.tgt_vocab.bos_id();
+      b.eos_id = t.tgt_vocab.eos_id();
+      b.max_len = c.max_len;
+      b.beam_width = width;
+      std::vector<std::vector<tr::Hypothesis>> by_cache[2];  // without, with the cache
+      for (bool use_cache : {false, true}) {
+        CAPTURE(use_cache);
+        b.use_cache = use_cache;
+        std::vector<std::vector<tr::Hypothesis>>& batch = by_cache[use_cache] = tr::beam_search_batch(*c.model, src, b);
+        REQUIRE(batch.size() == c.sentences.size());
+        for (size_t i = 0; i < c.sentences.size(); ++i) {
+          CAPTURE(i);
+          const Tensor one = one_sentence(c.sentences[i]);
+          check_same_hypotheses(batch[i], tr::beam_search(*c.model, one, b));
+          REQUIRE_FALSE(batch[i].empty());
+          CHECK(batch[i].size() <= static_cast<size_t>(width));
+          for (size_t k = 0; k < batch[i].size(); ++k) {
+            const tr::Hypothesis& h = batch[i][k];
+            (h.finished ? finished : cut) += 1;
+            if (k > 0) CHECK(batch[i][k - 1].score >= h.score);
+            CHECK(std::abs(h.log_prob - teacher_forced_log_prob(*c.model, one, h, b)) <= 1e-4);
+          }
+        }
+        if (width == 1) {
+          std::vector<std::vector<int64_t>> greedy = tr::greedy_decode(*c.model, src, b);
+          for (size_t i = 0; i < c.sentences.size(); ++i) {
+            CAPTURE(i);
+            REQUIRE(batch[i].size() == 1);
+            CHECK(batch[i].front().tokens == greedy[i]);
+          }
+        }
+      }
+      // The cache (reordered as beams move) and the whole prefix decode to the same beams.
+      for (size_t i = 0; i < c.sentences.size(); ++i) {
+        CAPTURE(i);
+        check_same_hypotheses(by_cache[true][i], by_cache[false][i]);
+      }
+    }
+    // Both endings were exercised: hypotheses that ended, and (for the random model)
+    // hypotheses cut at max_len.
+    CHECK(finished > 0);
+    if (c.model == &random_wide()) CHECK(cut > 0);
+  }
+  CHECK(trained_toy().is_training());  // decoding leaves the model's mode as it was
+}
+
+TEST_CASE("beam_search_batch: a padded sentence decodes as unpadded, first or last in the batch") {
+  tr::Seq2SeqTransformer& model = random_wide();
+  const std::vector<int64_t> short_one{7, 3}, long_one{4, 5, 6, 7, 8, 9, 10, 11, 12};
+  tr::BeamOptions b;
+  b.max_len = 9;
+  b.beam_width = 3;
+  for (bool use_cache : {true, false}) {
+    CAPTURE(use_cache);
+    b.use_cache = use_cache;
+    const std::vector<tr::Hypothesis> alone = tr::beam_search(model, one_sentence(short_one), b);
+    REQUIRE_FALSE(alone.empty());
+    Tensor padded = data::pad_sequences({short_one, long_one}, model.options.pad_id);  // (2, 9)
+    std::vector<std::vector<tr::Hypothesis>> first = tr::beam_search_batch(model, padded, b);
+    check_same_hypotheses(first[0], alone);
+    std::vector<std::vector<tr::Hypothesis>> last =
+        tr::beam_search_batch(model, data::pad_sequences({long_one, short_one}, model.options.pad_id), b);
+    check_same_hypotheses(last[1], alone);
+    check_same_hypotheses(last[0], first[1]);
+    // The padded row alone, (1, 9) with seven pad ids.
+    check_same_hypotheses(tr::beam_search(model, padded.narrow(0, 0, 1), b), alone);
+  }
+}
+
+TEST_CASE("bad input to beam_search_batch names it and what was given") {
+  tr::Seq2SeqTransformer& model = random_wide();
+  Tensor src = data::pad_sequences({{4, 5, 6}, {7}}, model.options.pad_id);
+  const tr::BeamOptions ok;
+  const char* op = "[beam_search_batch]";
+  CHECK_ERROR_STARTS(op, tr::beam_search_batch(model, src.to(kFloat32), ok), "(N, S) int64", "float32 (2, 3)");
+  CHECK_ERROR_STARTS(op, tr::beam_search_batch(model, from_vector<int64_t>({4, 5, 6}, {3}), ok), "int64 (3,)");
+  CHECK_ERROR_STARTS(op, tr::beam_search_batch(model, Tensor(), ok), "undefined");
+  CHECK_ERROR_STARTS(op, tr::beam_search_batch(model, zeros({0, 3}, kInt64), ok), "at least one sentence", "(0, 3)");
+  CHECK_ERROR_STARTS(op, tr::beam_search_batch(model, zeros({2, 0}, kInt64), ok), "(2, 0)");
+  tr::BeamOptions b;
+  b.beam_width = 0;
+  CHECK_ERROR_STARTS(op, tr::beam_search_batch(model, src, b), "beam_width", "0");
+  b = {};
+  b.max_len = -3;
+  CHECK_ERROR_STARTS(op, tr::beam_search_batch(model, src, b), "max_len", "-3");
+  b = {};
+  b.eos_id = 24;
+  CHECK_ERROR_STARTS(op, tr::beam_search_batch(model, src, b), "eos_id 24", "size 24");
+  // beam_search, which calls it, still names itself.
+  CHECK_ERROR_STARTS("[beam_search]", tr::beam_search(model, src.narrow(0, 0, 1).to(kFloat32)), "float32 (1, 3)");
 }

@@ -22,6 +22,8 @@ ProgressBar::ProgressBar(int64_t total, std::FILE* out, bool enabled)
 
 ProgressBar::~ProgressBar() { close(); }
 
+void ProgressBar::set_total(int64_t total_steps) { total_ = std::max<int64_t>(total_steps, 1); }
+
 std::string ProgressBar::format_duration(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
   auto t = static_cast<int64_t>(std::llround(s));

@@ -47,6 +47,10 @@ class ProgressBar {
   // Ends a bar line left open (a newline after it); the destructor does it too.
   void close();
 
+  // A new total, for a run whose length is known only as it goes (a time budget: the
+  // steps it will make at the pace so far).
+  void set_total(int64_t total_steps);
+
   bool is_terminal() const { return tty_; }
   int64_t total() const { return total_; }
 

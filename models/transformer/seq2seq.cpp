@@ -12,7 +12,12 @@ Seq2SeqTransformer::Seq2SeqTransformer(Seq2SeqOptions o) : Cloneable("Seq2SeqTra
              "pad_id ", options.pad_id, " is not in both vocabularies");
   const int64_t d = options.d_model;
   src_embedding = register_module("src_embedding", std::make_shared<nn::Embedding>(options.src_vocab_size, d, options.pad_id));
-  tgt_embedding = register_module("tgt_embedding", std::make_shared<nn::Embedding>(options.tgt_vocab_size, d, options.pad_id));
+  KILN_CHECK(!options.share_embeddings || options.src_vocab_size == options.tgt_vocab_size, op,
+             "share_embeddings needs one vocabulary size, got src ", options.src_vocab_size, ", tgt ",
+             options.tgt_vocab_size);
+  tgt_embedding = register_module("tgt_embedding", options.share_embeddings
+                                                       ? src_embedding
+                                                       : std::make_shared<nn::Embedding>(options.tgt_vocab_size, d, options.pad_id));
   if (options.learned_positions) {
     positional_encoding = std::make_shared<LearnedPositionalEncoding>(d, options.dropout, options.max_len, true);
   } else {

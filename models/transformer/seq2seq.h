@@ -30,6 +30,11 @@ struct Seq2SeqOptions {
   int64_t pad_id = 0;
   bool scale_embedding = true;  // embeddings · sqrt(d_model) (the paper); false as seeds 002/004
   bool final_norms = true;      // a LayerNorm after the encoder and the decoder (nn.Transformer)
+  // One embedding table for source and target (a joint vocabulary, as a SentencePiece
+  // model trained on both languages gives): src_embedding and tgt_embedding are then the
+  // same module, its weight one parameter (listed once; the state dict has it under both
+  // names, as torch's). The vocabulary sizes must be equal.
+  bool share_embeddings = false;
   // Every encoder and decoder layer through utils::checkpoint in training: less memory
   // at the step's peak for one more forward pass of the layers in backward.
   bool checkpoint_layers = false;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 #include <typeinfo>
 
@@ -110,6 +111,12 @@ Trainer::Trainer(Seq2SeqTransformer& model, const data::PairDataLoader* train,
   KILN_CHECK(opts_.warmup_steps >= 1, "Trainer", "warmup_steps must be at least 1, got ", opts_.warmup_steps);
   KILN_CHECK(opts_.step_losses_kept >= 0, "Trainer", "step_losses_kept must be non-negative, got ",
              opts_.step_losses_kept);
+  KILN_CHECK(std::isfinite(opts_.max_seconds) && opts_.max_seconds >= 0, "Trainer",
+             "max_seconds must be a finite number >= 0 (0: no time budget), got ", opts_.max_seconds);
+  KILN_CHECK(std::isfinite(opts_.eval_every_seconds) && opts_.eval_every_seconds >= 0, "Trainer",
+             "eval_every_seconds must be a finite number >= 0 (0: at epoch ends only), got ", opts_.eval_every_seconds);
+  KILN_CHECK(opts_.eval_metric_names.empty() || opts_.eval_metrics, "Trainer", "eval_metric_names (",
+             opts_.eval_metric_names.size(), " of them) need eval_metrics, the function that computes them");
   KILN_CHECK(!opts_.autocast || *opts_.autocast == kBFloat16, "Trainer",
              "autocast supports bfloat16 only, got ", dtype_name(opts_.autocast.value_or(kBFloat16)));
   const bool data_parallel =
@@ -147,9 +154,7 @@ Trainer::Trainer(Seq2SeqTransformer& model, const data::PairDataLoader* train,
                          model_, nn::parallel::DistributedDataParallelOptions{.bucket_cap_mb = opts_.bucket_cap_mb});
   if (!main_process_) return;  // the log and the checkpoints are rank 0's
   if (!opts_.metrics_path.empty()) {
-    metrics_ = train::MetricsLog(opts_.metrics_path,
-                          {"step", "epoch", "lr", "loss", "grad_norm", "tokens_per_s", "val_loss"},
-                          /*append=*/!opts_.resume_from.empty());
+    metrics_ = train::MetricsLog(opts_.metrics_path, metrics_columns(), /*append=*/!opts_.resume_from.empty());
   }
   if (!opts_.checkpoint_dir.empty()) {
     train::CheckpointManagerOptions co;
@@ -250,6 +255,12 @@ double Trainer::evaluate(const data::PairDataLoader& loader) {
   return tokens > 0 ? total / static_cast<double>(tokens) : NAN;
 }
 
+std::vector<std::string> Trainer::metrics_columns() const {
+  std::vector<std::string> c{"step", "epoch", "lr", "loss", "grad_norm", "tokens_per_s", "val_loss", "train_seconds"};
+  c.insert(c.end(), opts_.eval_metric_names.begin(), opts_.eval_metric_names.end());
+  return c;
+}
+
 io::CheckpointParts Trainer::checkpoint_parts() const {
   return io::CheckpointParts{&model_, optimizer_.get(), scheduler_.get()};
 }
@@ -261,6 +272,7 @@ io::Metadata Trainer::checkpoint_metadata() const {
   meta["trainer.global_step"] = std::to_string(global_step_);
   meta["trainer.best_loss"] = fmt("%.17g", best_loss_);
   meta["trainer.epoch_loss_sum"] = fmt("%.17g", epoch_loss_sum_);
+  meta["trainer.train_seconds"] = fmt("%.17g", train_seconds_);
   meta["trainer.step_losses"] = join_losses(step_losses_);
   // The layout the position in the epoch counts in (a run of another one maps it).
   meta["trainer.world_size"] = std::to_string(world_);
@@ -321,7 +333,12 @@ void Trainer::load(const std::string& path) {
   if (next_batch != steps_in_epoch)
     epoch_sum = steps_in_epoch > 0 ? epoch_sum * static_cast<double>(next_batch) / static_cast<double>(steps_in_epoch) : 0;
 
+  double seconds = 0;  // checkpoints before the time budget have no clock: it starts at 0
+  if (const std::string* t = metadata_find(meta, "trainer.train_seconds", path, false))
+    seconds = strict_loss(*t, "trainer.train_seconds", path, false);
+
   io::load_checkpoint(path, checkpoint_parts());
+  train_seconds_ = seconds;
   epoch_ = epoch;
   next_batch_ = next_batch;
   global_step_ = step;
@@ -331,61 +348,148 @@ void Trainer::load(const std::string& path) {
   keep_newest(step_losses_, opts_.step_losses_kept);
 }
 
-void Trainer::maybe_checkpoint(bool epoch_end, double val_loss) {
+void Trainer::maybe_checkpoint(bool epoch_end, double val_loss, bool force) {
   if (!checkpoints_) return;
   bool periodic = opts_.checkpoint_every > 0 && global_step_ % opts_.checkpoint_every == 0;
   // The trainer judges "best" itself (its best loss travels in the checkpoint, so a run
   // resumed from a file of another directory keeps it); the manager then keeps the file.
-  bool improved = epoch_end && std::isfinite(val_loss) && val_loss < best_loss_;
+  bool improved = std::isfinite(val_loss) && val_loss < best_loss_;
   if (improved) best_loss_ = val_loss;
-  if (epoch_end || periodic)
+  if (epoch_end || periodic || improved || force)
     checkpoints_->save(global_step_, checkpoint_parts(), checkpoint_metadata(), improved ? val_loss : NAN);
 }
+
+double Trainer::synced_train_seconds() const {
+  if (!ddp_) return train_seconds_;
+  Tensor t = from_vector<double>({train_seconds_}, {1});
+  distributed::all_reduce(t, distributed::ReduceOp::kMax);
+  return t.at({0});
+}
+
+Evaluation Trainer::run_evaluation() {
+  Evaluation e;
+  e.step = global_step_;
+  e.train_seconds = train_seconds_;
+  if (validation_) e.val_loss = evaluate(*validation_);
+  if (opts_.eval_metrics) {
+    nn::TrainingModeGuard eval_mode(model_, false);
+    e.metrics = opts_.eval_metrics(model_);
+    KILN_CHECK(e.metrics.size() == opts_.eval_metric_names.size(), "Trainer::fit", "eval_metrics returned ",
+               e.metrics.size(), " values for the ", opts_.eval_metric_names.size(), " eval_metric_names");
+  }
+  evaluations_.push_back(e);
+  return e;
+}
+
+void Trainer::write_metrics(double lr, double loss, double grad_norm, double tokens_per_s, const Evaluation* e) {
+  std::vector<double> row{static_cast<double>(global_step_), static_cast<double>(epoch_ + 1), lr, loss, grad_norm,
+                          tokens_per_s, e ? e->val_loss : NAN, train_seconds_};
+  for (size_t i = 0; i < opts_.eval_metric_names.size(); ++i) row.push_back(e ? e->metrics[i] : NAN);
+  metrics_.write(row);
+}
+
+namespace {
+
+// "  val loss 2.3456  bleu 12.34" for the bar's lines.
+std::string evaluation_text(const Evaluation& e, const std::vector<std::string>& names) {
+  std::string s = std::isnan(e.val_loss) ? "" : "  val loss " + fmt("%.4f", e.val_loss);
+  for (size_t i = 0; i < e.metrics.size(); ++i) s += "  " + names[i] + " " + fmt("%.2f", e.metrics[i]);
+  return s;
+}
+
+}  // namespace
 
 std::vector<EpochSummary> Trainer::fit() {
   using clock = std::chrono::steady_clock;
   KILN_CHECK(train_ != nullptr, "Trainer::fit",
              "this trainer has no training DataLoader: build it with one, or call train_step(source, target)");
   const int64_t per_epoch = train_->num_batches();
+  const bool timed = opts_.max_seconds > 0 || opts_.eval_every_seconds > 0;
   train::ProgressBar bar(opts_.epochs * per_epoch, stderr, opts_.progress && main_process_);
+  bar.set_unit("tok");
+  const int64_t first_step = global_step_;
+  const double first_seconds = train_seconds_;
+  double next_eval = opts_.eval_every_seconds > 0
+                         ? (std::floor(train_seconds_ / opts_.eval_every_seconds) + 1) * opts_.eval_every_seconds
+                         : INFINITY;
   std::vector<EpochSummary> summaries;
-  while (epoch_ < opts_.epochs) {
-    auto epoch_start = clock::now();
+  bool out_of_time = opts_.max_seconds > 0 && train_seconds_ >= opts_.max_seconds;
+  while (epoch_ < opts_.epochs && !out_of_time) {
+    double epoch_seconds = 0;
     std::vector<std::vector<size_t>> batches = train_->batch_indices(epoch_);
     int64_t tokens = 0;
-    for (; next_batch_ < static_cast<int64_t>(batches.size());) {
+    std::optional<Evaluation> last_eval;  // one made at this epoch's last step
+    while (next_batch_ < static_cast<int64_t>(batches.size())) {
+      const auto step_start = clock::now();
       data::PairBatch batch = train_->make_batch(batches[static_cast<size_t>(next_batch_)]);
       double lr = optimizer_->param_groups().front().get("lr");
       double loss = train_step(batch);
+      const double step_seconds = std::chrono::duration<double>(clock::now() - step_start).count();
+      train_seconds_ += step_seconds;
+      epoch_seconds += step_seconds;
       epoch_loss_sum_ += loss;
       ++next_batch_;
       tokens += last_step_tokens_;
-      double seconds = std::chrono::duration<double>(clock::now() - epoch_start).count();
-      double tps = tokens / std::max(seconds, 1e-9);
-      metrics_.write({static_cast<double>(global_step_), static_cast<double>(epoch_ + 1), lr, loss, last_grad_norm_, tps, NAN});
-      bar.update(epoch_ * per_epoch + next_batch_,
-                 "epoch " + std::to_string(epoch_ + 1) + "/" + std::to_string(opts_.epochs) + "  loss " +
-                     fmt("%.4f", loss) + "  " + fmt("%.0f", tps) + " tok/s");
-      if (next_batch_ < static_cast<int64_t>(batches.size())) maybe_checkpoint(false, NAN);
+      double tps = tokens / std::max(epoch_seconds, 1e-9);
+      if (timed) train_seconds_ = synced_train_seconds();
+      write_metrics(lr, loss, last_grad_norm_, tps, nullptr);
+      if (opts_.max_seconds > 0 && global_step_ > first_step) {
+        // The steps the budget allows at this run's pace so far: the bar's time left.
+        const double pace = (train_seconds_ - first_seconds) / static_cast<double>(global_step_ - first_step);
+        const auto left = static_cast<int64_t>(std::ceil((opts_.max_seconds - train_seconds_) / std::max(pace, 1e-9)));
+        bar.set_total(std::min(opts_.epochs * per_epoch, global_step_ + std::max<int64_t>(left, 0)));
+      }
+      const std::string status = "epoch " + std::to_string(epoch_ + 1) + "/" + std::to_string(opts_.epochs) +
+                                 "  loss " + fmt("%.4f", loss);
+      bar.update(opts_.max_seconds > 0 ? global_step_ : epoch_ * per_epoch + next_batch_, status, last_step_tokens_);
+      out_of_time = opts_.max_seconds > 0 && train_seconds_ >= opts_.max_seconds;
+      if (train_seconds_ >= next_eval || out_of_time) {
+        while (next_eval <= train_seconds_) next_eval += opts_.eval_every_seconds;
+        last_eval = run_evaluation();
+        bar.report(global_step_, "step " + std::to_string(global_step_) + "  " +
+                                     train::ProgressBar::format_duration(train_seconds_) + " trained" +
+                                     evaluation_text(*last_eval, opts_.eval_metric_names));
+        // At the epoch's last step the epoch's record and checkpoint below carry it.
+        if (next_batch_ < static_cast<int64_t>(batches.size())) {
+          write_metrics(NAN, NAN, NAN, NAN, &*last_eval);
+          maybe_checkpoint(false, last_eval->val_loss, out_of_time);
+          last_eval.reset();
+        }
+      } else if (next_batch_ < static_cast<int64_t>(batches.size())) {
+        maybe_checkpoint(false, NAN);
+      }
+      if (out_of_time) break;
     }
     EpochSummary s;
     s.epoch = epoch_ + 1;
+    s.complete = next_batch_ == static_cast<int64_t>(batches.size());
     // next_batch_ steps of this epoch ran (some of them before a resume, whose sum the
     // checkpoint carried), in order: the same sum as an uninterrupted run's.
     s.train_loss = next_batch_ ? epoch_loss_sum_ / static_cast<double>(next_batch_) : NAN;
-    s.seconds = std::chrono::duration<double>(clock::now() - epoch_start).count();
+    s.seconds = epoch_seconds;
     s.tokens_per_second = tokens / std::max(s.seconds, 1e-9);
-    if (validation_) s.val_loss = evaluate(*validation_);
-    metrics_.write({static_cast<double>(global_step_), static_cast<double>(s.epoch), NAN, s.train_loss, NAN,
-                    s.tokens_per_second, s.val_loss});
+    if (!s.complete) {
+      // Stopped by the time budget: evaluated and checkpointed where it stopped above.
+      if (!evaluations_.empty()) s.val_loss = evaluations_.back().val_loss;
+      summaries.push_back(s);
+      break;
+    }
+    // Evaluated at this very step already (a timed evaluation), or now.
+    if (!last_eval && (validation_ || opts_.eval_metrics)) last_eval = run_evaluation();
+    if (last_eval) s.val_loss = last_eval->val_loss;
+    write_metrics(NAN, s.train_loss, NAN, s.tokens_per_second, last_eval ? &*last_eval : nullptr);
     // The checkpoint written at an epoch's end resumes at the next epoch's start.
     ++epoch_;
     next_batch_ = 0;
     epoch_loss_sum_ = 0;
-    maybe_checkpoint(true, validation_ ? s.val_loss : s.train_loss);
-    bar.println("epoch " + std::to_string(s.epoch) + "/" + std::to_string(opts_.epochs) + "  train loss " +
-                fmt("%.4f", s.train_loss) + (validation_ ? "  val loss " + fmt("%.4f", s.val_loss) : "") + "  " +
-                fmt("%.0f", s.tokens_per_second) + " tok/s  " + fmt("%.2f", s.seconds) + " s");
+    maybe_checkpoint(true, validation_ ? s.val_loss : s.train_loss, out_of_time);
+    std::string line = "epoch " + std::to_string(s.epoch) + "/" + std::to_string(opts_.epochs) + "  train loss " +
+                       fmt("%.4f", s.train_loss) + (validation_ ? "  val loss " + fmt("%.4f", s.val_loss) : "") +
+                       "  " + fmt("%.0f", s.tokens_per_second) + " tok/s  " + fmt("%.2f", s.seconds) + " s";
+    if (last_eval)
+      for (size_t i = 0; i < last_eval->metrics.size(); ++i)
+        line += "  " + opts_.eval_metric_names[i] + " " + fmt("%.2f", last_eval->metrics[i]);
+    bar.println(line);
     summaries.push_back(s);
   }
   return summaries;

@@ -55,8 +55,8 @@ struct TrainerOptions {
   //   ckpt-<step>.safetensors  the checkpoint of that step (9 digits: ckpt-000001200),
   //                            the checkpoint_keep_last newest of them;
   //   last.safetensors         the newest of them (a link), what resume_from is given;
-  //   best.safetensors         the epoch end with the lowest validation loss (the
-  //                            training loss without validation data).
+  //   best.safetensors         the evaluation with the lowest validation loss (the
+  //                            training loss at epoch ends without validation data).
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;  // steps between periodic checkpoints (0: at epoch ends only)
   int64_t checkpoint_keep_last = 1;  // step checkpoints kept, at least 1
@@ -84,6 +84,29 @@ struct TrainerOptions {
   std::optional<bool> data_parallel;
   // DistributedDataParallel's bucket size, MiB.
   double bucket_cap_mb = 25;
+  // A budget of training time, seconds (0: none): fit() stops after the step that ends
+  // past it, in mid-epoch if need be, evaluates, and checkpoints there. Only the steps are
+  // on the clock (batches made, forward, backward, the update), not evaluation, logging or
+  // checkpoints; the time trained travels in checkpoints, so a resumed run spends what is
+  // left. Data parallel: the slowest process's clock, so that all stop at one step.
+  double max_seconds = 0;
+  // An evaluation every eval_every_seconds of training time (0: at epoch ends only): the
+  // validation loss and eval_metrics, one metrics record and one line under the bar.
+  double eval_every_seconds = 0;
+  // Metrics of one's own computed at each evaluation (validation BLEU from decoding, say),
+  // in the model's eval mode: the values of eval_metric_names, written as metrics-log
+  // columns after train_seconds. Data parallel: called on every process (rank 0's values
+  // are the ones logged; the others may return NaN).
+  std::vector<std::string> eval_metric_names;
+  std::function<std::vector<double>(Seq2SeqTransformer&)> eval_metrics;
+};
+
+// One evaluation during fit(): where and what.
+struct Evaluation {
+  int64_t step = 0;
+  double train_seconds = 0;  // training time on the clock when it ran
+  double val_loss = NAN;
+  std::vector<double> metrics;  // eval_metrics' values, in eval_metric_names' order
 };
 
 struct EpochSummary {
@@ -92,6 +115,7 @@ struct EpochSummary {
   double val_loss = NAN;  // NaN without validation data
   double tokens_per_second = 0;
   double seconds = 0;
+  bool complete = true;  // false: the time budget ended it part way
 };
 
 // Decoder input and labels from targets that start with bos and end with eos:
@@ -124,6 +148,10 @@ class Trainer {
   void load(const std::string& path);
 
   int64_t global_step() const { return global_step_; }
+  // Training time on the clock so far (see TrainerOptions::max_seconds), resumed runs' included.
+  double train_seconds() const { return train_seconds_; }
+  // The evaluations fit() has made in this run, oldest first.
+  const std::vector<Evaluation>& evaluations() const { return evaluations_; }
   // The losses of the newest steps, oldest first: at most options().step_losses_kept
   // of them (after a resume, those of the steps before the checkpoint too).
   const std::vector<double>& step_losses() const { return step_losses_; }
@@ -143,7 +171,17 @@ class Trainer {
   // What both public constructors do; train may be null.
   Trainer(Seq2SeqTransformer& model, const data::PairDataLoader* train, const data::PairDataLoader* validation,
           TrainerOptions opts);
-  void maybe_checkpoint(bool epoch_end, double val_loss);
+  // Saves at epoch ends, every checkpoint_every steps, on a new best validation loss, and
+  // when forced (where a time budget stops).
+  void maybe_checkpoint(bool epoch_end, double val_loss, bool force = false);
+  // The validation loss and eval_metrics now, recorded in evaluations_ and the metrics log.
+  Evaluation run_evaluation();
+  // One metrics-log record at the current step; e: the evaluation made there, if any.
+  void write_metrics(double lr, double loss, double grad_norm, double tokens_per_s, const Evaluation* e);
+  // The training clock, agreed by every process (the largest) when data parallel.
+  double synced_train_seconds() const;
+  // The metrics log's columns.
+  std::vector<std::string> metrics_columns() const;
   // What a checkpoint holds: the model, the optimizer, the schedule and the generator,
   // and where the run is (epoch, batch, step, best loss, the epoch's loss sum so far,
   // the newest step losses).
@@ -167,6 +205,8 @@ class Trainer {
   // The sum of the losses of the epoch in progress (its first next_batch_ steps): the
   // epoch's mean loss, bitwise the same whether or not the run was resumed mid-epoch.
   double epoch_loss_sum_ = 0;
+  double train_seconds_ = 0;  // training time on the clock (max_seconds)
+  std::vector<Evaluation> evaluations_;
   std::vector<double> step_losses_;  // the newest step_losses_kept
   std::unique_ptr<nn::parallel::DistributedDataParallel> ddp_;  // null when training alone
   int64_t world_ = 1;          // processes training together
