@@ -1,0 +1,124 @@
+#include "dataset.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+namespace translate_de_en {
+namespace {
+
+std::string join(const std::vector<int64_t>& ids) {
+  std::string s;
+  for (int64_t id : ids) {
+    if (!s.empty()) s += ' ';
+    s += std::to_string(id);
+  }
+  return s;
+}
+
+std::vector<int64_t> with_bos_eos(std::vector<int64_t> ids, const kiln::text::SentencePieceTokenizer& t) {
+  ids.insert(ids.begin(), t.bos_id());
+  ids.push_back(t.eos_id());
+  return ids;
+}
+
+// Opens a file of the export for writing, or fails naming it.
+std::ofstream open_out(const std::filesystem::path& path) {
+  std::ofstream out(path);
+  KILN_CHECK(out.good(), "translate_de_en", "cannot write '", path.string(), "'");
+  return out;
+}
+
+}  // namespace
+
+EncodedSplit encode_split(const std::vector<kiln::data::SentencePair>& pairs,
+                          const kiln::text::SentencePieceTokenizer& tokenizer, int64_t max_subwords) {
+  EncodedSplit out;
+  for (const auto& p : pairs) {
+    std::vector<int64_t> src = tokenizer.encode(p.source), tgt = tokenizer.encode(p.target);
+    if (static_cast<int64_t>(src.size()) > max_subwords || static_cast<int64_t>(tgt.size()) > max_subwords ||
+        src.empty() || tgt.empty()) {
+      ++out.skipped_long;
+      continue;
+    }
+    out.text.push_back(p);
+    out.ids.push_back({std::move(src), with_bos_eos(std::move(tgt), tokenizer)});
+  }
+  return out;
+}
+
+namespace {
+
+// The model of --spm, or one trained on the training split (both languages: one table
+// embeds source and target), or the one another process trained.
+kiln::text::SentencePieceTokenizer make_tokenizer(const DatasetOptions& o, const kiln::data::ParallelCorpus& corpus) {
+  if (!o.spm_path.empty()) return kiln::text::SentencePieceTokenizer::load(o.spm_path);
+  if (!o.train_tokenizer) return kiln::text::SentencePieceTokenizer::load(o.spm_out);
+  std::vector<std::string> sentences;
+  for (const auto& p : corpus.train) {
+    sentences.push_back(p.source);
+    sentences.push_back(p.target);
+  }
+  kiln::text::SentencePieceTrainOptions t;
+  t.vocab_size = o.vocab_size;
+  t.model_type = o.spm_type;
+  return kiln::text::SentencePieceTokenizer::train(sentences, o.spm_out, t);
+}
+
+kiln::data::ParallelCorpus read_corpus(const DatasetOptions& o) {
+  kiln::data::DingCorpusOptions co;
+  if (!o.corpus_path.empty()) co.path = o.corpus_path;
+  return kiln::data::read_ding_corpus(co);
+}
+
+}  // namespace
+
+Dataset load_dataset(const DatasetOptions& o) {
+  kiln::data::ParallelCorpus corpus = read_corpus(o);
+  kiln::text::SentencePieceTokenizer tokenizer = make_tokenizer(o, corpus);
+  Dataset d{std::move(corpus), std::move(tokenizer), {}, {}, {}};
+  d.train = encode_split(d.corpus.train, d.tokenizer, o.max_subwords);
+  d.valid = encode_split(d.corpus.valid, d.tokenizer, o.max_subwords);
+  d.test = encode_split(d.corpus.test, d.tokenizer, o.max_subwords);
+  return d;
+}
+
+void export_for_pytorch(const std::string& dir, const Dataset& data, const kiln::data::PairDataLoader& train,
+                        int64_t epochs, const std::string& config_json) {
+  namespace fs = std::filesystem;
+  fs::create_directories(dir);
+  const fs::path root(dir);
+  data.tokenizer.save((root / "spm.model").string());
+  open_out(root / "config.json") << config_json << "\n";
+  const std::pair<const char*, const EncodedSplit*> splits[] = {{"train", &data.train}, {"valid", &data.valid},
+                                                                {"test", &data.test}};
+  for (const auto& [name, split] : splits) {
+    std::ofstream ids = open_out(root / (std::string(name) + ".ids"));
+    for (const auto& p : split->ids) ids << join(p.source) << '\t' << join(p.target) << '\n';
+    if (split == &data.train) continue;
+    std::ofstream de = open_out(root / (std::string(name) + ".de")), en = open_out(root / (std::string(name) + ".en"));
+    for (const auto& p : split->text) {
+      de << p.source << '\n';
+      en << p.target << '\n';
+    }
+  }
+  // The batches are fixed (PairDataLoaderOptions::max_tokens); each epoch reads them in
+  // its own order. Epoch 0's batch_indices are the batches in that order, so their
+  // positions in the cut order come from matching them.
+  std::vector<std::vector<size_t>> cut = train.batch_indices(0);
+  std::map<std::vector<size_t>, size_t> position;
+  for (size_t i = 0; i < cut.size(); ++i) position[cut[i]] = i;
+  std::ofstream batches = open_out(root / "batches.txt");
+  for (const auto& b : cut) {
+    for (size_t k = 0; k < b.size(); ++k) batches << (k ? " " : "") << b[k];
+    batches << '\n';
+  }
+  std::ofstream order = open_out(root / "order.txt");
+  for (int64_t e = 0; e < epochs; ++e) {
+    const auto epoch = train.batch_indices(e);
+    for (size_t k = 0; k < epoch.size(); ++k) order << (k ? " " : "") << position.at(epoch[k]);
+    order << '\n';
+  }
+}
+
+}  // namespace translate_de_en
