@@ -42,8 +42,8 @@ struct Args {
   std::string corpus, spm, out = "translate_de_en_out", resume, export_dir, load, translate;
   int64_t vocab_size = 8000, max_subwords = 100;
   std::string spm_type = "bpe";
-  int64_t d_model = 256, heads = 4, layers = 3, ff = 1024, max_tokens = 3000, warmup = 4000;
-  double dropout = 0.1, lr_factor = 2.0, label_smoothing = 0.1, clip = 1.0, weight_decay = 0.0;
+  int64_t d_model = 256, heads = 4, layers = 3, ff = 1024, max_tokens = 3000, warmup = 400;
+  double dropout = 0.1, lr_factor = 1.0, label_smoothing = 0.1, clip = 1.0, weight_decay = 0.0;
   int64_t beam = 4, export_epochs = 400;
   uint64_t seed = 1;
   int threads = 0;

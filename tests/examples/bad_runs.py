@@ -6,7 +6,7 @@ values). Each run must exit with status 1 or 2 (2 for a bad flag, naming it) and
 exactly one line on stderr: never a signal, never a hang, within a few seconds.
 
     bad_runs.py KIND PROGRAM
-KIND: translate_toy, train_loop, char_gpt, seed002, seed004, seed000, seed001, seed003,
+KIND: translate_toy, translate_de_en, train_loop, char_gpt, seed002, seed004, seed000, seed001, seed003,
 xor or autograd_demo (which cases apply).
 """
 import json
@@ -127,6 +127,34 @@ def translate_toy_cases(prog, tmp):
     return cases
 
 
+def translate_de_en_cases(prog, tmp):
+    f = a_file(tmp)
+    corpus = os.path.join(tmp, "de-en")
+    with open(corpus, "w", encoding="utf-8") as out:
+        for i in range(40):
+            out.write(f"Das ist Satz Nummer {i}. :: This is sentence number {i}.\n")
+    spm = garbage(os.path.join(tmp, "garbage.model"))
+    small = ["--corpus", corpus, "--no-progress", "--out", os.path.join(tmp, "out")]
+    return [
+        (["--minutes", "0"], 2, "--minutes must be more than 0"),
+        (["--minutes", "-3"], 2, "--minutes must be more than 0"),
+        (["--minutes", "nan"], 2, "--minutes expects a number"),
+        (["--epochs", "0"], 2, "--epochs must be in"),
+        (["--spm-type", "words"], 2, "--spm-type must be bpe or unigram"),
+        (["--heads", "3"], 2, "--d-model must be a multiple of --heads"),
+        (["--vocab-size", "5"], 2, "--vocab-size must be in"),
+        (["--translate", "Hallo Welt."], 2, "--translate and --load go together"),
+        (["--out", f + "/sub"], 2, "--out"),
+        (["--out", "/proc/kiln_out"], 2, "--out"),
+        (["--corpus", os.path.join(tmp, "missing-de-en")], 1, "trans-de-en"),
+        (["--corpus", f, "--out", os.path.join(tmp, "out")], 1, "no training pairs"),
+        (small + ["--spm", spm], 1, "garbage.model"),
+        (small + ["--vocab-size", "100000"], 1, "vocab"),
+        (["--load", os.path.join(tmp, "nowhere"), "--translate", "Hallo Welt."], 1, "model.safetensors"),
+        (["--load", tmp, "--translate", "Hallo Welt."], 1, "model.safetensors"),
+    ]
+
+
 def train_loop_cases(prog, tmp):
     f = a_file(tmp)
     out = os.path.join(tmp, "run")
@@ -213,6 +241,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="kiln_bad_runs_") as tmp:
         if kind == "translate_toy":
             cases = translate_toy_cases(prog, tmp)
+        elif kind == "translate_de_en":
+            cases = translate_de_en_cases(prog, tmp)
         elif kind == "train_loop":
             cases = train_loop_cases(prog, tmp)
         elif kind == "char_gpt":
