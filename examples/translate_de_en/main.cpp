@@ -93,8 +93,11 @@ Args parse(kiln_examples::Cli& cli) {
   a.translate = cli.text("--translate", "");
   a.out = cli.nonempty_text("--out", a.out);
   cli.finish();
-  if (!std::isnan(minutes) && minutes <= 0)
-    cli.fail("--minutes must be more than 0 (minutes of training), got " + std::to_string(minutes));
+  if (!std::isnan(minutes) && minutes <= 0) {
+    char given[32];
+    std::snprintf(given, sizeof given, "%g", minutes);
+    cli.fail(std::string("--minutes must be more than 0 (minutes of training), got ") + given);
+  }
   if (epochs > 0) a.epochs = epochs;
   a.minutes = !std::isnan(minutes) ? minutes : epochs > 0 ? 0.0 : a.minutes;
   if (a.spm_type != "bpe" && a.spm_type != "unigram") cli.fail("--spm-type must be bpe or unigram, got " + a.spm_type);
@@ -172,6 +175,19 @@ std::vector<std::string> references_of(const EncodedSplit& s) {
   return out;
 }
 
+// A piece as the plot's ASCII font can draw it: SentencePiece's word-start mark "▁"
+// (U+2581) as "_"; other characters outside ASCII are drawn as "?" by the font.
+std::string printable_piece(const std::string& piece) {
+  const std::string mark = "\xE2\x96\x81";
+  std::string out;
+  for (size_t i = 0; i < piece.size();) {
+    const bool at_mark = piece.compare(i, mark.size(), mark) == 0;
+    out += at_mark ? '_' : piece[i];
+    i += at_mark ? mark.size() : 1;
+  }
+  return out;
+}
+
 // Cross-attention of the last decoder layer, head by head, while translating `ids`.
 void draw_cross_attention(const std::string& path, tr::Seq2SeqTransformer& model,
                           const kiln::text::SentencePieceTokenizer& tok, const std::vector<int64_t>& src_ids,
@@ -201,8 +217,8 @@ void draw_cross_attention(const std::string& path, tr::Seq2SeqTransformer& model
     titles.push_back("head " + std::to_string(h));
   }
   kiln::viz::HeatmapOptions o;
-  for (int64_t id : dec_in) o.row_labels.push_back(tok.id_to_piece(id));
-  for (int64_t id : src_ids) o.col_labels.push_back(tok.id_to_piece(id));
+  for (int64_t id : dec_in) o.row_labels.push_back(printable_piece(tok.id_to_piece(id)));
+  for (int64_t id : src_ids) o.col_labels.push_back(printable_piece(tok.id_to_piece(id)));
   o.vmin = 0.0;
   o.vmax = 1.0;
   o.cell = 22;

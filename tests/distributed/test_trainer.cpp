@@ -249,3 +249,26 @@ TEST_CASE("Trainer: data parallel needs this rank's shard") {
   data::PairDataLoader other = loader(world_ + 1, 0, kBatch);
   CHECK_ERROR(tr::Trainer(*model, other, nullptr, options(1)), "replicas (it has ");
 }
+
+TEST_CASE("Trainer: a time budget stops every rank at the same step, on token-budget batches") {
+  const int64_t world = dist::world_size(), rank = dist::rank();
+  auto sampler = std::make_shared<data::DistributedSampler>(
+      static_cast<int64_t>(task().pairs.size()),
+      data::DistributedSamplerOptions{.num_replicas = world, .rank = rank, .shuffle = true, .seed = kDataSeed});
+  data::PairDataLoader shard(task().pairs, {.shuffle = false, .max_tokens = 64, .sampler = sampler});
+  auto model = fresh_model(0.1);
+  tr::TrainerOptions o = options(1'000'000);
+  o.max_seconds = 0.4;
+  o.eval_every_seconds = 0.1;
+  o.eval_metric_names = {"rank"};
+  o.eval_metrics = [&](tr::Seq2SeqTransformer&) { return std::vector<double>{static_cast<double>(rank)}; };
+  tr::Trainer trainer(*model, shard, nullptr, o);
+  trainer.fit();
+  // Each rank's own clock differs; the one the budget reads (the slowest's) does not, so
+  // all stopped after the same step, evaluated at the same steps, and hold one model.
+  CHECK(trainer.train_seconds() >= 0.4);
+  CHECK(same_on_every_rank(full({1}, static_cast<double>(trainer.global_step()))));
+  CHECK(same_on_every_rank(full({1}, trainer.train_seconds(), kFloat64)));
+  CHECK(same_on_every_rank(full({1}, static_cast<double>(trainer.evaluations().size()))));
+  for (const Tensor& p : model->parameters()) CHECK(same_on_every_rank(p));
+}
