@@ -44,6 +44,7 @@
 #include "text/bleu.h"
 #include "text/chrf.h"
 #include "text/sentencepiece.h"
+#include "text/utf8.h"
 #include "distributed/distributed.h"
 #include "train/progress_bar.h"
 #include "train/metrics_log.h"

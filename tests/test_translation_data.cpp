@@ -97,7 +97,7 @@ TEST_CASE("read_ding_corpus splits by the German side: disjoint, and each where 
   CHECK(all_train.valid.empty());
 }
 
-TEST_CASE("clean_ding_sentence and valid_utf8") {
+TEST_CASE("clean_ding_sentence and text::valid_utf8") {
   CHECK(data::clean_ding_sentence("  Er ging/lief   nach Hause.  ") == "Er ging nach Hause.");
   CHECK(data::clean_ding_sentence("The deal / agreement was signed.") == "The deal was signed.");
   CHECK(data::clean_ding_sentence("They understand /recognise/grasp it.") == "They understand it.");
@@ -108,12 +108,24 @@ TEST_CASE("clean_ding_sentence and valid_utf8") {
   CHECK(data::clean_ding_sentence("„Komm!“") == "„Komm!“");           // punctuation may start one
   CHECK(data::clean_ding_sentence("no full stop") == "");
   CHECK(data::clean_ding_sentence("Unbalanced ) here.") == "");
-  CHECK(data::valid_utf8("Grüße, naïve — 😀"));
-  CHECK_FALSE(data::valid_utf8("Gr\xFC\xDF"));                 // Latin-1
-  CHECK_FALSE(data::valid_utf8("\xC0\xAF"));                   // an overlong '/'
-  CHECK_FALSE(data::valid_utf8("\xED\xA0\x80"));               // a UTF-16 surrogate
-  CHECK_FALSE(data::valid_utf8("\xF4\x90\x80\x80"));           // past U+10FFFF
-  CHECK_FALSE(data::valid_utf8("\xE2\x82"));                   // cut short
+  CHECK(text::valid_utf8("Grüße, naïve — 😀"));
+  CHECK_FALSE(text::valid_utf8("Gr\xFC\xDF"));                 // Latin-1
+  CHECK_FALSE(text::valid_utf8("\xC0\xAF"));                   // an overlong '/'
+  CHECK_FALSE(text::valid_utf8("\xED\xA0\x80"));               // a UTF-16 surrogate
+  CHECK_FALSE(text::valid_utf8("\xF4\x90\x80\x80"));           // past U+10FFFF
+  CHECK_FALSE(text::valid_utf8("\xE2\x82"));                   // cut short
+  // Characters with their byte spans; a byte that is not UTF-8 is one of its own.
+  const std::vector<text::Utf8Char> chars = text::decode_utf8("aü😀\xFFz");
+  REQUIRE(chars.size() == 5);
+  CHECK(chars[1].value == U'ü');
+  CHECK((chars[1].begin == 1 && chars[1].size == 2));
+  CHECK(chars[2].value == U'😀');
+  CHECK(chars[2].size == 4);
+  CHECK(chars[3].value == text::kNotUtf8);
+  CHECK((chars[4].value == U'z' && chars[4].begin == 8));
+  std::string back;
+  for (char32_t c : {U'a', U'ü', U'€', U'😀'}) text::append_utf8(back, c);
+  CHECK(back == "aü€😀");
 }
 
 TEST_CASE("read_ding_corpus errors name the file, the package and the options") {

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "data/vocab.h"
+#include "text/utf8.h"
 
 namespace kiln::data {
 namespace {
@@ -147,30 +148,6 @@ void add_sub_entry(const std::string& de_side, const std::string& en_side, const
 
 }  // namespace
 
-bool valid_utf8(const std::string& bytes) {
-  const auto* s = reinterpret_cast<const unsigned char*>(bytes.data());
-  const size_t n = bytes.size();
-  for (size_t i = 0; i < n;) {
-    const unsigned char c = s[i];
-    size_t len;
-    uint32_t cp;
-    if (c < 0x80) { ++i; continue; }
-    if (c >= 0xC2 && c <= 0xDF) { len = 2; cp = c & 0x1Fu; }
-    else if (c >= 0xE0 && c <= 0xEF) { len = 3; cp = c & 0x0Fu; }
-    else if (c >= 0xF0 && c <= 0xF4) { len = 4; cp = c & 0x07u; }
-    else return false;  // a continuation byte first, an overlong 2-byte lead, or past U+10FFFF
-    if (i + len > n) return false;
-    for (size_t k = 1; k < len; ++k) {
-      if ((s[i + k] & 0xC0u) != 0x80u) return false;
-      cp = (cp << 6) | (s[i + k] & 0x3Fu);
-    }
-    const bool overlong = (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
-    if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += len;
-  }
-  return true;
-}
-
 std::string clean_ding_sentence(const std::string& side) {
   std::string s = trim(split_on(side, ";").front());
   if (s.find_first_of("{}[]") != std::string::npos) return "";
@@ -219,7 +196,7 @@ ParallelCorpus read_ding_corpus(const DingCorpusOptions& o) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (trim(line).empty()) { ++n.blank; continue; }
     if (line[0] == '#') { ++n.comments; continue; }
-    if (!valid_utf8(line)) { ++n.invalid_utf8; continue; }
+    if (!text::valid_utf8(line)) { ++n.invalid_utf8; continue; }
     const std::vector<std::string> sides = split_on(line, " :: ");
     if (sides.size() != 2) { ++n.malformed; continue; }
     const std::vector<std::string> de = split_on(sides[0], " | "), en = split_on(sides[1], " | ");

@@ -86,7 +86,4 @@ Split split_of(const std::string& source, const DingCorpusOptions& options = {})
 // (without the word-count rule, which read_ding_corpus counts apart).
 std::string clean_ding_sentence(const std::string& side);
 
-// Whether the bytes are valid UTF-8 (no overlong forms, surrogates or values past U+10FFFF).
-bool valid_utf8(const std::string& bytes);
-
 }  // namespace kiln::data

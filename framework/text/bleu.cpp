@@ -9,75 +9,14 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "text/utf8.h"
 
 namespace kiln::text {
 namespace {
 
-// ---- UTF-8 and Python's str semantics -------------------------------------------------
-
-// A byte that starts no valid UTF-8 sequence: one character of its own, with no case and
-// no whitespace, so that such input is scored rather than rejected.
-constexpr char32_t kNotUtf8 = 0xFFFFFFFF;
-
-struct Char {
-  char32_t value;  // the code point, or kNotUtf8
-  size_t begin;    // its first byte in the string
-  size_t size;     // its bytes
-};
-
-// The character starting at byte i. Overlong forms, surrogates and truncated sequences
-// are not UTF-8: their first byte becomes a character by itself.
-Char decode_at(std::string_view s, size_t i) {
-  const auto b0 = static_cast<unsigned char>(s[i]);
-  if (b0 < 0x80) return {b0, i, 1};
-  size_t size = 0;
-  char32_t value = 0, least = 0;
-  if ((b0 & 0xE0) == 0xC0) {
-    size = 2, value = b0 & 0x1F, least = 0x80;
-  } else if ((b0 & 0xF0) == 0xE0) {
-    size = 3, value = b0 & 0x0F, least = 0x800;
-  } else if ((b0 & 0xF8) == 0xF0) {
-    size = 4, value = b0 & 0x07, least = 0x10000;
-  } else {
-    return {kNotUtf8, i, 1};
-  }
-  if (i + size > s.size()) return {kNotUtf8, i, 1};
-  for (size_t k = 1; k < size; ++k) {
-    const auto b = static_cast<unsigned char>(s[i + k]);
-    if ((b & 0xC0) != 0x80) return {kNotUtf8, i, 1};
-    value = (value << 6) | (b & 0x3F);
-  }
-  if (value < least || value > 0x10FFFF || (value >= 0xD800 && value <= 0xDFFF)) return {kNotUtf8, i, 1};
-  return {value, i, size};
-}
-
-std::vector<Char> decode(std::string_view s) {
-  std::vector<Char> chars;
-  chars.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    chars.push_back(decode_at(s, i));
-    i += chars.back().size;
-  }
-  return chars;
-}
-
-void append_utf8(std::string& out, char32_t c) {
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xC0 | (c >> 6));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xE0 | (c >> 12));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (c >> 18));
-    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  }
-}
+// ---- Python's str semantics -------------------------------------------------------------
+// Over text/utf8.h's characters: a byte that is not UTF-8 is a character of its own, with
+// no case and no whitespace, so that such input is scored rather than rejected.
 
 // Python's str.isspace() (what str.split() and str.rstrip() use): the bidirectional
 // classes WS, B and S, and the space separators.
@@ -273,7 +212,7 @@ bool is_case_ignorable(char32_t c) { return row_of(kCaseIgnorable, c) != nullptr
 
 // Unicode's Final_Sigma context, as Python tests it: a cased letter before (skipping
 // case-ignorable characters) and none after.
-bool is_final_sigma(const std::vector<Char>& chars, size_t i) {
+bool is_final_sigma(const std::vector<Utf8Char>& chars, size_t i) {
   size_t j = i;
   while (j > 0 && is_case_ignorable(chars[j - 1].value)) --j;
   if (j == 0 || !is_cased(chars[j - 1].value)) return false;
@@ -285,7 +224,7 @@ bool is_final_sigma(const std::vector<Char>& chars, size_t i) {
 // The line without the whitespace at its end (str.rstrip()).
 std::string rstrip(const std::string& line) {
   size_t end = 0;
-  for (const Char& c : decode(line)) {
+  for (const Utf8Char& c : decode_utf8(line)) {
     if (!is_space(c.value)) end = c.begin + c.size;
   }
   return line.substr(0, end);
@@ -382,7 +321,7 @@ std::vector<std::string> tokens_13a(const std::string& line) {
 // sacreBLEU's "char": every character but whitespace a token.
 std::vector<std::string> tokens_char(const std::string& line) {
   std::vector<std::string> tokens;
-  for (const Char& c : decode(line)) {
+  for (const Utf8Char& c : decode_utf8(line)) {
     if (!is_space(c.value)) tokens.push_back(line.substr(c.begin, c.size));
   }
   return tokens;
@@ -589,7 +528,7 @@ std::string fixed(double x, int digits) {
 std::vector<std::string> split_whitespace(const std::string& line) {
   std::vector<std::string> words;
   size_t start = std::string::npos;  // of the word being read
-  for (const Char& c : decode(line)) {
+  for (const Utf8Char& c : decode_utf8(line)) {
     if (is_space(c.value)) {
       if (start != std::string::npos) words.push_back(line.substr(start, c.begin - start));
       start = std::string::npos;
@@ -603,16 +542,16 @@ std::vector<std::string> split_whitespace(const std::string& line) {
 
 std::vector<std::string> split_characters(const std::string& line) {
   std::vector<std::string> chars;
-  for (const Char& c : decode(line)) chars.push_back(line.substr(c.begin, c.size));
+  for (const Utf8Char& c : decode_utf8(line)) chars.push_back(line.substr(c.begin, c.size));
   return chars;
 }
 
 std::string lowercase(const std::string& line) {
-  const std::vector<Char> chars = decode(line);
+  const std::vector<Utf8Char> chars = decode_utf8(line);
   std::string out;
   out.reserve(line.size());
   for (size_t i = 0; i < chars.size(); ++i) {
-    const Char& c = chars[i];
+    const Utf8Char& c = chars[i];
     if (c.value == kNotUtf8) {
       out += line[c.begin];
     } else if (c.value == 0x130) {  // İ: the one character whose lowercase is two
