@@ -22,7 +22,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 program="$build/examples/translate_de_en/translate_de_en"
 [ -x "$program" ] || { echo "translate_compare.sh: $program not built" >&2; exit 2; }
 mkdir -p "$out"
-lscpu | grep -E "Model name|^CPU\(s\)|Flags" | sed 's/^Flags:.*\(avx512_bf16\|amx_bf16\).*/bf16 units: yes/' > "$out/machine.txt"
+{
+  lscpu | grep -E "Model name|^Model:|^CPU\(s\)"
+  echo "bf16 units: $(grep -o -w -E 'avx512_bf16|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+} > "$out/machine.txt"
 
 # shellcheck disable=SC2086
 common=(--threads "$threads" --eval-every "$eval_seconds" ${KILN_ARGS:-})

@@ -47,13 +47,14 @@ struct Args {
   int64_t beam = 4, export_epochs = 400;
   uint64_t seed = 1;
   int threads = 0;
-  bool bf16 = false, progress = true, has_translate = false;
+  bool bf16 = false, progress = true, has_translate = false, norm_first = false;
 };
 
 const char* kUsage =
     "translate_de_en [--minutes M (training time, default 15) | --epochs N] [--eval-every SECONDS]\n"
     "                       [--corpus FILE] [--vocab-size V] [--spm-type bpe|unigram] [--spm FILE.model]\n"
     "                       [--max-subwords N] [--d-model D] [--heads H] [--layers L] [--ff F] [--dropout P]\n"
+    "                       [--norm-first]\n"
     "                       [--max-tokens N] [--lr-factor F] [--warmup STEPS] [--label-smoothing E] [--clip C]\n"
     "                       [--weight-decay W] [--beam K (0 = greedy)] [--seed S] [--threads T] [--bf16]\n"
     "                       [--out DIR] [--resume FILE] [--no-progress] [--export DIR [--export-epochs N]]\n"
@@ -74,6 +75,7 @@ Args parse(kiln_examples::Cli& cli) {
   a.layers = cli.integer("--layers", a.layers, 1, 100);
   a.ff = cli.integer("--ff", a.ff, 1, 1 << 20);
   a.dropout = cli.real("--dropout", a.dropout, 0.0, 0.95);
+  a.norm_first = cli.flag("--norm-first");
   a.max_tokens = cli.integer("--max-tokens", a.max_tokens, 1, 1 << 24);
   a.lr_factor = cli.real("--lr-factor", a.lr_factor, 1e-6, 1e3);
   a.warmup = cli.integer("--warmup", a.warmup, 1, 10'000'000);
@@ -117,6 +119,7 @@ tr::Seq2SeqOptions model_options(const Args& a, int64_t vocab, int64_t pad_id) {
   o.num_encoder_layers = o.num_decoder_layers = a.layers;
   o.dim_feedforward = a.ff;
   o.dropout = a.dropout;
+  o.norm_first = a.norm_first;  // pre-norm layers (seed 003's), steadier at high learning rates
   o.max_len = 256;
   o.pad_id = pad_id;
   return o;
@@ -136,7 +139,8 @@ void initialise(tr::Seq2SeqTransformer& model) {
 kiln::io::Metadata model_metadata(const Args& a, int64_t vocab, int64_t pad_id) {
   return {{"vocab_size", std::to_string(vocab)}, {"pad_id", std::to_string(pad_id)},
           {"d_model", std::to_string(a.d_model)}, {"heads", std::to_string(a.heads)},
-          {"layers", std::to_string(a.layers)},   {"ff", std::to_string(a.ff)}};
+          {"layers", std::to_string(a.layers)},   {"ff", std::to_string(a.ff)},
+          {"norm_first", a.norm_first ? "1" : "0"}};
 }
 
 std::string config_json(const Args& a, const tr::Seq2SeqOptions& m, const TranslateOptions& t, const Dataset& d) {
@@ -144,7 +148,7 @@ std::string config_json(const Args& a, const tr::Seq2SeqOptions& m, const Transl
   std::snprintf(buf, sizeof buf,
                 "{\"vocab_size\": %lld, \"d_model\": %lld, \"nhead\": %lld, \"num_encoder_layers\": %lld, "
                 "\"num_decoder_layers\": %lld, \"dim_feedforward\": %lld, \"dropout\": %.17g, \"activation\": \"relu\", "
-                "\"norm_first\": false, \"final_norms\": true, \"scale_embedding\": true, \"share_embeddings\": true, "
+                "\"norm_first\": %s, \"final_norms\": true, \"scale_embedding\": true, \"share_embeddings\": true, "
                 "\"max_len\": %lld, \"pad_id\": %lld, \"bos_id\": %lld, \"eos_id\": %lld, \"label_smoothing\": %.17g, "
                 "\"lr_factor\": %.17g, \"warmup_steps\": %lld, \"beta1\": 0.9, \"beta2\": 0.98, \"eps\": 1e-9, "
                 "\"weight_decay\": %.17g, \"clip_grad_norm\": %.17g, \"seed\": %llu, \"max_tokens\": %lld, "
@@ -154,6 +158,7 @@ std::string config_json(const Args& a, const tr::Seq2SeqOptions& m, const Transl
                 static_cast<long long>(m.src_vocab_size), static_cast<long long>(m.d_model),
                 static_cast<long long>(m.nhead), static_cast<long long>(m.num_encoder_layers),
                 static_cast<long long>(m.num_decoder_layers), static_cast<long long>(m.dim_feedforward), m.dropout,
+                m.norm_first ? "true" : "false",
                 static_cast<long long>(m.max_len), static_cast<long long>(m.pad_id),
                 static_cast<long long>(d.tokenizer.bos_id()), static_cast<long long>(d.tokenizer.eos_id()),
                 a.label_smoothing, a.lr_factor, static_cast<long long>(a.warmup), a.weight_decay, a.clip,
@@ -257,6 +262,7 @@ int translate_one(const Args& a) {
   m.heads = ke::metadata_integer(meta, "heads", weights, 1, 1024);
   m.layers = ke::metadata_integer(meta, "layers", weights, 1, 100);
   m.ff = ke::metadata_integer(meta, "ff", weights, 1, 1 << 20);
+  m.norm_first = ke::metadata_integer(meta, "norm_first", weights, 0, 1) == 1;
   KILN_CHECK(m.d_model % m.heads == 0, "translate_de_en", weights, ": d_model ", m.d_model, " is not a multiple of heads ",
              m.heads);
   const auto tok = kiln::text::SentencePieceTokenizer::load((fs::path(a.load) / "spm.model").string());
