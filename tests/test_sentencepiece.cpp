@@ -74,24 +74,12 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-// The script's escapes: \\ \t \n \r, and \s for a space inside a piece.
-std::string unescape(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '\\' || i + 1 == s.size()) {
-      out += s[i];
-      continue;
-    }
-    const char c = s[++i];
-    out += c == 't' ? '\t' : c == 'n' ? '\n' : c == 'r' ? '\r' : c == 's' ? ' ' : c;
-  }
-  return out;
-}
+using kiln::testing::unescape_fixture_text;
 
 std::vector<std::string> pieces_field(const std::string& field) {
   std::vector<std::string> out;
   if (field.empty()) return out;
-  for (const std::string& p : split(field, ' ')) out.push_back(unescape(p));
+  for (const std::string& p : split(field, ' ')) out.push_back(unescape_fixture_text(p));
   return out;
 }
 
@@ -130,7 +118,8 @@ std::map<std::string, ModelFixture> read_fixture() {
       m.pieces = pieces_field(f[2]);
     } else {
       REQUIRE(f.size() == 7);
-      m.cases.push_back({unescape(f[2]), ids_field(f[3]), pieces_field(f[4]), unescape(f[5]), unescape(f[6])});
+      m.cases.push_back({unescape_fixture_text(f[2]), ids_field(f[3]), pieces_field(f[4]), unescape_fixture_text(f[5]),
+                         unescape_fixture_text(f[6])});
     }
   }
   return models;

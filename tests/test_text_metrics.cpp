@@ -29,47 +29,7 @@ std::string fixture_path(const std::string& name) {
   return std::string(dir ? dir : "tests/fixtures") + "/" + name;
 }
 
-void append_utf8(std::string& out, unsigned long c) {
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += {static_cast<char>(0xC0 | (c >> 6)), static_cast<char>(0x80 | (c & 0x3F))};
-  } else if (c < 0x10000) {
-    out += {static_cast<char>(0xE0 | (c >> 12)), static_cast<char>(0x80 | ((c >> 6) & 0x3F)),
-            static_cast<char>(0x80 | (c & 0x3F))};
-  } else {
-    out += {static_cast<char>(0xF0 | (c >> 18)), static_cast<char>(0x80 | ((c >> 12) & 0x3F)),
-            static_cast<char>(0x80 | ((c >> 6) & 0x3F)), static_cast<char>(0x80 | (c & 0x3F))};
-  }
-}
-
-// The fixture's escapes: \\ \n \r \t, \s (a space) and \u{HEX}.
-std::string unescape(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '\\' || i + 1 == s.size()) {
-      out += s[i];
-      continue;
-    }
-    const char e = s[++i];
-    if (e == 'n') {
-      out += '\n';
-    } else if (e == 'r') {
-      out += '\r';
-    } else if (e == 't') {
-      out += '\t';
-    } else if (e == 's') {
-      out += ' ';
-    } else if (e == 'u') {
-      const size_t close = s.find('}', i);
-      append_utf8(out, std::stoul(s.substr(i + 2, close - i - 2), nullptr, 16));
-      i = close;
-    } else {
-      out += e;
-    }
-  }
-  return out;
-}
+using kiln::testing::unescape_fixture_text;
 
 struct BleuCase {
   BleuOptions options;
@@ -133,13 +93,13 @@ ChrfCase parse_chrf(std::istringstream& in) {
 void parse_corpus_line(const std::string& key, const std::string& rest, Corpus& c) {
   std::istringstream in(rest);
   if (key == "hyp") {
-    c.hyps.push_back(unescape(rest));
+    c.hyps.push_back(unescape_fixture_text(rest));
   } else if (key == "ref") {
     size_t k = 0;
     in >> k;
     if (c.refs.size() <= k) c.refs.resize(k + 1);
     const size_t space = rest.find(' ');
-    c.refs[k].push_back(unescape(space == std::string::npos ? "" : rest.substr(space + 1)));
+    c.refs[k].push_back(unescape_fixture_text(space == std::string::npos ? "" : rest.substr(space + 1)));
   } else if (key == "bleu") {
     c.bleu.push_back(parse_bleu(in));
   } else if (key == "chrf") {
@@ -182,10 +142,10 @@ Fixtures load() {
       parse_corpus_line(key, rest, f.corpora.back());
     } else if (key == "tok13a" || key == "lower") {
       pairs = key == "tok13a" ? &f.tok13a : &f.lower;
-      pairs->push_back({unescape(rest), ""});
+      pairs->push_back({unescape_fixture_text(rest), ""});
     } else if (key == "out") {
       REQUIRE(pairs != nullptr);
-      pairs->back().second = unescape(rest);
+      pairs->back().second = unescape_fixture_text(rest);
     } else {
       FAIL("unknown fixture line '" << key << "'");
     }

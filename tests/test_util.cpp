@@ -131,4 +131,24 @@ std::vector<std::string> ScratchDir::entries() const {
   return names;
 }
 
+std::string unescape_fixture_text(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '\\' || i + 1 == s.size()) {
+      out += s[i];
+      continue;
+    }
+    const char e = s[++i];
+    if (e == 'u' && i + 1 < s.size() && s[i + 1] == '{') {
+      const size_t close = s.find('}', i);
+      REQUIRE(close != std::string::npos);
+      text::append_utf8(out, static_cast<char32_t>(std::stoul(s.substr(i + 2, close - i - 2), nullptr, 16)));
+      i = close;
+      continue;
+    }
+    out += e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : e == 's' ? ' ' : e;
+  }
+  return out;
+}
+
 }  // namespace kiln::testing

@@ -57,6 +57,10 @@ struct Tol {
 // check, whose message names `what` and the first element that differs.
 void check_matches(const std::string& what, const Tensor& got, const Tensor& ref, Tol tol);
 
+// A line of a fixture file written by a script beside it, unescaped: \\ \n \r \t, \s for a
+// space (so that a field never holds a real one) and \u{HEX} for any code point.
+std::string unescape_fixture_text(const std::string& s);
+
 // The message of the kiln::Error that f throws ("" if it throws none).
 template <class F>
 std::string error_of(F&& f) {
