@@ -3,7 +3,7 @@
 # install test: Kiln installed into a fresh prefix and used from outside by pkg-config,
 # CMake and a Meson subproject, and the mpi suite under mpirun); build and run them again
 # with clang++ under AddressSanitizer and UndefinedBehaviorSanitizer, which must run
-# clean, and fuzz the file readers for 40 seconds each with libFuzzer; then the threads
+# clean, and fuzz the file readers for 30 seconds each with libFuzzer; then the threads
 # test under ThreadSanitizer. Each stage prints its wall time, CPU time and the largest
 # resident size one of its processes reached; a table of the stages comes last.
 #
@@ -45,7 +45,7 @@ meson configure build -Dwerror=true
 # UndefinedBehaviorSanitizer, which must run clean; its readers also carry libFuzzer's
 # coverage (-Dfuzzing=true), and the JSON parser, the safetensors reader, the checkpoint
 # loader, the vocabulary, Ding corpus and SentencePiece model readers are then fuzzed for
-# 40 seconds each (six readers in the time the sanitizer tests beside them take) from the
+# 30 seconds each (six readers within the time the sanitizer tests beside them take) from the
 # committed seeds (tests/fuzz; a crash fails the run, its reproducer kept under
 # build-sanitize/fuzz-artifacts/ and its path printed). CPU only: AddressSanitizer and the
 # CUDA runtime do not mix well. -O1 with line tables only: the sanitizers' reports name
@@ -80,7 +80,7 @@ if [ $asan = 1 ]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     background_start "clang++ ASan+UBSan: tests" meson test -C build-sanitize --no-rebuild --print-errorlogs \
     --timeout-multiplier 4 --no-suite install
-  fuzz_seconds=${KILN_FUZZ_SECONDS:-40}
+  fuzz_seconds=${KILN_FUZZ_SECONDS:-30}
   if [ "$fuzz_seconds" != "0" ]; then
     stage "fuzz, ${fuzz_seconds} s each" bash tests/fuzz/run_fuzzers.sh build-sanitize "$fuzz_seconds"
   fi
