@@ -219,21 +219,35 @@ TEST_CASE("BleuScore::to_string is sacreBLEU's line") {
   }
 }
 
-TEST_CASE("sentence_bleu equals sacreBLEU's") {
+namespace {
+
+// Each segment's score from `score(hypothesis, its references)` against the fixture's
+// (the member `want` of every corpus), within kTol.
+template <class Score>
+void check_sentence_scores(const char* what, std::vector<double> Corpus::*want, Score score) {
   MaxDiff diff;
   for (const Corpus& c : fixtures().corpora) {
-    REQUIRE(c.sbleu.size() == c.hyps.size());
+    REQUIRE((c.*want).size() == c.hyps.size());
     for (size_t i = 0; i < c.hyps.size(); ++i) {
       CAPTURE(c.name);
       CAPTURE(i);
       std::vector<std::string> refs;
       for (const auto& stream : c.refs) refs.push_back(stream[i]);
-      const double got = sentence_bleu(c.hyps[i], refs).score;
-      diff.see(got, c.sbleu[i]);
-      CHECK(std::abs(got - c.sbleu[i]) <= kTol);
+      const double got = score(c.hyps[i], refs);
+      diff.see(got, (c.*want)[i]);
+      CHECK(std::abs(got - (c.*want)[i]) <= kTol);
     }
   }
-  MESSAGE("max |Kiln - sacreBLEU| of sentence BLEU: " << diff.value);
+  MESSAGE("max |Kiln - sacreBLEU| of " << what << ": " << diff.value);
+}
+
+}  // namespace
+
+TEST_CASE("sentence_bleu equals sacreBLEU's") {
+  check_sentence_scores("sentence BLEU", &Corpus::sbleu,
+                        [](const std::string& hyp, const std::vector<std::string>& refs) {
+                          return sentence_bleu(hyp, refs).score;
+                        });
 }
 
 TEST_CASE("corpus_chrf equals sacreBLEU's on the fixture corpora") {
@@ -255,20 +269,10 @@ TEST_CASE("corpus_chrf equals sacreBLEU's on the fixture corpora") {
 }
 
 TEST_CASE("sentence_chrf equals sacreBLEU's") {
-  MaxDiff diff;
-  for (const Corpus& c : fixtures().corpora) {
-    REQUIRE(c.schrf.size() == c.hyps.size());
-    for (size_t i = 0; i < c.hyps.size(); ++i) {
-      CAPTURE(c.name);
-      CAPTURE(i);
-      std::vector<std::string> refs;
-      for (const auto& stream : c.refs) refs.push_back(stream[i]);
-      const double got = sentence_chrf(c.hyps[i], refs).score;
-      diff.see(got, c.schrf[i]);
-      CHECK(std::abs(got - c.schrf[i]) <= kTol);
-    }
-  }
-  MESSAGE("max |Kiln - sacreBLEU| of sentence chrF: " << diff.value);
+  check_sentence_scores("sentence chrF", &Corpus::schrf,
+                        [](const std::string& hyp, const std::vector<std::string>& refs) {
+                          return sentence_chrf(hyp, refs).score;
+                        });
 }
 
 TEST_CASE("tokenize_13a equals sacreBLEU's 13a tokenizer") {

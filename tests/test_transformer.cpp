@@ -1314,6 +1314,23 @@ TEST_CASE("Trainer: a time budget stops at the step past it, evaluates on the tr
   CHECK(error_of([&] { tr::Trainer(m, loader, nullptr, bad); }).find("need eval_metrics") != std::string::npos);
 }
 
+TEST_CASE("Seq2SeqTransformer::cross_attention: the last decoder layer's weights, head by head") {
+  Toy t = toy_data();
+  tr::Seq2SeqTransformer m(toy_options(t, 0.1));
+  const Tensor src = data::pad_sequences({{4, 5, 6, 7}, {4, 5}});
+  const Tensor tgt = data::pad_sequences({{1, 4, 5}, {1, 6, 7}});
+  const Tensor w = m.cross_attention(src, tgt);
+  CHECK(shape_str(w.shape()) == "(2, " + std::to_string(m.options.nhead) + ", 3, 4)");
+  CHECK_FALSE(w.requires_grad());
+  check_close("rows sum to 1", w.sum({-1}), ones({2, m.options.nhead, 3}), 1e-6);
+  CHECK(w.select(0, 1).narrow(-1, 2, 2).abs().sum().item() == 0.0);  // the padded source positions
+  CHECK(m.is_training());                                               // the mode comes back
+  const auto& last = *(*m.transformer->decoder->layers)[m.transformer->decoder->layers->size() - 1];
+  CHECK_FALSE(last.keep_cross_attention);                               // kept only for the call
+  // Eval behaviour: dropout off, so the same weights twice.
+  CHECK(equal(w, m.cross_attention(src, tgt)));
+}
+
 TEST_CASE("Seq2SeqTransformer share_embeddings: one table for source and target") {
   Toy t = toy_data();
   tr::Seq2SeqOptions o = toy_options(t);

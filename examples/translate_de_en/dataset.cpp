@@ -2,24 +2,19 @@
 
 #include <filesystem>
 #include <fstream>
-#include <map>
 
 namespace translate_de_en {
 namespace {
 
-std::string join(const std::vector<int64_t>& ids) {
+// "4 8 15": integers separated by single spaces, as the export's files hold them.
+template <class Int>
+std::string join(const std::vector<Int>& ids) {
   std::string s;
-  for (int64_t id : ids) {
+  for (Int id : ids) {
     if (!s.empty()) s += ' ';
     s += std::to_string(id);
   }
   return s;
-}
-
-std::vector<int64_t> with_bos_eos(std::vector<int64_t> ids, const kiln::text::SentencePieceTokenizer& t) {
-  ids.insert(ids.begin(), t.bos_id());
-  ids.push_back(t.eos_id());
-  return ids;
 }
 
 // Opens a file of the export for writing, or fails naming it.
@@ -35,14 +30,16 @@ EncodedSplit encode_split(const std::vector<kiln::data::SentencePair>& pairs,
                           const kiln::text::SentencePieceTokenizer& tokenizer, int64_t max_subwords) {
   EncodedSplit out;
   for (const auto& p : pairs) {
-    std::vector<int64_t> src = tokenizer.encode(p.source), tgt = tokenizer.encode(p.target);
-    if (static_cast<int64_t>(src.size()) > max_subwords || static_cast<int64_t>(tgt.size()) > max_subwords ||
-        src.empty() || tgt.empty()) {
+    // Targets "bos … eos", as the trainer splits them for teacher forcing.
+    std::vector<int64_t> src = tokenizer.encode(p.source), tgt = tokenizer.encode(p.target, true, true);
+    const auto tgt_subwords = static_cast<int64_t>(tgt.size()) - 2;
+    if (static_cast<int64_t>(src.size()) > max_subwords || tgt_subwords > max_subwords || src.empty() ||
+        tgt_subwords == 0) {
       ++out.skipped_long;
       continue;
     }
     out.text.push_back(p);
-    out.ids.push_back({std::move(src), with_bos_eos(std::move(tgt), tokenizer)});
+    out.ids.push_back({std::move(src), std::move(tgt)});
   }
   return out;
 }
@@ -103,22 +100,11 @@ void export_for_pytorch(const std::string& dir, const Dataset& data, const kiln:
     }
   }
   // The batches are fixed (PairDataLoaderOptions::max_tokens); each epoch reads them in
-  // its own order. Epoch 0's batch_indices are the batches in that order, so their
-  // positions in the cut order come from matching them.
-  std::vector<std::vector<size_t>> cut = train.batch_indices(0);
-  std::map<std::vector<size_t>, size_t> position;
-  for (size_t i = 0; i < cut.size(); ++i) position[cut[i]] = i;
+  // its own order.
   std::ofstream batches = open_out(root / "batches.txt");
-  for (const auto& b : cut) {
-    for (size_t k = 0; k < b.size(); ++k) batches << (k ? " " : "") << b[k];
-    batches << '\n';
-  }
+  for (const auto& b : train.token_batches()) batches << join(b) << '\n';
   std::ofstream order = open_out(root / "order.txt");
-  for (int64_t e = 0; e < epochs; ++e) {
-    const auto epoch = train.batch_indices(e);
-    for (size_t k = 0; k < epoch.size(); ++k) order << (k ? " " : "") << position.at(epoch[k]);
-    order << '\n';
-  }
+  for (int64_t e = 0; e < epochs; ++e) order << join(train.token_batch_order(e)) << '\n';
 }
 
 }  // namespace translate_de_en

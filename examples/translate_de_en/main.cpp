@@ -23,6 +23,7 @@
 #include <kiln/kiln.h>
 #include <kiln/transformer/kiln_transformer.h>
 
+#include "../common/attention_picture.h"
 #include "../common/checkpoint_metadata.h"
 #include "../common/cli.h"
 #include "dataset.h"
@@ -201,34 +202,16 @@ void draw_cross_attention(const std::string& path, tr::Seq2SeqTransformer& model
   const std::vector<int64_t> out = translate_ids(model, {src_ids}, tok.bos_id(), tok.eos_id(), greedy).front();
   std::vector<int64_t> dec_in{tok.bos_id()};
   dec_in.insert(dec_in.end(), out.begin(), out.end());
-  auto& last = *model.transformer->decoder->layers->operator[](model.transformer->decoder->layers->size() - 1);
   const kiln::Device device = model.src_embedding->weight.device();
   auto row = [&](const std::vector<int64_t>& ids) {
     return kiln::from_vector<int64_t>(ids, {1, static_cast<int64_t>(ids.size())}).to(device);
   };
-  {
-    kiln::NoGradGuard no_grad;
-    kiln::nn::TrainingModeGuard eval(model, false);
-    last.keep_cross_attention = true;
-    const Tensor src = row(src_ids);
-    model.decode(row(dec_in), model.encode(src), src);
-    last.keep_cross_attention = false;
-  }
-  const Tensor weights = last.last_cross_attention.select(0, 0).to(kiln::Device());  // (H, T, S)
-  std::vector<Tensor> heads;
-  std::vector<std::string> titles;
-  for (int64_t h = 0; h < weights.size(0); ++h) {
-    heads.push_back(weights.select(0, h));
-    titles.push_back("head " + std::to_string(h));
-  }
   kiln::viz::HeatmapOptions o;
   for (int64_t id : dec_in) o.row_labels.push_back(printable_piece(tok.id_to_piece(id)));
   for (int64_t id : src_ids) o.col_labels.push_back(printable_piece(tok.id_to_piece(id)));
-  o.vmin = 0.0;
-  o.vmax = 1.0;
   o.cell = 22;
   o.title = title;
-  kiln::viz::save_heatmap_grid(path, heads, titles, 2, o);
+  kiln_examples::save_attention_heads(path, model.cross_attention(row(src_ids), row(dec_in)).select(0, 0), o);
 }
 
 void draw_curves(const std::string& dir, const tr::Trainer& trainer) {

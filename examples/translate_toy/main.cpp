@@ -26,6 +26,7 @@
 #include <kiln/kiln.h>
 #include <kiln/transformer/kiln_transformer.h>
 
+#include "../common/attention_picture.h"
 #include "../common/cli.h"
 #include "../common/memory_budget.h"
 #include "corpus.h"
@@ -221,31 +222,14 @@ void draw(const std::string& dir, tr::Seq2SeqTransformer& model, const Data& d, 
   std::vector<int64_t> out_ids = translate(model, d, src_ids, a, device);
   std::vector<int64_t> dec_in{d.tgt_vocab.bos_id()};
   dec_in.insert(dec_in.end(), out_ids.begin(), out_ids.end());
-  auto& last = *model.transformer->decoder->layers->operator[](model.transformer->decoder->layers->size() - 1);
-  {
-    kiln::NoGradGuard no_grad;
-    kiln::nn::TrainingModeGuard eval(model, false);
-    last.keep_cross_attention = true;
-    Tensor src = one_sentence(src_ids, device);
-    Tensor tgt = one_sentence(dec_in, device);
-    model.decode(tgt, model.encode(src), src);
-    last.keep_cross_attention = false;
-  }
-  Tensor weights = last.last_cross_attention.select(0, 0).to(kiln::Device());  // (H, T, S)
-  std::vector<Tensor> heads;
-  std::vector<std::string> titles;
-  for (int64_t h = 0; h < weights.size(0); ++h) {
-    heads.push_back(weights.select(0, h));
-    titles.push_back("head " + std::to_string(h));
-  }
   viz::HeatmapOptions ca;
   ca.row_labels = words_of(d.tgt_vocab, dec_in);
   ca.col_labels = words_of(d.src_vocab, src_ids);
-  ca.vmin = 0.0;
-  ca.vmax = 1.0;
   ca.cell = 28;
   ca.title = "cross-attention: " + example.first;
-  viz::save_heatmap_grid(path("cross_attention.png"), heads, titles, 2, ca);
+  kiln_examples::save_attention_heads(
+      path("cross_attention.png"),
+      model.cross_attention(one_sentence(src_ids, device), one_sentence(dec_in, device)).select(0, 0), ca);
 
   if (!losses.empty()) {
     viz::LinePlotOptions lp;

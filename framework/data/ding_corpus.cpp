@@ -14,18 +14,12 @@ namespace {
 
 constexpr const char* kOp = "read_ding_corpus";
 
-std::string trim(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t\r");
-  if (b == std::string::npos) return "";
-  const size_t e = s.find_last_not_of(" \t\r");
-  return s.substr(b, e - b + 1);
-}
-
 // Splits at every occurrence of sep.
 std::vector<std::string> split_on(const std::string& s, const std::string& sep) {
   std::vector<std::string> parts;
   size_t at = 0;
-  for (size_t hit; (hit = s.find(sep, at)) != std::string::npos; at = hit + sep.size()) parts.push_back(s.substr(at, hit - at));
+  for (size_t hit; (hit = s.find(sep, at)) != std::string::npos; at = hit + sep.size())
+    parts.push_back(s.substr(at, hit - at));
   parts.push_back(s.substr(at));
   return parts;
 }
@@ -149,7 +143,8 @@ void add_sub_entry(const std::string& de_side, const std::string& en_side, const
 }  // namespace
 
 std::string clean_ding_sentence(const std::string& side) {
-  std::string s = trim(split_on(side, ";").front());
+  // The first of "a; b" alternatives (split_words below drops the spaces around it).
+  std::string s = side.substr(0, side.find(';'));
   if (s.find_first_of("{}[]") != std::string::npos) return "";
   if (!drop_parentheses(s)) return "";
   const std::vector<std::string> words = split_words(s);
@@ -194,7 +189,7 @@ ParallelCorpus read_ding_corpus(const DingCorpusOptions& o) {
   for (std::string line; std::getline(in, line);) {
     ++n.lines;
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (trim(line).empty()) { ++n.blank; continue; }
+    if (line.find_first_not_of(" \t\r") == std::string::npos) { ++n.blank; continue; }
     if (line[0] == '#') { ++n.comments; continue; }
     if (!text::valid_utf8(line)) { ++n.invalid_utf8; continue; }
     const std::vector<std::string> sides = split_on(line, " :: ");

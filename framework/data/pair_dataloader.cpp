@@ -78,11 +78,9 @@ std::vector<std::vector<size_t>> PairDataLoader::make_token_batches() const {
   const size_t budget = static_cast<size_t>(opts_.max_tokens);
   // Rows a batch needs at least: one per rank, so that every rank has a share of each.
   const size_t min_rows = opts_.sampler ? static_cast<size_t>(opts_.sampler->num_replicas()) : 1;
-  const bool shuffle = opts_.sampler ? opts_.sampler->options().shuffle : opts_.shuffle;
-  const uint64_t seed = opts_.sampler ? opts_.sampler->options().seed : opts_.seed;
   std::vector<size_t> order(examples_.size());
   std::iota(order.begin(), order.end(), size_t{0});
-  if (shuffle) order = seeded_permutation(order.size(), seed ^ 0x6A09E667F3BCC909ull);
+  if (shuffled()) order = seeded_permutation(order.size(), order_seed() ^ 0x6A09E667F3BCC909ull);
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t x, size_t y) { return example_length(examples_[x]) < example_length(examples_[y]); });
   std::vector<std::vector<size_t>> batches(1);
@@ -99,15 +97,16 @@ std::vector<std::vector<size_t>> PairDataLoader::make_token_batches() const {
   return batches;
 }
 
-std::vector<std::vector<size_t>> PairDataLoader::token_batch_indices(int64_t epoch) const {
-  const bool shuffle = opts_.sampler ? opts_.sampler->options().shuffle : opts_.shuffle;
-  const uint64_t seed = opts_.sampler ? opts_.sampler->options().seed : opts_.seed;
+std::vector<size_t> PairDataLoader::token_batch_order(int64_t epoch) const {
   std::vector<size_t> order(token_batches_.size());
   std::iota(order.begin(), order.end(), size_t{0});
-  if (shuffle) order = epoch_permutation(order.size(), seed, epoch);
+  return shuffled() ? epoch_permutation(order.size(), order_seed(), epoch) : order;
+}
+
+std::vector<std::vector<size_t>> PairDataLoader::token_batch_indices(int64_t epoch) const {
   std::vector<std::vector<size_t>> out;
-  out.reserve(order.size());
-  for (size_t b : order) {
+  out.reserve(token_batches_.size());
+  for (size_t b : token_batch_order(epoch)) {
     const std::vector<size_t>& batch = token_batches_[b];
     if (!opts_.sampler) {
       out.push_back(batch);
@@ -135,8 +134,8 @@ std::vector<std::vector<size_t>> PairDataLoader::batch_indices(int64_t epoch) co
   if (opts_.max_tokens > 0) return token_batch_indices(epoch);
   size_t n = examples_.size(), b = static_cast<size_t>(opts_.batch_size);
   // Distinct, well-mixed streams per epoch (and one more for the batch order).
-  const bool shuffle = opts_.sampler ? opts_.sampler->options().shuffle : opts_.shuffle;
-  const uint64_t seed = opts_.sampler ? opts_.sampler->options().seed : opts_.seed;
+  const bool shuffle = shuffled();
+  const uint64_t seed = order_seed();
   uint64_t epoch_seed = seed * 0x100000001B3ull + static_cast<uint64_t>(epoch) * 0x9E3779B97F4A7C15ull;
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), size_t{0});

@@ -66,12 +66,21 @@ class PairDataLoader {
 
   // The example indices of each batch of an epoch (deterministic in (seed, epoch)).
   std::vector<std::vector<size_t>> batch_indices(int64_t epoch) const;
+  // With max_tokens: the batches as cut (over all examples, alike on every rank), and the
+  // order epoch `epoch` reads them in (indices into token_batches()). batch_indices gives
+  // the same batches in that order, each reduced to this rank's share with a sampler.
+  const std::vector<std::vector<size_t>>& token_batches() const { return token_batches_; }
+  std::vector<size_t> token_batch_order(int64_t epoch) const;
   // The padded tensors for the given examples.
   PairBatch make_batch(const std::vector<size_t>& indices) const;
   // Every batch of an epoch.
   std::vector<PairBatch> epoch(int64_t epoch) const;
 
  private:
+  // Whether the order is drawn, and from which seed: the sampler's options with a
+  // sampler, the loader's own without.
+  bool shuffled() const { return opts_.sampler ? opts_.sampler->options().shuffle : opts_.shuffle; }
+  uint64_t order_seed() const { return opts_.sampler ? opts_.sampler->options().seed : opts_.seed; }
   // The token-budget batches over all examples (with max_tokens), in the order they were cut.
   std::vector<std::vector<size_t>> make_token_batches() const;
   std::vector<std::vector<size_t>> token_batch_indices(int64_t epoch) const;

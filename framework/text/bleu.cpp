@@ -597,9 +597,7 @@ BleuScore corpus_bleu(const std::vector<std::string>& hypotheses, const std::vec
 
 BleuScore corpus_bleu(const std::vector<std::string>& hypotheses,
                       const std::vector<std::vector<std::string>>& references, const BleuOptions& options) {
-  std::vector<const std::vector<std::string>*> streams;
-  for (const auto& stream : references) streams.push_back(&stream);
-  return score_corpus("corpus_bleu", hypotheses, streams, options);
+  return score_corpus("corpus_bleu", hypotheses, detail::pointers_to(references), options);
 }
 
 BleuScore sentence_bleu(const std::string& hypothesis, const std::vector<std::string>& references,
@@ -609,9 +607,7 @@ BleuScore sentence_bleu(const std::string& hypothesis, const std::vector<std::st
   BleuStats stats;
   stats.correct.assign(s.order, 0);
   stats.total.assign(s.order, 0);
-  std::vector<const std::string*> refs;
-  for (const std::string& r : references) refs.push_back(&r);
-  add_segment(hypothesis, refs, s, stats);
+  add_segment(hypothesis, detail::pointers_to(references), s, stats);
   return finish(stats, s);
 }
 

@@ -96,6 +96,15 @@ namespace detail {
 // hypothesis and one reference stream, each stream as long as the hypotheses.
 void check_corpus(const char* op, const std::vector<std::string>& hypotheses,
                   const std::vector<const std::vector<std::string>*>& streams);
+// Pointers to each element, in order: reference streams or one segment's references as
+// the metrics walk them, without copying the strings.
+template <class T>
+std::vector<const T*> pointers_to(const std::vector<T>& items) {
+  std::vector<const T*> out;
+  out.reserve(items.size());
+  for (const T& item : items) out.push_back(&item);
+  return out;
+}
 }  // namespace detail
 
 }  // namespace kiln::text

@@ -194,18 +194,14 @@ ChrfScore corpus_chrf(const std::vector<std::string>& hypotheses, const std::vec
 
 ChrfScore corpus_chrf(const std::vector<std::string>& hypotheses,
                       const std::vector<std::vector<std::string>>& references, const ChrfOptions& options) {
-  std::vector<const std::vector<std::string>*> streams;
-  for (const auto& stream : references) streams.push_back(&stream);
-  return score_corpus("corpus_chrf", hypotheses, streams, options);
+  return score_corpus("corpus_chrf", hypotheses, detail::pointers_to(references), options);
 }
 
 ChrfScore sentence_chrf(const std::string& hypothesis, const std::vector<std::string>& references,
                         const ChrfOptions& options) {
   const Settings s = resolve(options, "sentence_chrf");
   KILN_CHECK(!references.empty(), "sentence_chrf", "no references given");
-  std::vector<const std::string*> refs;
-  for (const std::string& r : references) refs.push_back(&r);
-  return make_score(f_score(best_stats(hypothesis, refs, s), s), options);
+  return make_score(f_score(best_stats(hypothesis, detail::pointers_to(references), s), s), options);
 }
 
 }  // namespace kiln::text

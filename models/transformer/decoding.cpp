@@ -57,8 +57,7 @@ double length_normalised(double log_prob, size_t length, double alpha) {
 
 // One sentence's beam search.
 struct Beams {
-  std::vector<Hypothesis> live;
-  std::vector<std::vector<int64_t>> prefixes;  // bos and the tokens of each live hypothesis
+  std::vector<Hypothesis> live{Hypothesis{}};  // the decoder input of each: bos and its tokens
   std::vector<Hypothesis> finished;
   bool done = false;  // beam_width finished hypotheses, or no live one left
 
@@ -82,7 +81,6 @@ struct Beams {
     std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(take), order.end(),
                       [&](int64_t a, int64_t b) { return total(a) > total(b) || (total(a) == total(b) && a < b); });
     std::vector<Hypothesis> next;
-    std::vector<std::vector<int64_t>> next_prefixes;
     std::vector<int64_t> origin;
     for (size_t r = 0; r < take && next.size() < K; ++r) {
       int64_t c = order[r], beam = c / V, token = c % V;
@@ -100,8 +98,6 @@ struct Beams {
       }
       h.tokens.push_back(token);
       h.score = length_normalised(h.log_prob, h.tokens.size(), opts.length_penalty);
-      next_prefixes.push_back(prefixes[static_cast<size_t>(beam)]);
-      next_prefixes.back().push_back(token);
       next.push_back(std::move(h));
       origin.push_back(beam);
     }
@@ -112,7 +108,6 @@ struct Beams {
       return {};
     }
     live = std::move(next);
-    prefixes = std::move(next_prefixes);
     done = finished.size() >= K;
     return done ? std::vector<int64_t>{} : origin;
   }
@@ -146,10 +141,6 @@ std::vector<std::vector<Hypothesis>> beam_search_rows(const char* op, Seq2SeqTra
   const Tensor memory = model.encode(src);  // (N, S, E)
   const Tensor forbidden = forbidden_tokens(model, opts.eos_id, dev);
   std::vector<Beams> beams(static_cast<size_t>(src.size(0)));
-  for (Beams& b : beams) {
-    b.live = {Hypothesis{}};
-    b.prefixes = {{opts.bos_id}};
-  }
   // The sentences still decoding, in the order of their rows in the batch; each has as
   // many consecutive rows as live beams.
   std::vector<int64_t> active(beams.size());
@@ -163,7 +154,10 @@ std::vector<std::vector<Hypothesis>> beam_search_rows(const char* op, Seq2SeqTra
     for (int64_t s : active) {
       const Beams& b = beams[static_cast<size_t>(s)];
       sentence_of_row.insert(sentence_of_row.end(), b.live.size(), s);
-      prefixes.insert(prefixes.end(), b.prefixes.begin(), b.prefixes.end());
+      for (const Hypothesis& h : b.live) {
+        prefixes.push_back({opts.bos_id});  // bos and the hypothesis's tokens
+        prefixes.back().insert(prefixes.back().end(), h.tokens.begin(), h.tokens.end());
+      }
     }
     const int64_t R = static_cast<int64_t>(sentence_of_row.size());
     Tensor rows = from_vector<int64_t>(sentence_of_row, {R}).to(dev);  // (R)

@@ -99,6 +99,20 @@ Tensor Seq2SeqTransformer::decode_step(const Tensor& tgt, const Tensor& memory, 
   return generator->forward(y);
 }
 
+Tensor Seq2SeqTransformer::cross_attention(const Tensor& src, const Tensor& tgt_in) {
+  TransformerDecoderLayer& last = *(*transformer->decoder->layers)[transformer->decoder->layers->size() - 1];
+  // The layer keeps its weights only while asked to, also when decode throws.
+  struct Keep {
+    TransformerDecoderLayer& layer;
+    explicit Keep(TransformerDecoderLayer& l) : layer(l) { layer.keep_cross_attention = true; }
+    ~Keep() { layer.keep_cross_attention = false; }
+  } keep(last);
+  NoGradGuard no_grad;
+  nn::TrainingModeGuard eval(*this, false);
+  decode(tgt_in, encode(src), src);
+  return last.last_cross_attention;
+}
+
 std::shared_ptr<nn::Module> Seq2SeqTransformer::make_fresh() const {
   return std::make_shared<Seq2SeqTransformer>(options);
 }

@@ -66,6 +66,10 @@ class Seq2SeqTransformer : public nn::Cloneable<Seq2SeqTransformer> {
   // The logits of new positions tgt (N, L) placed after `cache`'s positions -> (N, L, V).
   Tensor decode_step(const Tensor& tgt, const Tensor& memory, const Tensor& src,
                      std::vector<DecoderLayerCache>& cache);
+  // The last decoder layer's cross-attention weights, head by head, while it reads
+  // tgt_in (N, T) against src (N, S): (N, nhead, T, S), rows summing to 1, none on padded
+  // source positions. Eval behaviour, no graph (what a picture of attention shows).
+  Tensor cross_attention(const Tensor& src, const Tensor& tgt_in);
   std::shared_ptr<nn::Module> make_fresh() const override;  // clone(): same configuration
 
   Seq2SeqOptions options;
