@@ -39,15 +39,17 @@ TEST_CASE("read_ding_corpus keeps the aligned sentence pairs of the excerpt and 
   o.path = excerpt_path();
   const data::ParallelCorpus c = data::read_ding_corpus(o);
   const data::CorpusCounts& n = c.counts;
-  CHECK(n.lines == 32);
+  CHECK(n.lines == 33);
   CHECK(n.comments == 2);
   CHECK(n.blank == 2);
   CHECK(n.invalid_utf8 == 1);  // Latin-1 "Grüße"
   CHECK(n.malformed == 3);     // no " :: ", sides that do not pair up, two " :: "
-  CHECK(n.sub_entries == 27);
+  CHECK(n.sub_entries == 28);
   // Words, annotations, a first alternative without a full stop, a lone "(", a phrase with
   // placeholders ("addiction to sth.").
-  CHECK(n.not_sentences == 7);
+  CHECK(n.not_sentences == 8);
+  CHECK(c.phrases.empty());  // only with DingCorpusOptions::phrases
+  CHECK(n.phrases == 0);
   CHECK(n.too_short == 1);      // "Ja. :: Yes."
   CHECK(n.duplicates == 1);     // "Das ist alles." a second time
   CHECK(n.train + n.valid + n.test == 18);
@@ -97,7 +99,51 @@ TEST_CASE("read_ding_corpus splits by the German side: disjoint, and each where 
   CHECK(all_train.valid.empty());
 }
 
-TEST_CASE("clean_ding_sentence and text::valid_utf8") {
+TEST_CASE("read_ding_corpus with phrases: the word and phrase entries, for training only") {
+  data::DingCorpusOptions o;
+  o.path = excerpt_path();
+  o.phrases = true;
+  o.valid_per_mille = 0;
+  o.test_per_mille = 0;
+  const data::ParallelCorpus all_train = data::read_ding_corpus(o);
+  CHECK(all_train.train.size() == 18);  // the sentences as without phrases
+  std::map<std::string, std::string> phrases;
+  for (const auto& p : all_train.phrases) phrases[p.source] = p.target;
+  // Labels go, the first alternative stays; "(ganz" does not pair up; the second
+  // "Haus" is a duplicate.
+  const std::map<std::string, std::string> expected = {{"Haus", "house"},
+                                                       {"Häuser", "houses"},
+                                                       {"gehen", "to go"},
+                                                       {"Das Wetter ist schön.", "The weather is nice."},
+                                                       {"Es ist kalt", "It is cold."},
+                                                       {"Abhängigkeit von etw.", "addiction to sth."}};
+  CHECK(phrases == expected);
+  CHECK(all_train.counts.phrases == 6);
+  CHECK(all_train.counts.phrase_duplicates == 1);
+  CHECK(all_train.counts.phrases_held_out == 0);
+  CHECK(all_train.counts.summary().find("word and phrase entries for training 6") != std::string::npos);
+
+  // A line that gives a valid or test sentence gives no entries: "gehen" shares its line
+  // with two sentences.
+  o.valid_per_mille = 300;
+  o.test_per_mille = 300;
+  const data::ParallelCorpus c = data::read_ding_corpus(o);
+  const bool gehen_held_out = data::split_of("Wir gehen nach Hause.", o) != data::Split::Train ||
+                              data::split_of("Sie ging schnell nach Hause.", o) != data::Split::Train;
+  CHECK(c.counts.phrases_held_out == (gehen_held_out ? 1 : 0));
+  CHECK(c.counts.phrases == 6 - c.counts.phrases_held_out);
+  CHECK(static_cast<int64_t>(c.phrases.size()) == c.counts.phrases);
+  for (const auto& p : c.phrases) CHECK((p.source != "gehen" || !gehen_held_out));
+}
+
+TEST_CASE("clean_ding_sentence, clean_ding_phrase and text::valid_utf8") {
+  CHECK(data::clean_ding_phrase("Haus {n}; Gebäude {n} [arch.]") == "Haus");
+  CHECK(data::clean_ding_phrase("Haus {n} der Begegnung") == "Haus der Begegnung");
+  CHECK(data::clean_ding_phrase("(sich) etw. ansehen/anschauen") == "sich etw. ansehen");
+  CHECK(data::clean_ding_phrase("  to go   home ") == "to go home");
+  CHECK(data::clean_ding_phrase("{n}") == "");
+  CHECK(data::clean_ding_phrase("Haus {n") == "");
+  CHECK(data::clean_ding_phrase("Haus ]") == "");
   CHECK(data::clean_ding_sentence("  Er ging/lief   nach Hause.  ") == "Er ging nach Hause.");
   CHECK(data::clean_ding_sentence("The deal / agreement was signed.") == "The deal was signed.");
   CHECK(data::clean_ding_sentence("They understand /recognise/grasp it.") == "They understand it.");
@@ -163,6 +209,7 @@ TEST_CASE("read_ding_corpus on Debian's trans-de-en: ~18,000 pairs, valid ~500, 
   CHECK(c.test.size() > 850);
   CHECK(c.test.size() < 1300);
   CHECK(c.counts.invalid_utf8 == 0);
+  CHECK(c.phrases.empty());
   std::set<std::string> valid_and_test;
   for (const auto& p : c.valid) valid_and_test.insert(p.source);
   for (const auto& p : c.test) CHECK(valid_and_test.insert(p.source).second);

@@ -52,10 +52,11 @@ kiln::text::SentencePieceTokenizer make_tokenizer(const DatasetOptions& o, const
   if (!o.spm_path.empty()) return kiln::text::SentencePieceTokenizer::load(o.spm_path);
   if (!o.train_tokenizer) return kiln::text::SentencePieceTokenizer::load(o.spm_out);
   std::vector<std::string> sentences;
-  for (const auto& p : corpus.train) {
-    sentences.push_back(p.source);
-    sentences.push_back(p.target);
-  }
+  for (const auto* pairs : {&corpus.train, &corpus.phrases})
+    for (const auto& p : *pairs) {
+      sentences.push_back(p.source);
+      sentences.push_back(p.target);
+    }
   kiln::text::SentencePieceTrainOptions t;
   t.vocab_size = o.vocab_size;
   t.model_type = o.spm_type;
@@ -65,6 +66,7 @@ kiln::text::SentencePieceTokenizer make_tokenizer(const DatasetOptions& o, const
 kiln::data::ParallelCorpus read_corpus(const DatasetOptions& o) {
   kiln::data::DingCorpusOptions co;
   if (!o.corpus_path.empty()) co.path = o.corpus_path;
+  co.phrases = o.phrases;
   return kiln::data::read_ding_corpus(co);
 }
 
@@ -74,7 +76,9 @@ Dataset load_dataset(const DatasetOptions& o) {
   kiln::data::ParallelCorpus corpus = read_corpus(o);
   kiln::text::SentencePieceTokenizer tokenizer = make_tokenizer(o, corpus);
   Dataset d{std::move(corpus), std::move(tokenizer), {}, {}, {}};
-  d.train = encode_split(d.corpus.train, d.tokenizer, o.max_subwords);
+  std::vector<kiln::data::SentencePair> train = d.corpus.train;
+  train.insert(train.end(), d.corpus.phrases.begin(), d.corpus.phrases.end());
+  d.train = encode_split(train, d.tokenizer, o.max_subwords);
   d.valid = encode_split(d.corpus.valid, d.tokenizer, o.max_subwords);
   d.test = encode_split(d.corpus.test, d.tokenizer, o.max_subwords);
   return d;

@@ -1,7 +1,9 @@
 #pragma once
 // The corpus of translate_de_en as the model sees it: the Ding dictionary's sentence pairs
 // (kiln::data::read_ding_corpus), a joint SentencePiece model trained on the training
-// split's German and English sentences, and each split's pairs as subword ids.
+// split's German and English sentences (and, with DatasetOptions::phrases, its word and
+// phrase entries, which then join the training pairs), and each split's pairs as subword
+// ids.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,6 +32,7 @@ struct DatasetOptions {
   std::string spm_type = "bpe";
   int64_t max_subwords = 100;  // a side with more subwords leaves the pair out (counted)
   bool train_tokenizer = true; // false: load spm_out (written by another process)
+  bool phrases = false;        // the dictionary's word and phrase entries join the training split
 };
 
 Dataset load_dataset(const DatasetOptions& options);

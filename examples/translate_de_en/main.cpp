@@ -48,12 +48,12 @@ struct Args {
   int64_t beam = 4, export_epochs = 400;
   uint64_t seed = 1;
   int threads = 0;
-  bool bf16 = false, progress = true, has_translate = false, norm_first = false;
+  bool bf16 = false, progress = true, has_translate = false, norm_first = false, phrases = false;
 };
 
 const char* kUsage =
     "translate_de_en [--minutes M (training time, default 15) | --epochs N] [--eval-every SECONDS]\n"
-    "                       [--corpus FILE] [--vocab-size V] [--spm-type bpe|unigram] [--spm FILE.model]\n"
+    "                       [--corpus FILE] [--phrases] [--vocab-size V] [--spm-type bpe|unigram] [--spm FILE.model]\n"
     "                       [--max-subwords N] [--d-model D] [--heads H] [--layers L] [--ff F] [--dropout P]\n"
     "                       [--norm-first]\n"
     "                       [--max-tokens N] [--lr-factor F] [--warmup STEPS] [--label-smoothing E] [--clip C]\n"
@@ -67,6 +67,7 @@ Args parse(kiln_examples::Cli& cli) {
   const int64_t epochs = cli.integer("--epochs", 0, 1, 1'000'000);
   a.eval_every = cli.real("--eval-every", a.eval_every, 1, 1e9);
   a.corpus = cli.nonempty_text("--corpus", "");
+  a.phrases = cli.flag("--phrases");
   a.spm = cli.nonempty_text("--spm", "");
   a.vocab_size = cli.integer("--vocab-size", a.vocab_size, 16, 1'000'000);
   a.spm_type = cli.nonempty_text("--spm-type", a.spm_type);
@@ -272,7 +273,8 @@ int run(int argc, char** argv) {
   const fs::path out(a.out);
 
   // Rank 0 trains the SentencePiece model; the others read the file it wrote.
-  DatasetOptions dopt{a.corpus, a.spm, (out / "spm.model").string(), a.vocab_size, a.spm_type, a.max_subwords, main_rank};
+  DatasetOptions dopt{a.corpus, a.spm, (out / "spm.model").string(), a.vocab_size, a.spm_type, a.max_subwords, main_rank,
+                      a.phrases};
   if (!main_rank) kiln::distributed::barrier();
   Dataset data = load_dataset(dopt);
   if (main_rank && world > 1) kiln::distributed::barrier();

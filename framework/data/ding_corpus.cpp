@@ -1,5 +1,6 @@
 #include "data/ding_corpus.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -108,49 +109,85 @@ void check_options(const DingCorpusOptions& o) {
              o.valid_per_mille, " and ", o.test_per_mille);
 }
 
+// What became of an aligned pair of sub-entries.
+enum class Fate { NotSentence, Train, HeldOut, Dropped };
+
 // One aligned pair of sub-entries: counted, and kept in its split when both sides are
 // sentences of the right length whose German side is new.
-void add_sub_entry(const std::string& de_side, const std::string& en_side, const DingCorpusOptions& o,
+Fate add_sub_entry(const std::string& de_side, const std::string& en_side, const DingCorpusOptions& o,
                    std::unordered_set<std::string>& seen, ParallelCorpus& out) {
   CorpusCounts& n = out.counts;
   ++n.sub_entries;
   SentencePair p{clean_ding_sentence(de_side), clean_ding_sentence(en_side)};
   if (p.source.empty() || p.target.empty()) {
     ++n.not_sentences;
-    return;
+    return Fate::NotSentence;
   }
   const auto de_words = static_cast<int64_t>(split_words(p.source).size());
   const auto en_words = static_cast<int64_t>(split_words(p.target).size());
   if (de_words < o.min_words || en_words < o.min_words) {
     ++n.too_short;
-    return;
+    return Fate::Dropped;
   }
   if (de_words > o.max_words || en_words > o.max_words) {
     ++n.too_long;
-    return;
+    return Fate::Dropped;
   }
   if (!seen.insert(p.source).second) {
     ++n.duplicates;
-    return;
+    return Fate::Dropped;
   }
   switch (split_of(p.source, o)) {
-    case Split::Train: ++n.train; out.train.push_back(std::move(p)); break;
-    case Split::Valid: ++n.valid; out.valid.push_back(std::move(p)); break;
-    case Split::Test: ++n.test; out.test.push_back(std::move(p)); break;
+    case Split::Train: ++n.train; out.train.push_back(std::move(p)); return Fate::Train;
+    case Split::Valid: ++n.valid; out.valid.push_back(std::move(p)); return Fate::HeldOut;
+    case Split::Test: ++n.test; out.test.push_back(std::move(p)); return Fate::HeldOut;
+  }
+  return Fate::Dropped;
+}
+
+// The word and phrase entries of one line (the sub-entries that are not sentences), for
+// training, unless the line gave a valid or test sentence.
+void add_phrases(const std::vector<std::string>& de, const std::vector<std::string>& en,
+                 const std::vector<Fate>& fates, std::unordered_set<std::string>& seen, ParallelCorpus& out) {
+  CorpusCounts& n = out.counts;
+  bool held_out = false;
+  for (Fate f : fates) held_out = held_out || f == Fate::HeldOut;
+  for (size_t i = 0; i < fates.size(); ++i) {
+    if (fates[i] != Fate::NotSentence) continue;
+    SentencePair p{clean_ding_phrase(de[i]), clean_ding_phrase(en[i])};
+    if (p.source.empty() || p.target.empty()) continue;  // counted among not_sentences
+    if (held_out) {
+      ++n.phrases_held_out;
+    } else if (!seen.insert(p.source).second) {
+      ++n.phrase_duplicates;
+    } else {
+      ++n.phrases;
+      out.phrases.push_back(std::move(p));
+    }
   }
 }
 
-}  // namespace
+// {} and [] labels ("Haus {n} [arch.]") dropped with what they hold and the spaces
+// before them ("schön [Dt.]." -> "schön."); false when they do not pair up.
+bool drop_labels(std::string& s) {
+  std::string out;
+  int depth = 0;
+  for (char c : s) {
+    if (c == '{' || c == '[') {
+      while (depth == 0 && !out.empty() && out.back() == ' ') out.pop_back();
+      ++depth;
+    } else if (c == '}' || c == ']') {
+      if (--depth < 0) return false;
+    } else if (depth == 0) {
+      out += c;
+    }
+  }
+  s = std::move(out);
+  return depth == 0;
+}
 
-std::string clean_ding_sentence(const std::string& side) {
-  // The first of "a; b" alternatives (split_words below drops the spaces around it).
-  std::string s = side.substr(0, side.find(';'));
-  if (s.find_first_of("{}[]") != std::string::npos) return "";
-  if (!drop_parentheses(s)) return "";
-  const std::vector<std::string> words = split_words(s);
-  // A sentence starts with a capital, a digit or punctuation, never a lower-case letter
-  // (word and phrase entries do: "to go", "addiction to sth.").
-  if (words.empty() || (words[0][0] >= 'a' && words[0][0] <= 'z') || has_placeholder(words)) return "";
+// The words joined by single spaces, each slash alternative cut to its first.
+std::string first_alternatives(const std::vector<std::string>& words) {
   std::string out;
   for (size_t i = 0; i < words.size(); ++i) {
     // "students / seniors." -> "students.": the word after a spaced slash is an
@@ -167,7 +204,30 @@ std::string clean_ding_sentence(const std::string& side) {
     if (!out.empty()) out += ' ';
     out += first_slash_alternative(words[i]);
   }
+  return out;
+}
+
+}  // namespace
+
+std::string clean_ding_sentence(const std::string& side) {
+  // The first of "a; b" alternatives (split_words below drops the spaces around it).
+  std::string s = side.substr(0, side.find(';'));
+  if (s.find_first_of("{}[]") != std::string::npos) return "";
+  if (!drop_parentheses(s)) return "";
+  const std::vector<std::string> words = split_words(s);
+  // A sentence starts with a capital, a digit or punctuation, never a lower-case letter
+  // (word and phrase entries do: "to go", "addiction to sth.").
+  if (words.empty() || (words[0][0] >= 'a' && words[0][0] <= 'z') || has_placeholder(words)) return "";
+  const std::string out = first_alternatives(words);
   return ends_sentence(out) ? out : "";
+}
+
+std::string clean_ding_phrase(const std::string& side) {
+  std::string s = side;
+  if (!drop_labels(s)) return "";
+  s.resize(std::min(s.size(), s.find(';')));
+  if (!drop_parentheses(s)) return "";
+  return first_alternatives(split_words(s));
 }
 
 Split split_of(const std::string& source, const DingCorpusOptions& o) {
@@ -185,7 +245,8 @@ ParallelCorpus read_ding_corpus(const DingCorpusOptions& o) {
              "(apt-get install trans-de-en, or scripts/install_deps.sh)");
   ParallelCorpus out;
   CorpusCounts& n = out.counts;
-  std::unordered_set<std::string> seen;
+  std::unordered_set<std::string> seen, seen_phrases;
+  std::vector<Fate> fates;
   for (std::string line; std::getline(in, line);) {
     ++n.lines;
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -196,7 +257,9 @@ ParallelCorpus read_ding_corpus(const DingCorpusOptions& o) {
     if (sides.size() != 2) { ++n.malformed; continue; }
     const std::vector<std::string> de = split_on(sides[0], " | "), en = split_on(sides[1], " | ");
     if (de.size() != en.size()) { ++n.malformed; continue; }
-    for (size_t i = 0; i < de.size(); ++i) add_sub_entry(de[i], en[i], o, seen, out);
+    fates.clear();
+    for (size_t i = 0; i < de.size(); ++i) fates.push_back(add_sub_entry(de[i], en[i], o, seen, out));
+    if (o.phrases) add_phrases(de, en, fates, seen_phrases, out);
   }
   KILN_CHECK(!in.bad(), kOp, "reading '", o.path, "' failed after ", n.lines, " lines");
   KILN_CHECK(n.train > 0, kOp, "'", o.path, "' gave no training pairs (", n.summary(),
@@ -211,6 +274,9 @@ std::string CorpusCounts::summary() const {
      << " not sentences, " << too_short << " too short, " << too_long << " too long, " << duplicates
      << " duplicates; kept " << (train + valid + test) << " = train " << train << " + valid " << valid << " + test "
      << test;
+  if (phrases + phrases_held_out + phrase_duplicates > 0)
+    os << "; word and phrase entries for training " << phrases << " (" << phrases_held_out
+       << " left out beside valid/test sentences, " << phrase_duplicates << " duplicates)";
   return os.str();
 }
 

@@ -29,6 +29,11 @@
 // Lines that are blank, comments (#), not valid UTF-8, or without exactly one " :: " or
 // with sub-entries that do not pair up are skipped and counted; nothing is dropped
 // without a count.
+//
+// With DingCorpusOptions::phrases the dictionary's word and phrase entries come too, as
+// extra training pairs ("Haus {n} :: house", "jdm. etw. leihen :: to lend sb. sth."),
+// cleaned by clean_ding_phrase. They never go to valid or test, and a line that gave a
+// valid or test sentence gives no entries: its words are that sentence's own gloss.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -48,6 +53,8 @@ struct DingCorpusOptions {
   // train. 29 and 58 give ~500 and ~1,000 of the file's ~17,000 pairs.
   int64_t valid_per_mille = 29;
   int64_t test_per_mille = 58;
+  // Also read the word and phrase entries into ParallelCorpus::phrases (see above).
+  bool phrases = false;
 };
 
 // How many lines and sub-entries went where.
@@ -63,11 +70,15 @@ struct CorpusCounts {
   int64_t too_long = 0;          // a side over max_words
   int64_t duplicates = 0;        // a German sentence already kept
   int64_t train = 0, valid = 0, test = 0;
+  // With DingCorpusOptions::phrases, of the sub-entries that are not sentences: entries
+  // kept, left out as their line gave a valid or test sentence, and German repeats.
+  int64_t phrases = 0, phrases_held_out = 0, phrase_duplicates = 0;
   std::string summary() const;
 };
 
 struct ParallelCorpus {
   std::vector<SentencePair> train, valid, test;
+  std::vector<SentencePair> phrases;  // word and phrase entries, for training only
   CorpusCounts counts;
 };
 
@@ -85,5 +96,11 @@ Split split_of(const std::string& source, const DingCorpusOptions& options = {})
 // The cleaning rules above on one side of a sub-entry; "" when it is not a sentence to keep
 // (without the word-count rule, which read_ding_corpus counts apart).
 std::string clean_ding_sentence(const std::string& side);
+
+// One side of a word or phrase entry, tidied: {} and [] labels dropped, the first of
+// "a; b" alternatives, slash alternatives and parentheses as for sentences, spaces
+// collapsed ("Haus {n}; Gebäude {n}" -> "Haus"); "" when nothing is left or the brackets
+// do not pair up.
+std::string clean_ding_phrase(const std::string& side);
 
 }  // namespace kiln::data

@@ -1,9 +1,10 @@
 // libFuzzer target: data::read_ding_corpus on arbitrary bytes, with the default options
-// and with a third of the sentences in each split. Each read must return a corpus or
+// and with a third of the sentences in each split and the word and phrase entries. Each read must return a corpus or
 // throw kiln::Error; anything else (another exception, a sanitizer report) is a crash. A
 // corpus it returns must be what its counts say: every line counted once, the splits as
 // long as their counts, each pair in the split its German side hashes to, no German
-// sentence twice, every side valid UTF-8 with a word count within the options.
+// sentence twice, every side valid UTF-8 with a word count within the options; phrase
+// entries valid UTF-8, non-empty, their German sides distinct.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -72,6 +73,14 @@ void check(const std::string& input, const DingCorpusOptions& o) {
       if (!sources.insert(p.source).second) fail("a German sentence is kept twice", p.source);
     }
   }
+  if (!o.phrases && !c.phrases.empty()) fail("phrases without DingCorpusOptions::phrases", n.summary());
+  if (n.phrases != static_cast<int64_t>(c.phrases.size())) fail("phrases miscounted", n.summary());
+  std::set<std::string> phrase_sources;
+  for (const SentencePair& p : c.phrases) {
+    for (const std::string* side : {&p.source, &p.target})
+      if (side->empty() || !kiln::text::valid_utf8(*side)) fail("a phrase side is empty or not UTF-8", *side);
+    if (!phrase_sources.insert(p.source).second) fail("a German phrase is kept twice", p.source);
+  }
 }
 
 }  // namespace
@@ -86,6 +95,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   o.test_per_mille = 333;
   o.min_words = 1;
   o.max_words = 5;
+  o.phrases = true;
   check(input, o);
   return 0;
 }
