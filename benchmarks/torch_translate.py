@@ -17,8 +17,8 @@ config.json's autocast) runs forward and loss under torch.autocast("cpu", bfloat
 does not compile); --eval-every-seconds overrides config.json's.
 
 The model: one embedding table shared by source and target (scaled by sqrt(d_model)),
-sinusoidal positions and dropout, nn.Transformer (post-norm, ReLU, batch first, final
-LayerNorms), a generator Linear with bias; xavier_uniform_ on every matrix, then the
+sinusoidal positions and dropout, nn.Transformer (post-norm, or pre-norm with
+config.json's norm_first; ReLU, batch first, final LayerNorms), a generator Linear with bias; xavier_uniform_ on every matrix, then the
 padding row of the embedding zeroed. The recipe: teacher forcing, CrossEntropy ignoring
 padding with label smoothing, Adam with the warm-up inverse-square-root schedule (as
 LambdaLR), gradient clipping. All of it is read from config.json.

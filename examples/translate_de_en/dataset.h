@@ -28,7 +28,7 @@ struct DatasetOptions {
   std::string corpus_path;
   std::string spm_path;        // a .model to load; "" trains one and writes it to spm_out
   std::string spm_out;
-  int64_t vocab_size = 8000;
+  int64_t vocab_size = 4000;
   std::string spm_type = "bpe";
   int64_t max_subwords = 100;  // a side with more subwords leaves the pair out (counted)
   bool train_tokenizer = true; // false: load spm_out (written by another process)
