@@ -39,15 +39,15 @@ TEST_CASE("read_ding_corpus keeps the aligned sentence pairs of the excerpt and 
   o.path = excerpt_path();
   const data::ParallelCorpus c = data::read_ding_corpus(o);
   const data::CorpusCounts& n = c.counts;
-  CHECK(n.lines == 33);
+  CHECK(n.lines == 34);
   CHECK(n.comments == 2);
   CHECK(n.blank == 2);
   CHECK(n.invalid_utf8 == 1);  // Latin-1 "Grüße"
   CHECK(n.malformed == 3);     // no " :: ", sides that do not pair up, two " :: "
-  CHECK(n.sub_entries == 28);
+  CHECK(n.sub_entries == 29);
   // Words, annotations, a first alternative without a full stop, a lone "(", a phrase with
   // placeholders ("addiction to sth.").
-  CHECK(n.not_sentences == 8);
+  CHECK(n.not_sentences == 9);
   CHECK(c.phrases.empty());  // only with DingCorpusOptions::phrases
   CHECK(n.phrases == 0);
   CHECK(n.too_short == 1);      // "Ja. :: Yes."
@@ -116,24 +116,36 @@ TEST_CASE("read_ding_corpus with phrases: the word and phrase entries, for train
                                                        {"gehen", "to go"},
                                                        {"Das Wetter ist schön.", "The weather is nice."},
                                                        {"Es ist kalt", "It is cold."},
-                                                       {"Abhängigkeit von etw.", "addiction to sth."}};
+                                                       {"Abhängigkeit von etw.", "addiction to sth."},
+                                                       {"Ich habe Hunger.", "I am hungry."}};
   CHECK(phrases == expected);
-  CHECK(all_train.counts.phrases == 6);
+  CHECK(all_train.counts.phrases == 7);
   CHECK(all_train.counts.phrase_duplicates == 1);
   CHECK(all_train.counts.phrases_held_out == 0);
-  CHECK(all_train.counts.summary().find("word and phrase entries for training 6") != std::string::npos);
+  CHECK(all_train.counts.summary().find("word and phrase entries for training 7") != std::string::npos);
 
-  // A line that gives a valid or test sentence gives no entries: "gehen" shares its line
-  // with two sentences.
+  // A line that gives a valid or test sentence gives no entries ("gehen" shares its line
+  // with two sentences), and no entry is a valid or test sentence (the annotated "Ich
+  // habe Hunger [ugs.].").
   o.valid_per_mille = 300;
-  o.test_per_mille = 300;
+  o.test_per_mille = 400;
   const data::ParallelCorpus c = data::read_ding_corpus(o);
   const bool gehen_held_out = data::split_of("Wir gehen nach Hause.", o) != data::Split::Train ||
                               data::split_of("Sie ging schnell nach Hause.", o) != data::Split::Train;
-  CHECK(c.counts.phrases_held_out == (gehen_held_out ? 1 : 0));
-  CHECK(c.counts.phrases == 6 - c.counts.phrases_held_out);
+  const bool hunger_held_out = data::split_of("Ich habe Hunger.", o) != data::Split::Train;
+  // These shares put both in valid or test, so that both rules are exercised.
+  CHECK(gehen_held_out);
+  CHECK(hunger_held_out);
+  CHECK(c.counts.phrases_held_out == (gehen_held_out ? 1 : 0) + (hunger_held_out ? 1 : 0));
+  CHECK(c.counts.phrases == 7 - c.counts.phrases_held_out);
   CHECK(static_cast<int64_t>(c.phrases.size()) == c.counts.phrases);
-  for (const auto& p : c.phrases) CHECK((p.source != "gehen" || !gehen_held_out));
+  std::set<std::string> held_out;
+  for (const auto* split : {&c.valid, &c.test})
+    for (const auto& p : *split) held_out.insert(p.source);
+  for (const auto& p : c.phrases) {
+    CHECK((p.source != "gehen" || !gehen_held_out));
+    CHECK(held_out.count(p.source) == 0);
+  }
 }
 
 TEST_CASE("clean_ding_sentence, clean_ding_phrase and text::valid_utf8") {

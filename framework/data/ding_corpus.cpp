@@ -167,6 +167,18 @@ void add_phrases(const std::vector<std::string>& de, const std::vector<std::stri
   }
 }
 
+// An annotated example sentence ("Das ist alles [ugs.].") is a phrase entry whose German
+// side may be another line's valid or test sentence: such entries go too.
+void drop_held_out_phrases(ParallelCorpus& out) {
+  if (out.phrases.empty()) return;
+  std::unordered_set<std::string> held_out;
+  for (const auto* split : {&out.valid, &out.test})
+    for (const SentencePair& p : *split) held_out.insert(p.source);
+  const auto dropped = std::erase_if(out.phrases, [&](const SentencePair& p) { return held_out.count(p.source) > 0; });
+  out.counts.phrases -= static_cast<int64_t>(dropped);
+  out.counts.phrases_held_out += static_cast<int64_t>(dropped);
+}
+
 // {} and [] labels ("Haus {n} [arch.]") dropped with what they hold and the spaces
 // before them ("schön [Dt.]." -> "schön."); false when they do not pair up.
 bool drop_labels(std::string& s) {
@@ -262,6 +274,7 @@ ParallelCorpus read_ding_corpus(const DingCorpusOptions& o) {
     if (o.phrases) add_phrases(de, en, fates, seen_phrases, out);
   }
   KILN_CHECK(!in.bad(), kOp, "reading '", o.path, "' failed after ", n.lines, " lines");
+  drop_held_out_phrases(out);
   KILN_CHECK(n.train > 0, kOp, "'", o.path, "' gave no training pairs (", n.summary(),
              "): is it the Ding dictionary, lines of \"German :: English\"?");
   return out;

@@ -32,8 +32,9 @@
 //
 // With DingCorpusOptions::phrases the dictionary's word and phrase entries come too, as
 // extra training pairs ("Haus {n} :: house", "jdm. etw. leihen :: to lend sb. sth."),
-// cleaned by clean_ding_phrase. They never go to valid or test, and a line that gave a
-// valid or test sentence gives no entries: its words are that sentence's own gloss.
+// cleaned by clean_ding_phrase. They never go to valid or test; a line that gave a valid
+// or test sentence gives no entries (its words are that sentence's own gloss), and no
+// entry's German side is a valid or test sentence.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -71,7 +72,7 @@ struct CorpusCounts {
   int64_t duplicates = 0;        // a German sentence already kept
   int64_t train = 0, valid = 0, test = 0;
   // With DingCorpusOptions::phrases, of the sub-entries that are not sentences: entries
-  // kept, left out as their line gave a valid or test sentence, and German repeats.
+  // kept, left out beside or equal to a valid or test sentence, and German repeats.
   int64_t phrases = 0, phrases_held_out = 0, phrase_duplicates = 0;
   std::string summary() const;
 };
