@@ -109,8 +109,9 @@ void check_options(const DingCorpusOptions& o) {
              o.valid_per_mille, " and ", o.test_per_mille);
 }
 
-// What became of an aligned pair of sub-entries.
-enum class Fate { NotSentence, Train, HeldOut, Dropped };
+// What an aligned pair of sub-entries was: no sentence (maybe a phrase entry), a sentence
+// for training or left out (length, repeat), or a valid or test sentence.
+enum class Fate { NotSentence, Sentence, HeldOut };
 
 // One aligned pair of sub-entries: counted, and kept in its split when both sides are
 // sentences of the right length whose German side is new.
@@ -127,22 +128,22 @@ Fate add_sub_entry(const std::string& de_side, const std::string& en_side, const
   const auto en_words = static_cast<int64_t>(split_words(p.target).size());
   if (de_words < o.min_words || en_words < o.min_words) {
     ++n.too_short;
-    return Fate::Dropped;
+    return Fate::Sentence;
   }
   if (de_words > o.max_words || en_words > o.max_words) {
     ++n.too_long;
-    return Fate::Dropped;
+    return Fate::Sentence;
   }
   if (!seen.insert(p.source).second) {
     ++n.duplicates;
-    return Fate::Dropped;
+    return Fate::Sentence;
   }
   switch (split_of(p.source, o)) {
-    case Split::Train: ++n.train; out.train.push_back(std::move(p)); return Fate::Train;
+    case Split::Train: ++n.train; out.train.push_back(std::move(p)); return Fate::Sentence;
     case Split::Valid: ++n.valid; out.valid.push_back(std::move(p)); return Fate::HeldOut;
     case Split::Test: ++n.test; out.test.push_back(std::move(p)); return Fate::HeldOut;
   }
-  return Fate::Dropped;
+  return Fate::Sentence;
 }
 
 // The word and phrase entries of one line (the sub-entries that are not sentences), for
