@@ -3,6 +3,13 @@
 // tensors, the CPU backend's kernel runs on them, and what it wrote is copied back into
 // the device tensors. A backend with no kernels of its own for these (CUDA today) thus
 // gives the CPU's results, index errors included, at the price of the copies.
+// KILN_LOG_HOST_STAGED=1 prints each such op's name on stderr the first time it stages
+// through the host, for finding which ones a workload calls on a GPU.
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
 
@@ -26,15 +33,29 @@ void from_host(Backend& be, const Tensor& h, const Tensor& t) {
 
 cpu::CpuBackend& host() { return cpu::cpu_backend(); }
 
+// Under KILN_LOG_HOST_STAGED, "[host-staged] <op> on <device>" once per op (`seen`: that
+// op's flag).
+void log_staged(std::atomic<bool>& seen, const char* op, const Tensor& t) {
+  static const bool on = [] {
+    const char* v = std::getenv("KILN_LOG_HOST_STAGED");
+    return v && *v && std::strcmp(v, "0") != 0;
+  }();
+  if (on && !seen.exchange(true)) std::fprintf(stderr, "[host-staged] %s on %s\n", op, t.device().str().c_str());
+}
+
 }  // namespace
 
 void Backend::gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out) {
+  static std::atomic<bool> seen{false};
+  log_staged(seen, "gather", x);
   Tensor h = host_like(out);
   host().gather(to_host(*this, x), dim, to_host(*this, index), h);
   from_host(*this, h, out);
 }
 
 void Backend::scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, bool accumulate) {
+  static std::atomic<bool> seen{false};
+  log_staged(seen, "scatter", self);
   Tensor h = to_host(*this, self);
   host().scatter(h, dim, to_host(*this, index), to_host(*this, src), accumulate);
   from_host(*this, h, self);
@@ -42,18 +63,24 @@ void Backend::scatter(const Tensor& self, int64_t dim, const Tensor& index, cons
 
 void Backend::index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
                         double alpha) {
+  static std::atomic<bool> seen{false};
+  log_staged(seen, "index_add", self);
   Tensor h = to_host(*this, self);
   host().index_add(h, dim, to_host(*this, index), to_host(*this, source), alpha);
   from_host(*this, h, self);
 }
 
 void Backend::cumsum(const Tensor& x, int64_t dim, bool reverse, const Tensor& out) {
+  static std::atomic<bool> seen{false};
+  log_staged(seen, "cumsum", x);
   Tensor h = host_like(out);
   host().cumsum(to_host(*this, x), dim, reverse, h);
   from_host(*this, h, out);
 }
 
 void Backend::sort(const Tensor& x, int64_t dim, bool descending, const Tensor& values, const Tensor& indices) {
+  static std::atomic<bool> seen{false};
+  log_staged(seen, "sort", x);
   Tensor hv = host_like(values), hi = host_like(indices);
   host().sort(to_host(*this, x), dim, descending, hv, hi);
   from_host(*this, hv, values);
@@ -62,6 +89,8 @@ void Backend::sort(const Tensor& x, int64_t dim, bool descending, const Tensor& 
 
 void Backend::topk(const Tensor& x, int64_t k, int64_t dim, bool largest, const Tensor& values,
                    const Tensor& indices) {
+  static std::atomic<bool> seen{false};
+  log_staged(seen, "topk", x);
   Tensor hv = host_like(values), hi = host_like(indices);
   host().topk(to_host(*this, x), k, dim, largest, hv, hi);
   from_host(*this, hv, values);
@@ -70,6 +99,8 @@ void Backend::topk(const Tensor& x, int64_t k, int64_t dim, bool largest, const 
 
 void Backend::multinomial(const Tensor& probs, int64_t num_samples, bool replacement, uint64_t seed,
                           uint64_t block, const Tensor& out) {
+  static std::atomic<bool> seen{false};
+  log_staged(seen, "multinomial", probs);
   Tensor h = host_like(out);
   host().multinomial(to_host(*this, probs), num_samples, replacement, seed, block, h);
   from_host(*this, h, out);

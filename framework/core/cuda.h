@@ -65,8 +65,10 @@ void set_preferred_blas_library(BlasLibrary library);
 BlasLibrary preferred_blas_library();
 // GEMM tuning for every thread (torch.cuda.tunable.enable's idea; off by default): under
 // Cublaslt, the first call of each problem (sizes, layouts, dtypes, bias, alignments)
-// times up to 16 of cuBLASLt heuristic's algorithms on a scratch output, a few launches
-// each, and keeps the fastest for the process. Results stay float32 arithmetic, but
+// times up to 96 candidates on a scratch output, a few launches each, and keeps the
+// fastest for the process: the heuristic's first 16 algorithms, and each of those with
+// its other tile shapes and with K split in 2 or 4. KILN_CUDA_BLAS_TUNING_LOG=1 prints
+// each problem's first and fastest candidate on stderr. Results stay float32 arithmetic, but
 // which algorithm wins depends on timing, so two processes may sum in different orders
 // and differ in the last bits: leave it off where a run must be bitwise repeatable.
 // Switching it changes only plans made afterwards.

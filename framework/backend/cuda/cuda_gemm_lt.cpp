@@ -4,8 +4,8 @@
 // output feature, is the per-row bias of D that CUBLASLT_EPILOGUE_BIAS adds.
 //
 // A plan (the matmul descriptor, the three matrix layouts and the heuristic's first
-// algorithm, or under set_blas_tuning the fastest of its first kTuneCandidates as timed
-// on this problem) is made once per problem: sizes, leading dimensions, transposes,
+// algorithm, or under set_blas_tuning the fastest of a wider set of candidates as timed
+// on this problem: tuning_candidates) is made once per problem: sizes, leading dimensions, transposes,
 // dtypes, epilogue, tuning and the alignment of every pointer (the heuristic picks
 // kernels by it), and kept for the process. A call then sets the bias pointer and
 // launches.
@@ -14,9 +14,13 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <mutex>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_device.h"
@@ -37,9 +41,11 @@ struct LtPlan {
 // the alignments of the first operand, the second, the output and the bias.
 using LtKey = std::array<int64_t, 15>;
 
-// Under set_blas_tuning: how many of the heuristic's algorithms are timed, and how many
-// launches of each (after one to warm up) the timing takes.
+// Under set_blas_tuning: how many of the heuristic's algorithms are asked for, how many
+// candidates at most are timed once those are widened (widen), and how many launches of
+// each (after one to warm up) the timing takes.
 constexpr int kTuneCandidates = 16;
+constexpr size_t kMaxTimedCandidates = 96;
 constexpr int kTuneLaunches = 5;
 
 // Plans of every device; a few per model in training, more where sizes vary (decoding),
@@ -127,17 +133,17 @@ struct TuneEvent {
   TuneEvent& operator=(const TuneEvent&) = delete;
 };
 
-// The index of the fastest of `found` on this problem (set_blas_tuning): each candidate
+// The milliseconds of kTuneLaunches launches of each of `found` on this problem
+// (set_blas_tuning), infinity for one that failed or whose state is not success: each
 // launched once to warm up, then kTuneLaunches times between two events, into a scratch
 // output, so the call's own output (which an accumulating product reads) is untouched.
-// A candidate whose launch fails is passed over; -1 when every one fails.
-int fastest(const LtProblem& pr, const LtPlan& p, const std::vector<cublasLtMatmulHeuristicResult_t>& found) {
+std::vector<float> time_candidates(const LtProblem& pr, const LtPlan& p,
+                                   const std::vector<cublasLtMatmulHeuristicResult_t>& found) {
   const Tensor scratch =
       Tensor::empty({pr.m * pr.n}, TensorOptions(kFloat32).device(Device(DeviceType::CUDA, pr.device)));
   float* out = scratch.data<float>();
   const TuneEvent start, stop;
-  int best = -1;
-  float best_ms = std::numeric_limits<float>::infinity();
+  std::vector<float> times(found.size(), std::numeric_limits<float>::infinity());
   cudaStream_t s = stream(pr.device);
   for (size_t i = 0; i < found.size(); ++i) {
     if (found[i].state != CUBLAS_STATUS_SUCCESS) continue;
@@ -146,12 +152,147 @@ int fastest(const LtProblem& pr, const LtPlan& p, const std::vector<cublasLtMatm
     for (int r = 0; ok && r < kTuneLaunches; ++r) ok = launch(pr, p, found[i].algo, out, 0) == CUBLAS_STATUS_SUCCESS;
     ok = ok && cudaEventRecord(stop.e, s) == cudaSuccess && cudaEventSynchronize(stop.e) == cudaSuccess;
     float ms = 0;
-    if (ok && cudaEventElapsedTime(&ms, start.e, stop.e) == cudaSuccess && ms < best_ms) {
-      best_ms = ms;
-      best = static_cast<int>(i);
-    }
+    if (ok && cudaEventElapsedTime(&ms, start.e, stop.e) == cudaSuccess) times[i] = ms;
   }
   (void)cudaGetLastError();  // a failed candidate's launch is not the caller's error
+  return times;
+}
+
+// An algorithm's configuration, for telling candidates apart and for the tuning's log:
+// id, tile, split-K count, reduction scheme, CTA swizzling, custom option, stages, inner
+// shape, cluster shape.
+using AlgoConfig = std::array<int64_t, 9>;
+
+template <class V>
+int64_t config_value(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t attr) {
+  V v{};
+  size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &v, sizeof(v), &written) != CUBLAS_STATUS_SUCCESS) return -1;
+  return static_cast<int64_t>(v);
+}
+
+AlgoConfig config_of(const cublasLtMatmulAlgo_t& a) {
+  return {config_value<int32_t>(a, CUBLASLT_ALGO_CONFIG_ID),
+          config_value<uint32_t>(a, CUBLASLT_ALGO_CONFIG_TILE_ID),
+          config_value<int32_t>(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+          config_value<uint32_t>(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
+          config_value<uint32_t>(a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
+          config_value<uint32_t>(a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION),
+          config_value<uint32_t>(a, CUBLASLT_ALGO_CONFIG_STAGES_ID),
+          config_value<uint16_t>(a, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID),
+          config_value<uint16_t>(a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID)};
+}
+
+// The values of a list capability (tile ids, stage ids) of an algorithm; empty when it
+// has none or the query fails.
+std::vector<uint32_t> capability_list(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoCapAttributes_t attr) {
+  size_t bytes = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&a, attr, nullptr, 0, &bytes) != CUBLAS_STATUS_SUCCESS || bytes == 0) return {};
+  std::vector<uint32_t> v(bytes / sizeof(uint32_t));
+  if (cublasLtMatmulAlgoCapGetAttribute(&a, attr, v.data(), v.size() * sizeof(uint32_t), &bytes) !=
+      CUBLAS_STATUS_SUCCESS)
+    return {};
+  return v;
+}
+
+template <class V>
+V capability(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoCapAttributes_t attr) {
+  V v{};
+  size_t written = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&a, attr, &v, sizeof(v), &written) != CUBLAS_STATUS_SUCCESS) return V{};
+  return v;
+}
+
+template <class V>
+bool set_config(cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t attr, V v) {
+  return cublasLtMatmulAlgoConfigSetAttribute(&a, attr, &v, sizeof(v)) == CUBLAS_STATUS_SUCCESS;
+}
+
+// Under set_blas_tuning the heuristic's candidates are widened before timing: each of
+// their algorithms also with its other tile shapes, and with the K dimension split in 2
+// or 4 (with each reduction scheme it supports). The reason: the heuristic ranks by a
+// model, and on an H200 its first pick for a 6400 x 512 x 512 float32 product ran 100
+// blocks on 132 multiprocessors at a third of the rate of the step's other GEMMs, with
+// none of its first 16 picks faster. Every added configuration passes
+// cublasLtMatmulAlgoCheck with a workspace that fits; at most kMaxTimedCandidates in all.
+void widen(const LtProblem& pr, const LtPlan& p, std::vector<cublasLtMatmulHeuristicResult_t>& found) {
+  std::set<AlgoConfig> seen;
+  for (const auto& f : found) seen.insert(config_of(f.algo));
+  auto add = [&](const cublasLtMatmulAlgo_t& a) {
+    if (found.size() >= kMaxTimedCandidates || seen.count(config_of(a))) return false;
+    cublasLtMatmulHeuristicResult_t r{};
+    if (cublasLtMatmulAlgoCheck(lt_handle(pr.device), p.desc, p.first, p.second, p.result, p.result, &a, &r) !=
+            CUBLAS_STATUS_SUCCESS ||
+        r.workspaceSize > kBlasWorkspaceBytes)
+      return false;
+    seen.insert(config_of(a));
+    r.algo = a;
+    r.state = CUBLAS_STATUS_SUCCESS;
+    found.push_back(r);
+    return true;
+  };
+  const size_t heuristic = found.size();
+  for (size_t i = 0; i < heuristic; ++i) {
+    if (found[i].state != CUBLAS_STATUS_SUCCESS) continue;
+    const cublasLtMatmulAlgo_t base = found[i].algo;
+    const std::vector<uint32_t> stages = capability_list(base, CUBLASLT_ALGO_CAP_STAGES_IDS);
+    for (uint32_t tile : capability_list(base, CUBLASLT_ALGO_CAP_TILE_IDS)) {
+      cublasLtMatmulAlgo_t a = base;
+      if (!set_config(a, CUBLASLT_ALGO_CONFIG_TILE_ID, tile)) continue;
+      if (add(a)) continue;
+      // The base's stage count may not suit this tile: the first stage count that does.
+      for (uint32_t st : stages)
+        if (set_config(a, CUBLASLT_ALGO_CONFIG_STAGES_ID, st) && add(a)) break;
+    }
+    if (capability<int32_t>(base, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT) == 0) continue;
+    const auto schemes = capability<uint32_t>(base, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK);
+    for (int32_t splits : {2, 4}) {
+      for (uint32_t scheme : {CUBLASLT_REDUCTION_SCHEME_INPLACE, CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE,
+                              CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE}) {
+        if (!(schemes & scheme)) continue;
+        cublasLtMatmulAlgo_t a = base;
+        if (set_config(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, splits) &&
+            set_config(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, scheme))
+          add(a);
+      }
+    }
+  }
+}
+
+// KILN_CUDA_BLAS_TUNING_LOG=1: one line on stderr per tuned problem, the heuristic's first
+// pick and the fastest, each with its configuration (config_of) and time of
+// kTuneLaunches launches, for finding which shapes the heuristic serves badly.
+void log_tuning(const LtProblem& pr, const std::vector<cublasLtMatmulHeuristicResult_t>& found,
+                const std::vector<float>& ms, int pick) {
+  static const bool on = [] {
+    const char* v = std::getenv("KILN_CUDA_BLAS_TUNING_LOG");
+    return v && *v && std::string(v) != "0";
+  }();
+  if (!on || found.empty() || pick < 0) return;
+  auto text = [&](size_t i) {
+    const AlgoConfig c = config_of(found[i].algo);
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "algo %lld tile %lld splitk %lld red %lld swz %lld stages %lld waves %.2f %.4f ms",
+                  static_cast<long long>(c[0]), static_cast<long long>(c[1]), static_cast<long long>(c[2]),
+                  static_cast<long long>(c[3]), static_cast<long long>(c[4]), static_cast<long long>(c[6]),
+                  static_cast<double>(found[i].wavesCount), static_cast<double>(ms[i]));
+    return std::string(buf);
+  };
+  std::fprintf(stderr, "blas tuning: m %lld n %lld k %lld op %d%d %s%s: first [%s] best [%s] of %zu\n",
+               static_cast<long long>(pr.m), static_cast<long long>(pr.n), static_cast<long long>(pr.k),
+               static_cast<int>(pr.op_first), static_cast<int>(pr.op_second), pr.low ? "bf16" : "f32",
+               pr.bias ? " bias" : "", text(0).c_str(), text(static_cast<size_t>(pick)).c_str(), found.size());
+}
+
+// The index of the fastest of `found` (after widening) on this problem; -1 when none ran.
+int fastest(const LtProblem& pr, const LtPlan& p, std::vector<cublasLtMatmulHeuristicResult_t>& found) {
+  widen(pr, p, found);
+  const std::vector<float> ms = time_candidates(pr, p, found);
+  int best = -1;
+  for (size_t i = 0; i < ms.size(); ++i)
+    if (ms[i] < std::numeric_limits<float>::infinity() && (best < 0 || ms[i] < ms[static_cast<size_t>(best)]))
+      best = static_cast<int>(i);
+  log_tuning(pr, found, ms, best);
   return best;
 }
 
@@ -193,7 +334,7 @@ LtPlan make_plan(const LtProblem& pr) {
     // NOT_SUPPORTED (or no result): no kernel for this problem; anything else is an error.
     if (st != CUBLAS_STATUS_NOT_SUPPORTED) KILN_CUBLAS_CHECK(st, "matmul");
     found.resize(st == CUBLAS_STATUS_SUCCESS ? static_cast<size_t>(std::max(count, 0)) : 0);
-    const int pick = found.size() > 1 ? fastest(pr, p, found) : found.empty() ? -1 : 0;
+    const int pick = pr.tuned && !found.empty() ? fastest(pr, p, found) : found.empty() ? -1 : 0;
     p.usable = pick >= 0 && found[pick].state == CUBLAS_STATUS_SUCCESS;
     if (p.usable) p.algo = found[pick].algo;
   } catch (...) {

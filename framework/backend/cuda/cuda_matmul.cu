@@ -14,6 +14,8 @@
 // bias, goes to cuBLASLt first (cuda_gemm_lt.cpp).
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
+#include <string>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_device.h"
@@ -47,6 +49,19 @@ cublasStatus_t gemm_strided_batched(cublasHandle_t h, cublasOperation_t ta, cubl
   return cublasDgemmStridedBatched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, count);
 }
 
+// KILN_CUDA_PREFILL_PRODUCTS=1, a diagnostic for compute-sanitizer's initcheck: every
+// product's output is filled with zeros before the GEMM writes it. initcheck does not see
+// the stores of cuBLAS's kernels that go through the tensor memory accelerator, so it
+// reports later reads of their outputs; with the outputs written first, a report that
+// remains is a read of memory that nothing wrote.
+bool prefill_products() {
+  static const bool on = [] {
+    const char* v = std::getenv("KILN_CUDA_PREFILL_PRODUCTS");
+    return v && *v && std::string(v) != "0";
+  }();
+  return on;
+}
+
 int as_int(int64_t v, const Tensor& out) {
   KILN_CHECK(v <= INT_MAX, "matmul", "a dimension of ", v, " is beyond cuBLAS's 32-bit sizes (output shape ",
              shape_str(out.shape()), ")");
@@ -63,6 +78,7 @@ void CudaBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& o
     if (!accumulate) fill(out, 0.0);
     return;
   }
+  if (!accumulate && prefill_products()) fill(out, 0.0);
   if (lt_matmul(a_in, b_in, nullptr, out, accumulate)) return;  // under set_preferred_blas_library(Cublaslt)
   DeviceGuard guard(out);
   MatLayout la, lb;
@@ -107,6 +123,7 @@ void CudaBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& o
 }
 
 void CudaBackend::matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
+  if (prefill_products()) fill(out, 0.0);
   if (lt_matmul(a, b, &bias, out, false)) return;  // under set_preferred_blas_library(Cublaslt)
   Backend::matmul_bias(a, b, bias, out);  // the bias broadcast into out, the product accumulated onto it
 }
