@@ -12,9 +12,20 @@ can be compared (benchmarks/plot_translate_curves.py draws both):
     /work/venv-torch/bin/python benchmarks/torch_translate.py EXPORT_DIR --minutes 30 --out DIR
 
 --minutes defaults to twice config.json's minutes (Kiln's budget); --autocast bf16 (or
-config.json's autocast) runs forward and loss under torch.autocast("cpu", bfloat16);
---compile trains through torch.compile(model) (eager, with the failure reported, if it
-does not compile); --eval-every-seconds overrides config.json's.
+config.json's autocast) runs forward and loss under torch.autocast(bfloat16) on the
+training device; --compile trains through torch.compile(model) (eager, with the failure
+reported, if it does not compile); --eval-every-seconds overrides config.json's.
+
+--device cuda (or cuda:N; default cpu) trains and evaluates on that GPU: the model and
+every batch are moved there, the clock is read after torch.cuda.synchronize(), float32
+matrix products run without TF32 (as Kiln's float32), and there is no thread search
+(torch's defaults). --throughput-steps N times training only: after --throughput-warmup
+W untimed steps (default 5), the next N steps of the exported schedule (the batches and
+order of the normal run) are timed, and one JSON line gives the seconds, target tokens/s
+(counted as in the normal run) and the last loss; no evaluation, nothing written, and
+--out is not needed:
+
+    python3 benchmarks/torch_translate.py EXPORT_DIR --device cuda --throughput-steps 200
 
 The model: one embedding table shared by source and target (scaled by sqrt(d_model)),
 sinusoidal positions and dropout, nn.Transformer (post-norm, or pre-norm with
@@ -31,11 +42,11 @@ clock: the validation loss (teacher forced, label-smoothed as in training, mean 
 tokens) and validation BLEU and chrF of greedy translations. At the end, test BLEU and
 chrF of beam-search translations (GNMT length penalty).
 
-Threads: before the clock starts, each split of --threads N into BLAS threads x torch
-threads (B x T <= N; MKL_NUM_THREADS / OPENBLAS_NUM_THREADS = B, OMP_NUM_THREADS and
-torch.set_num_threads = T, as benchmarks/compare.sh searches for torch_train_step.py) times
-a few training steps in a child process; the script then runs itself again at the
-fastest split (--split BxT skips the search). With an MKL build of torch (PyPI's),
+Threads (on the CPU): before the clock starts, each split of --threads N into BLAS
+threads x torch threads (B x T <= N; MKL_NUM_THREADS / OPENBLAS_NUM_THREADS = B,
+OMP_NUM_THREADS and torch.set_num_threads = T, as benchmarks/compare.sh searches for
+torch_train_step.py) times a few training steps in a child process; the script then runs
+itself again at the fastest split (--split BxT skips the search). With an MKL build of torch (PyPI's),
 torch.set_num_threads(T) also sets MKL's count for the calling thread, so B changes
 little there; with OpenBLAS it is the BLAS pool's size.
 
@@ -72,6 +83,44 @@ METRICS_COLUMNS = ("step", "epoch", "train_seconds", "train_loss", "val_loss", "
 
 def fail(message):
     raise SystemExit(f"torch_translate.py: {message}")
+
+
+def parse_device(text):
+    """--device: cpu, cuda or cuda:N, checked to exist."""
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError):
+        fail(f"--device '{text}' must be cpu, cuda or cuda:N")
+    if device.type == "cpu":
+        return device
+    if device.type != "cuda":
+        fail(f"--device '{text}' must be cpu, cuda or cuda:N")
+    if not torch.cuda.is_available():
+        fail(f"--device {text}: this torch ({torch.__version__}) sees no CUDA device")
+    if device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    if device.index >= torch.cuda.device_count():
+        fail(f"--device {text}: there are {torch.cuda.device_count()} CUDA devices")
+    return device
+
+
+def use_cuda(device):
+    """Makes `device` current, with float32 as float32: no TF32 in matrix products or
+    convolutions (Kiln's float32 GEMMs are full precision)."""
+    torch.cuda.set_device(device)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+
+
+def sync(device):
+    """Waits for the work queued on a GPU (nothing on the CPU), so that the clock counts it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def model_device(model):
+    return next(model.parameters()).device
 
 
 # ---------------------------------------------------------------- the export directory
@@ -302,7 +351,7 @@ def warmup_rate(cfg):
 def make_optimizer(model, cfg):
     """Adam (L2 weight decay added to the gradient, as Kiln's Adam) and the schedule.
     fused=True is the same update as torch's default for-loop, in one pass over the
-    parameters: the fastest CPU Adam PyTorch ships."""
+    parameters: the fastest Adam PyTorch ships, on the CPU and on CUDA."""
     kwargs = dict(lr=1.0, betas=(cfg["beta1"], cfg["beta2"]), eps=cfg["eps"], weight_decay=cfg["weight_decay"])
     try:
         opt, kind = torch.optim.Adam(model.parameters(), fused=True, **kwargs), "fused"
@@ -312,25 +361,32 @@ def make_optimizer(model, cfg):
 
 
 class Stepper:
-    """One training step: what Kiln's Trainer does between its clock readings."""
+    """One training step: what Kiln's Trainer does between its clock readings. The model
+    is on its device already (the optimizer's state is made where its parameters are)."""
 
     def __init__(self, model, forward, cfg, autocast):
         self.model, self.forward, self.cfg = model, forward, cfg
+        self.device = model_device(model)
         self.params = list(model.parameters())
         self.opt, self.sched, self.adam = make_optimizer(model, cfg)
         self.loss_fn = nn.CrossEntropyLoss(ignore_index=cfg["pad_id"], label_smoothing=cfg["label_smoothing"])
         self.autocast = autocast
 
+    def batch(self, pairs, indices):
+        """The padded source and target of the examples `indices`, on the model's device."""
+        src, tgt = make_batch(pairs, indices, self.cfg["pad_id"])
+        return src.to(self.device), tgt.to(self.device)
+
     def loss(self, src, tgt):
         tgt_in, labels = tgt[:, :-1], tgt[:, 1:]
         # Forward and loss only under autocast, as torch.autocast is meant to be used (and
         # Kiln's Trainer does): backward and Adam run outside it on float32 weights.
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast):
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
             logits = self.forward(src, tgt_in)
             return self.loss_fn(logits.reshape(-1, logits.size(-1)), labels.reshape(-1))
 
     def step(self, pairs, indices):
-        src, tgt = make_batch(pairs, indices, self.cfg["pad_id"])
+        src, tgt = self.batch(pairs, indices)
         self.model.train()
         loss = self.loss(src, tgt)
         self.opt.zero_grad(set_to_none=True)
@@ -364,14 +420,14 @@ def length_batches(lengths, budget, rows_per_item=1):
 def validation_loss(model, pairs, cfg, autocast):
     """Kiln's Trainer::evaluate: the label-smoothed loss summed over the batches divided
     by the non-pad labels, in eval mode without gradients (under autocast when training is)."""
-    pad = cfg["pad_id"]
+    pad, device = cfg["pad_id"], model_device(model)
     total, tokens = 0.0, 0
     lengths = [max(len(s), len(t)) for s, t in pairs]
     with torch.no_grad():
         for batch in length_batches(lengths, cfg["max_tokens"]):
-            src, tgt = make_batch(pairs, batch, pad)
+            src, tgt = (t.to(device) for t in make_batch(pairs, batch, pad))
             labels = tgt[:, 1:]
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
                 logits = model(src, tgt[:, :-1])
                 loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1), ignore_index=pad,
                                        label_smoothing=cfg["label_smoothing"], reduction="sum")
@@ -466,14 +522,15 @@ def greedy_decode(model, sources, cfg):
     sentence's tokens before the end token. Rows that finish leave the batch."""
     out = [None] * len(sources)
     bos, eos, pad = cfg["bos_id"], cfg["eos_id"], cfg["pad_id"]
+    device = model_device(model)
     with torch.no_grad():
         for batch in length_batches([len(s) for s in sources], cfg["max_tokens"]):
-            memory, src_kpm = model.encode(pad_rows([sources[i] for i in batch], pad))
+            memory, src_kpm = model.encode(pad_rows([sources[i] for i in batch], pad).to(device))
             dec = CachedDecoder(model, memory, src_kpm)
             limits = [max_output_len(len(sources[i]), cfg) for i in batch]
             rows = list(range(len(batch)))  # the batch positions still decoding, in row order
             hyps = [[] for _ in batch]
-            tokens = torch.full((len(batch),), bos, dtype=torch.long)
+            tokens = torch.full((len(batch),), bos, dtype=torch.long, device=device)
             for step in range(max(limits)):
                 best = forbid_pad(dec.step(tokens), cfg).argmax(-1).tolist()
                 going = []
@@ -486,11 +543,11 @@ def greedy_decode(model, sources, cfg):
                 if not going:
                     break
                 if len(going) < len(rows):
-                    index = torch.tensor(going, dtype=torch.long)
+                    index = torch.tensor(going, dtype=torch.long, device=device)
                     dec.select(index)
-                    tokens = torch.tensor(best, dtype=torch.long).index_select(0, index)
+                    tokens = torch.tensor(best, dtype=torch.long, device=device).index_select(0, index)
                 else:
-                    tokens = torch.tensor(best, dtype=torch.long)
+                    tokens = torch.tensor(best, dtype=torch.long, device=device)
                 rows = [rows[r] for r in going]
             for b, i in enumerate(batch):
                 out[i] = hyps[b]
@@ -552,19 +609,20 @@ def beam_search(model, sources, cfg, K, alpha):
     the best live one when none finished. Returns each sentence's tokens."""
     out = [None] * len(sources)
     bos, eos, pad = cfg["bos_id"], cfg["eos_id"], cfg["pad_id"]
+    device = model_device(model)
     with torch.no_grad():
         for batch in length_batches([len(s) for s in sources], cfg["max_tokens"], rows_per_item=K):
             n = len(batch)
-            memory, src_kpm = model.encode(pad_rows([sources[i] for i in batch], pad))
+            memory, src_kpm = model.encode(pad_rows([sources[i] for i in batch], pad).to(device))
             # The cross-attention's keys and values made once per sentence, then repeated K times.
             dec = CachedDecoder(model, memory, src_kpm)
-            dec.select(torch.arange(n).repeat_interleave(K))
+            dec.select(torch.arange(n, device=device).repeat_interleave(K))
             limits = [max_output_len(len(sources[i]), cfg) for i in batch]
             live = [[([], 0.0, 0.0)] for _ in range(n)]
             finished = [[] for _ in range(n)]
             active = list(range(n))
-            tokens = torch.full((n * K,), bos, dtype=torch.long)
-            beam_lp = torch.full((n, K), -math.inf, dtype=torch.float64)
+            tokens = torch.full((n * K,), bos, dtype=torch.long, device=device)
+            beam_lp = torch.full((n, K), -math.inf, dtype=torch.float64, device=device)
             beam_lp[:, 0] = 0.0
             for step in range(max(limits)):
                 logp = torch.log_softmax(forbid_pad(dec.step(tokens), cfg).double(), -1)  # (A*K, V)
@@ -586,9 +644,9 @@ def beam_search(model, sources, cfg, K, alpha):
                 active = still
                 if not active:
                     break
-                dec.select(torch.tensor(keep, dtype=torch.long))
-                tokens = torch.tensor(next_tokens, dtype=torch.long)
-                beam_lp = torch.tensor(next_lp, dtype=torch.float64)
+                dec.select(torch.tensor(keep, dtype=torch.long, device=device))
+                tokens = torch.tensor(next_tokens, dtype=torch.long, device=device)
+                beam_lp = torch.tensor(next_lp, dtype=torch.float64, device=device)
             for b, i in enumerate(batch):
                 pool = finished[b] or live[b]
                 out[i] = sorted(pool, key=lambda h: -h[2])[0][0]  # stable: the earliest among equals
@@ -686,13 +744,17 @@ def compile_model(model, stepper, pairs, first_batch):
     backward on the first batch (no update; the RNG restored, so the run draws as it
     would without it); eager if compiling fails. Returns a note for the report."""
     try:
+        cuda = stepper.device.type == "cuda"
         rng = torch.get_rng_state()
+        cuda_rng = torch.cuda.get_rng_state(stepper.device) if cuda else None  # dropout's, on a GPU
         stepper.forward = torch.compile(model, dynamic=True)
-        src, tgt = make_batch(pairs, first_batch, stepper.cfg["pad_id"])
+        src, tgt = stepper.batch(pairs, first_batch)
         model.train()
         stepper.loss(src, tgt).backward()
         stepper.opt.zero_grad(set_to_none=True)
         torch.set_rng_state(rng)
+        if cuda:
+            torch.cuda.set_rng_state(cuda_rng, stepper.device)
         return "compiled"
     except Exception as e:  # any failure of the compiler: report it, train eagerly
         stepper.forward = model
@@ -755,6 +817,20 @@ def record_evaluation(run, model, data, cfg, autocast, metrics):
     run.losses = []
 
 
+def target_tokens(pairs, indices):
+    """The non-pad labels of a batch (each target but its first token): what tokens/s counts."""
+    return sum(len(pairs[i][1]) - 1 for i in indices)
+
+
+def timed_step(stepper, pairs, indices):
+    """One training step and the seconds it took, the GPU's queued work included."""
+    sync(stepper.device)
+    t0 = time.perf_counter()
+    loss = stepper.step(pairs, indices)
+    sync(stepper.device)
+    return loss, time.perf_counter() - t0
+
+
 def train_loop(args, cfg, data, model, stepper, metrics):
     """Kiln's Trainer::fit under a time budget: the epochs' batches in order.txt's order,
     only the steps on the clock; an evaluation after the step that crosses each multiple
@@ -767,12 +843,11 @@ def train_loop(args, cfg, data, model, stepper, metrics):
     while not out_of_time:
         order = data.orders[run.epoch % len(data.orders)]  # after the last listed epoch, epoch 0's again
         for pos, b in enumerate(order):
-            t0 = time.perf_counter()
-            loss = stepper.step(data.train, data.batches[b])
-            run.seconds += time.perf_counter() - t0
+            loss, seconds = timed_step(stepper, data.train, data.batches[b])
+            run.seconds += seconds
             run.step += 1
             run.losses.append(loss)
-            run.tokens += sum(len(data.train[i][1]) - 1 for i in data.batches[b])  # non-pad labels
+            run.tokens += target_tokens(data.train, data.batches[b])
             if not math.isfinite(loss):
                 fail(f"the loss is {loss} at step {run.step}")
             out_of_time = run.seconds >= budget
@@ -787,6 +862,11 @@ def train_loop(args, cfg, data, model, stepper, metrics):
     return run
 
 
+def threads_text(split):
+    """The thread split for people to read: BxT on the CPU, none chosen on CUDA."""
+    return f"{split[0]}x{split[1]} (BLAS x torch)" if split else "torch's defaults"
+
+
 def report(args, cfg, data, model, run, split, notes):
     """Test BLEU and chrF of beam search; test.txt, test_hyps.txt and the JSON summary."""
     model.eval()
@@ -795,16 +875,17 @@ def report(args, cfg, data, model, run, split, notes):
     hyps, bleu, chrf, signatures = score(data.sp, hyp_ids, data.test_refs)
     print(f"test: beam {cfg['test_beam']}, {time.perf_counter() - t0:.1f}s: {bleu}", file=sys.stderr, flush=True)
     tokens_per_s = run.tokens / run.seconds if run.seconds > 0 else 0.0
-    threads = f"{split[0]}x{split[1]}"
+    threads = f"{split[0]}x{split[1]}" if split else None
     with open(os.path.join(args.out, "test_hyps.txt"), "w", encoding="utf-8") as f:
         f.writelines(h + "\n" for h in hyps)
     with open(os.path.join(args.out, "test.txt"), "w") as f:
         f.write(f"{bleu}\n{chrf}\nsignatures: {signatures[0]}  {signatures[1]}\n")
         f.write(f"beam {cfg['test_beam']}, length penalty {cfg['length_penalty']}\n")
         f.write(f"steps {run.step}\ntrain_seconds {run.seconds:.3f}\ntokens_per_s {tokens_per_s:.1f}\n")
-        f.write(f"threads {threads} (BLAS x torch)\ntorch {torch.__version__}\n")
+        f.write(f"device {args.device}\nthreads {threads_text(split)}\ntorch {torch.__version__}\n")
         f.write(f"autocast {args.autocast}\nmodel {notes['model']}\nadam {notes['adam']}\n")
-    print(json.dumps({"framework": "pytorch", "torch": torch.__version__, "threads": threads, "steps": run.step,
+    print(json.dumps({"framework": "pytorch", "torch": torch.__version__, "device": str(args.device),
+                      "threads": threads, "steps": run.step,
                       "train_seconds": round(run.seconds, 3),
                       "final_val_bleu": run.last["val_bleu"] if run.last else None,
                       "test_bleu": round(bleu.score, 4), "test_chrf": round(chrf.score, 4),
@@ -819,7 +900,7 @@ def train(args, cfg, split):
         # nn.TransformerEncoderLayer's inference fast path (eval mode, no grad) does not
         # follow autocast: it fails on the bfloat16 activations. The standard path does.
         torch.backends.mha.set_fastpath_enabled(False)
-    model = build_model(cfg)
+    model = build_model(cfg).to(args.device)
     stepper = Stepper(model, model, cfg, autocast)
     first_batch = data.batches[data.orders[0][0]]
     notes = {"model": compile_model(model, stepper, data.train, first_batch) if args.compile else "eager",
@@ -827,25 +908,75 @@ def train(args, cfg, split):
     os.makedirs(args.out, exist_ok=True)
     metrics = MetricsCsv(os.path.join(args.out, "metrics.csv"))
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"torch {torch.__version__}, threads {split[0]}x{split[1]} (BLAS x torch), {n_params} parameters, "
+    print(f"torch {torch.__version__}, {args.device}, threads {threads_text(split)}, {n_params} parameters, "
           f"{len(data.batches)} batches per epoch, budget {args.minutes:g} min, autocast {args.autocast}, "
           f"{notes['model']}, Adam {notes['adam']}", file=sys.stderr, flush=True)
     run = train_loop(args, cfg, data, model, stepper, metrics)
     report(args, cfg, data, model, run, split, notes)
 
 
+def scheduled_batches(orders, count):
+    """The first `count` steps' batches (indices into batches.txt), read as train_loop reads them."""
+    out, epoch = [], 0
+    while len(out) < count:
+        out += orders[epoch % len(orders)][: count - len(out)]
+        epoch += 1
+    return out
+
+
+def throughput(args, cfg, split):
+    """--throughput-steps: a fresh model trains --throughput-warmup steps off the clock,
+    then --throughput-steps on it, the schedule's first batches in train_loop's order;
+    the clock and the tokens as train_loop's. Prints one JSON line; writes nothing."""
+    warmup, steps = args.throughput_warmup, args.throughput_steps
+    batches, orders = load_schedule(args.export)
+    chosen = [batches[b] for b in scheduled_batches(orders, warmup + steps)]
+    pairs = read_pairs(os.path.join(args.export, "train.ids"), cfg, wanted={i for b in chosen for i in b})
+    longest = max(max(len(pairs[i][0]), len(pairs[i][1]) - 1) for b in chosen for i in b)
+    if longest > cfg["max_len"]:
+        fail(f"train.ids has a sequence of {longest} positions, more than config.json's max_len {cfg['max_len']}")
+    autocast = args.autocast == "bf16"
+    model = build_model(cfg).to(args.device)
+    stepper = Stepper(model, model, cfg, autocast)
+    compiled = compile_model(model, stepper, pairs, chosen[0]) if args.compile else "eager"
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"torch {torch.__version__}, {args.device}, threads {threads_text(split)}, "
+          f"{n_params} parameters, {warmup} warm-up + {steps} timed steps, autocast {args.autocast}, {compiled}, "
+          f"Adam {stepper.adam}", file=sys.stderr, flush=True)
+    seconds, tokens = 0.0, 0
+    for k, indices in enumerate(chosen):
+        loss, step_seconds = timed_step(stepper, pairs, indices)
+        if not math.isfinite(loss):
+            fail(f"the loss is {loss} at step {k + 1}")
+        if k >= warmup:
+            seconds += step_seconds
+            tokens += target_tokens(pairs, indices)
+    print(json.dumps({"framework": "pytorch", "torch": torch.__version__, "device": str(args.device), "steps": steps,
+                      "seconds": round(seconds, 4),
+                      "target_tokens_per_s": round(tokens / seconds, 1) if seconds > 0 else 0.0,
+                      "loss": round(loss, 6), "autocast": args.autocast}))
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("export", help="the directory translate_de_en --export wrote")
-    ap.add_argument("--out", required=True, help="where metrics.csv, test.txt and test_hyps.txt go")
+    ap.add_argument("--out", help="where metrics.csv, test.txt and test_hyps.txt go (required, except with "
+                                   "--throughput-steps, which writes nothing)")
     ap.add_argument("--minutes", type=float, help="training-time budget (default: twice config.json's minutes)")
     ap.add_argument("--eval-every-seconds", type=float,
                     help="training seconds between evaluations (default: config.json's; 0: epoch ends and the end)")
     ap.add_argument("--no-epoch-evals", action="store_true",
                     help="no evaluation at epoch ends (Kiln's Trainer makes one), only timed ones and the last")
-    ap.add_argument("--threads", type=int, default=2, help="threads to split between BLAS and torch (default 2)")
-    ap.add_argument("--split", help="BxT: BLAS threads x torch threads, skipping the search")
+    ap.add_argument("--device", default="cpu",
+                    help="cpu, cuda or cuda:N (default cpu); on CUDA no thread search, and no TF32")
+    ap.add_argument("--throughput-steps", type=int,
+                    help="only time this many training steps (after the warm-up) and print one JSON line")
+    ap.add_argument("--throughput-warmup", type=int, default=5,
+                    help="untimed steps before the timed ones of --throughput-steps (default 5)")
+    ap.add_argument("--threads", type=int, default=2,
+                    help="CPU threads to split between BLAS and torch (default 2)")
+    ap.add_argument("--split", help="BxT: BLAS threads x torch threads, skipping the search (CPU only)")
     ap.add_argument("--probe-steps", type=int, default=4, help="steps timed per thread split in the search")
     ap.add_argument("--autocast", choices=("none", "bf16"), help="default: config.json's")
     ap.add_argument("--compile", action="store_true", help="train with torch.compile(model) (eager if it fails)")
@@ -862,6 +993,22 @@ def main():
     args.eval_every_seconds = cfg["eval_every_seconds"] if args.eval_every_seconds is None else args.eval_every_seconds
     if args.threads < 1 or args.probe_steps < 1:
         fail("--threads and --probe-steps must be at least 1")
+    if args.throughput_steps is not None and (args.throughput_steps < 1 or args.throughput_warmup < 0):
+        fail("--throughput-steps must be at least 1 and --throughput-warmup at least 0")
+    if args.out is None and args.throughput_steps is None:
+        fail("--out is required (except with --throughput-steps)")
+    args.device = parse_device(args.device)
+    # nn.TransformerEncoder's eval-mode fast path warns about nested tensors being a prototype.
+    warnings.filterwarnings("ignore", message=".*nested tensors.*")
+    if args.device.type == "cuda":
+        if args.split is not None or args.probe:
+            fail("--split is for the CPU: on CUDA, torch keeps its default threads")
+        use_cuda(args.device)
+        if args.throughput_steps is not None:
+            throughput(args, cfg, None)
+        else:
+            train(args, cfg, None)
+        return
     if args.split is None:
         b, t = choose_split(args)
         # Run again at that split: the BLAS thread count is read from the environment at load.
@@ -871,10 +1018,10 @@ def main():
         os.execve(sys.executable, argv, split_env(b, t))
     b, t = parse_split(args.split)
     torch.set_num_threads(t)
-    # nn.TransformerEncoder's eval-mode fast path warns about nested tensors being a prototype.
-    warnings.filterwarnings("ignore", message=".*nested tensors.*")
     if args.probe:
         probe(args, cfg)
+    elif args.throughput_steps is not None:
+        throughput(args, cfg, (b, t))
     else:
         train(args, cfg, (b, t))
 

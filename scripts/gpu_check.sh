@@ -32,16 +32,24 @@
 #    bench_attention at 1024 and 4096 tokens on the tiled and the materialising
 #    kernels.
 #
-# 5. profile (only when asked: --only profile): one base step, fp32 and bf16, under Nsight
+# 5. translate: the real German->English translator's training throughput on the GPU,
+#    Kiln's translate_de_en --device cuda:0 (KILN_TRANSLATE_SECONDS of training, default 30)
+#    against benchmarks/torch_translate.py --device cuda --throughput-steps (the same ids,
+#    batches and recipe, exported on the CPU machine), float32 (TF32 off) and bf16
+#    autocast, with the ops Kiln's run staged through host memory (KILN_LOG_HOST_STAGED).
+#    Needs .gpu/de-en.xz (Debian's trans-de-en, xz), .gpu/spm.model and
+#    .gpu/tr-export.tar.xz (translate_de_en --export, made with that spm.model).
+#
+# 6. profile (only when asked: --only profile): one base step, fp32 and bf16, under Nsight
 #    Compute, its kernels' GPU time summed per kernel (scripts/gpu_kernel_times.py).
 #
-# --only tests,sanitize,bench picks stages (the build or unpacking always runs). Logs
+# --only tests,sanitize,bench,translate picks stages (the build or unpacking always runs). Logs
 # go to --out (default gpu_check_out/); the summary is printed last. Exit status 0 only
 # when every stage run passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-prebuilt="" out="$ROOT/gpu_check_out" only="tests,sanitize,bench"
+prebuilt="" out="$ROOT/gpu_check_out" only="tests,sanitize,bench,translate"
 while [ $# -gt 0 ]; do
   case "$1" in
     --prebuilt) prebuilt=$2; shift 2 ;;
@@ -80,7 +88,8 @@ use_debs() {
 }
 
 if [ -n "$prebuilt" ]; then
-  build=/tmp/kiln-gpu-build
+  # KILN_PREBUILT_DIR: where the tree is unpacked (two stages run at once need two).
+  build=${KILN_PREBUILT_DIR:-/tmp/kiln-gpu-build}
   rm -rf "$build" && mkdir -p "$build" && tar -xf "$prebuilt" -C "$build"
   export LD_LIBRARY_PATH=$build/libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   note "build: prebuilt $(cat "$build/BUILD_INFO" 2>/dev/null)"
@@ -138,12 +147,15 @@ if stage sanitize; then
   # the rest run unchecked. memcheck and initcheck check every launch.
   # initcheck does not see the stores of cuBLAS's Hopper kernels (through the tensor
   # memory accelerator): every later read of their output is reported as uninitialised,
-  # PyTorch's own bf16 matmul included (README, "Checking a GPU"). Cases named "not for
-  # initcheck" read such outputs on shapes that take those kernels; initcheck leaves them
-  # out, memcheck and racecheck run them. initcheck also runs with cuBLAS preferred for
+  # PyTorch's own bf16 matmul included (docs/cuda.md, "initcheck and cuBLAS"). Cases
+  # named "not for initcheck" read such outputs on shapes that take those kernels;
+  # initcheck leaves them out, memcheck and racecheck run them. initcheck also runs with cuBLAS preferred for
   # unbatched products (KILN_CUDA_BLAS=cublas; KILN_INITCHECK_BLAS=cublaslt keeps the
   # default): on the default, cuBLASLt, its reports on an H200 were all reads of cuBLASLt
-  # outputs; the cases that choose cuBLASLt themselves still run it.
+  # outputs; the cases that choose cuBLASLt themselves still run it. And every product's
+  # output is filled first (KILN_CUDA_PREFILL_PRODUCTS=1): with that, the reports on an
+  # H200 went to 0 (3552 on the cuBLASLt case, 20 on the layer-norm recompute case), so
+  # a report that remains is a read of memory that nothing wrote.
   # sanitize_case TOOL LIMIT LOG PATTERN: test_cuda's case PATTERN under compute-sanitizer
   # TOOL (LIMIT: its extra flags, or empty), the log to LOG; its exit status.
   sanitize_case() {
@@ -160,7 +172,7 @@ if stage sanitize; then
     tool_cases=$cases
     blas=""
     [ $tool = initcheck ] && tool_cases=$(grep -v "not for initcheck" <<<"$cases") &&
-      blas="KILN_CUDA_BLAS=${KILN_INITCHECK_BLAS:-cublas}"
+      blas="KILN_CUDA_BLAS=${KILN_INITCHECK_BLAS:-cublas} KILN_CUDA_PREFILL_PRODUCTS=1"
     rm -rf "${out:?}/$tool" && mkdir -p "$out/$tool"
     t0=$(date +%s)
     i=0
@@ -213,22 +225,31 @@ if stage bench; then
   else commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null); fi
   # One more run of each side at this $config, $mode ($flag) and $steps, with more
   # arguments; logged as "bench <config> <mode> <label>: kiln|torch <fields>".
+  # KILN_BENCH_VARIANTS (comma-separated labels, default all) picks the base step's extra
+  # runs below, to fit a short lease: e.g. "blas tuning,tunable op".
+  wanted() { [ -z "${KILN_BENCH_VARIANTS:-}" ] || [[ ",$KILN_BENCH_VARIANTS," == *",$1,"* ]]; }
   kiln_run() {
     local label=$1 k
     shift
-    k=$("$build/benchmarks/bench_train_step" --config $config --device cuda:0 --steps $steps --warmup 5 $flag "$@" 2>&1 | tail -1)
+    wanted "$label" || return 0
+    # The whole output kept: under KILN_CUDA_BLAS_TUNING_LOG the tuning's lines come first.
+    k=$("$build/benchmarks/bench_train_step" --config $config --device cuda:0 --steps $steps --warmup 5 $flag "$@" 2>&1 |
+      tee -a "$out/bench_kiln.log" | tail -1)
     echo "$k" >>"$out/bench.jsonl"
     note "bench $config $mode $label: kiln $(fields "$k")"
   }
   torch_run() {
     local label=$1 t
     shift
-    t=$($py "$ROOT/benchmarks/torch_train_step.py" --config $config --device cuda:0 --steps $steps --warmup 5 $flag "$@" 2>&1 | tail -1)
+    wanted "$label" || return 0
+    t=$($py "$ROOT/benchmarks/torch_train_step.py" --config $config --device cuda:0 --steps $steps --warmup 5 $flag "$@" 2>&1 |
+      tee -a "$out/bench_torch.log" | tail -1)
     echo "$t" >>"$out/bench.jsonl"
     note "bench $config $mode $label: torch $(fields "$t")"
   }
   rounds=${KILN_BENCH_ROUNDS:-1}
-  for config in small base; do
+  # KILN_BENCH_CONFIGS (default "small base") and KILN_BENCH_ATTENTION=0 trim the stage.
+  for config in ${KILN_BENCH_CONFIGS:-small base}; do
     steps=$([ $config = base ] && echo 30 || echo 100)
     for mode in fp32 bf16; do
       flag=$([ $mode = bf16 ] && echo --bf16 || true)
@@ -261,7 +282,7 @@ if stage bench; then
         kiln_run "blas cublas" --blas cublas
         # Each GEMM problem's algorithm the fastest of cuBLASLt's candidates, timed in the
         # warm-up steps: Kiln's set_blas_tuning, PyTorch's TunableOp.
-        kiln_run "blas tuning" --blas-tuning
+        KILN_CUDA_BLAS_TUNING_LOG=1 kiln_run "blas tuning" --blas-tuning
         torch_run "tunable op" --tunable-op
         # Attention's heads copied head-major around its products (the earlier path, for
         # its cost against the pointer-batched products on heads in place).
@@ -283,13 +304,42 @@ if stage bench; then
     done
   done
   # Attention alone at long sequences, on each of the GPU's attention kernels.
-  for seq in 1024 4096; do
+  [ "${KILN_BENCH_ATTENTION:-1}" = 0 ] || for seq in 1024 4096; do
     for kernel in tiled materialized; do
       a=$("$build/benchmarks/bench_attention" --seq $seq --attention $kernel 2>&1 | tail -1)
       echo "$a" >>"$out/bench.jsonl"
       note "bench attention seq $seq $kernel: $(echo "$a" | grep -o '"\(ms\|peak_mb\)": [0-9.]*' | tr '\n' ' ')"
     done
   done
+fi
+
+if stage translate; then
+  py=${TORCH_PYTHON:-python3}
+  tdir=/tmp/kiln-translate
+  rm -rf "$tdir" && mkdir -p "$tdir"
+  if xz -dc "$ROOT/.gpu/de-en.xz" >"$tdir/de-en" 2>/dev/null && tar -xf "$ROOT/.gpu/tr-export.tar.xz" -C "$tdir"; then
+    secs=${KILN_TRANSLATE_SECONDS:-30}
+    for mode in fp32 bf16; do
+      flag=$([ $mode = bf16 ] && echo --bf16 || true)
+      tflag=$([ $mode = bf16 ] && echo "--autocast bf16" || echo "--autocast none")
+      # shellcheck disable=SC2086
+      KILN_LOG_HOST_STAGED=1 timeout 300 "$build/examples/translate_de_en/translate_de_en" --device cuda:0 --corpus "$tdir/de-en" \
+        --spm "$ROOT/.gpu/spm.model" --minutes "$(awk -v s="$secs" 'BEGIN {print s / 60}')" --eval-every 1e9 \
+        --beam 0 --no-progress --out "$tdir/kiln_$mode" $flag >"$out/translate_kiln_$mode.log" 2>&1
+      rc=$?
+      line=$(grep -E '^trained ' "$out/translate_kiln_$mode.log" | tail -1)
+      if [ $rc -eq 0 ]; then note "translate $mode: kiln $line"; else fail "translate $mode: kiln rc=$rc (log: translate_kiln_$mode.log)"; fi
+      # Ops it ran through host memory (training, validation and test decoding), if any.
+      staged=$(grep -o '^\[host-staged\] [a-z_]*' "$out/translate_kiln_$mode.log" | awk '{print $2}' | tr '\n' ' ')
+      note "translate $mode: kiln ops staged through the host: ${staged:-none}"
+      # shellcheck disable=SC2086
+      t=$(timeout 300 "$py" "$ROOT/benchmarks/torch_translate.py" "$tdir/export" --device cuda --out "$tdir/torch_$mode" \
+        --throughput-steps "${TORCH_TRANSLATE_STEPS:-1500}" $tflag 2>"$out/translate_torch_$mode.err" | tail -1)
+      if [ -n "$t" ]; then note "translate $mode: torch $t"; else fail "translate $mode: torch (log: translate_torch_$mode.err)"; fi
+    done
+  else
+    fail "translate: .gpu/de-en.xz or .gpu/tr-export.tar.xz missing or unreadable"
+  fi
 fi
 
 if stage profile; then

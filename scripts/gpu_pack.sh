@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Packs a CUDA build tree for scripts/gpu_check.sh --prebuilt on another machine (a GPU
 # machine with no compiler time to spare, or without OpenBLAS/oneTBB): the libraries,
-# test programs, bench_train_step, bench_attention and translate_toy, stripped, in the tree's layout (their
-# RUNPATH is relative), with the OpenBLAS, oneTBB and gfortran runtime libraries they
-# load in libs/. The GPU machine needs the same CUDA major version (cuBLAS is not packed).
+# test programs, bench_train_step, bench_attention, translate_toy and translate_de_en,
+# stripped, in the tree's layout (their RUNPATH is relative), with the OpenBLAS, oneTBB,
+# gfortran and SentencePiece runtime libraries they load in libs/. The GPU machine needs
+# the same CUDA major version (cuBLAS is not packed).
 #
 #   bash scripts/gpu_pack.sh build-gpu .gpu/kiln-gpu.tar.xz
 set -euo pipefail
@@ -12,7 +13,8 @@ tarball=${2:?usage: gpu_pack.sh BUILD_DIR OUT.tar.xz}
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 files=$(cd "$build" && ls framework/libkiln.so* models/transformer/libkiln_transformer.so* tests/test_* tests/save_loop \
-  benchmarks/bench_train_step benchmarks/bench_attention examples/translate_toy/translate_toy 2>/dev/null | grep -v '\.p$')
+  benchmarks/bench_train_step benchmarks/bench_attention examples/translate_toy/translate_toy \
+  examples/translate_de_en/translate_de_en 2>/dev/null | grep -v '\.p$')
 for f in $files; do
   [ -f "$build/$f" ] || [ -L "$build/$f" ] || continue
   mkdir -p "$stage/$(dirname "$f")"
@@ -20,7 +22,8 @@ for f in $files; do
   [ -L "$stage/$f" ] || strip --strip-unneeded "$stage/$f"
 done
 mkdir -p "$stage/libs"
-for lib in $(ldd "$build/tests/test_cuda" | awk '/openblas|tbb|gfortran|quadmath/ {print $3}'); do
+for lib in $(ldd "$build/tests/test_cuda" "$build/examples/translate_de_en/translate_de_en" 2>/dev/null |
+  awk '/openblas|tbb|gfortran|quadmath|sentencepiece|protobuf/ {print $3}' | sort -u); do
   cp -L "$lib" "$stage/libs/"
 done
 echo "$(git rev-parse --short HEAD) $(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/nvcc \1/p') $(grep -o "gpu_arch=[^ ]*\|gpu_arch *: [^ ]*" "$build/meson-logs/meson-log.txt" | head -1)" >"$stage/BUILD_INFO"

@@ -4,7 +4,7 @@
 // evaluating validation BLEU as it goes; then prints test BLEU and chrF, ten translations
 // beside their references, and draws the loss and BLEU curves and a cross-attention map.
 //
-//   translate_de_en [--minutes M | --epochs N] [--out DIR] [--bf16] [--threads T] …
+//   translate_de_en [--minutes M | --epochs N] [--out DIR] [--bf16] [--threads T] [--device cuda:0] …
 //   translate_de_en --load DIR --translate "Ich kann noch nichts Konkretes sagen."
 //   mpirun -np 2 translate_de_en --minutes 15     (data parallel; a Kiln built with MPI)
 //
@@ -40,7 +40,7 @@ struct Args {
   double minutes = 15;  // 0: no time budget (--epochs alone)
   int64_t epochs = 1'000'000;
   double eval_every = 60;
-  std::string corpus, spm, out = "translate_de_en_out", resume, export_dir, load, translate;
+  std::string corpus, spm, out = "translate_de_en_out", resume, export_dir, load, translate, device = "cpu";
   int64_t vocab_size = 4000, max_subwords = 100;
   std::string spm_type = "bpe";
   int64_t d_model = 256, heads = 4, layers = 3, ff = 1024, max_tokens = 1500, warmup = 400;
@@ -58,6 +58,7 @@ const char* kUsage =
     "                       [--post-norm]\n"
     "                       [--max-tokens N] [--lr-factor F] [--warmup STEPS] [--label-smoothing E] [--clip C]\n"
     "                       [--weight-decay W] [--beam K (0 = greedy)] [--seed S] [--threads T] [--bf16]\n"
+    "                       [--device cpu|cuda:N]\n"
     "                       [--out DIR] [--resume FILE] [--no-progress] [--export DIR [--export-epochs N]]\n"
     "                       [--load DIR --translate \"German sentence\"]";
 
@@ -88,6 +89,7 @@ Args parse(kiln_examples::Cli& cli) {
   a.seed = static_cast<uint64_t>(cli.integer("--seed", 1, 0, INT64_MAX));
   a.threads = static_cast<int>(cli.integer("--threads", 0, 0, 4096));
   a.bf16 = cli.flag("--bf16");
+  a.device = cli.nonempty_text("--device", a.device);
   a.progress = !cli.flag("--no-progress");
   a.resume = cli.nonempty_text("--resume", "");
   a.export_dir = cli.nonempty_text("--export", "");
@@ -256,6 +258,7 @@ int translate_one(const Args& a) {
              weights, " was trained with ", vocab);
   tr::Seq2SeqTransformer model(model_options(m, vocab, pad));
   kiln::io::load_state_dict(weights, model, true);
+  model.to(kiln::Device(a.device));
   TranslateOptions t;
   t.beam = a.beam;
   const std::vector<int64_t> ids = tok.encode(a.translate);
@@ -268,6 +271,7 @@ int run(int argc, char** argv) {
   kiln_examples::Cli cli(argc, argv, kUsage);
   const Args a = parse(cli);
   if (a.threads > 0) kiln::set_num_threads(a.threads);
+  (void)kiln::Device(a.device);  // a bad --device fails here, before any data is read
   if (a.has_translate) return translate_one(a);
   if (kiln::distributed::launched_by_mpi()) kiln::distributed::init();
   const int world = kiln::distributed::is_initialized() ? kiln::distributed::world_size() : 1;
@@ -294,6 +298,7 @@ int run(int argc, char** argv) {
   kiln::manual_seed(a.seed);
   tr::Seq2SeqTransformer model(model_options(a, vocab, pad));
   initialise(model);
+  model.to(kiln::Device(a.device));
   kiln::data::PairDataLoaderOptions lo{.shuffle = true, .seed = a.seed, .pad_id = pad, .max_tokens = a.max_tokens};
   if (world > 1) {
     lo.shuffle = false;
@@ -346,10 +351,16 @@ int run(int argc, char** argv) {
   };
   t.checkpoint_metadata = model_metadata(a, vocab, pad);
   tr::Trainer trainer(model, train, &valid, t);
-  trainer.fit();
+  const std::vector<tr::EpochSummary> epochs = trainer.fit();
   if (!main_rank) return 0;
-  std::printf("trained %lld steps in %.1f minutes of training\n", static_cast<long long>(trainer.global_step()),
-              trainer.train_seconds() / 60.0);
+  double tokens = 0, seconds = 0;
+  for (const tr::EpochSummary& e : epochs) {
+    tokens += e.tokens_per_second * e.seconds;
+    seconds += e.seconds;
+  }
+  std::printf("trained %lld steps in %.1f minutes of training, %.0f target tokens/s\n",
+              static_cast<long long>(trainer.global_step()), trainer.train_seconds() / 60.0,
+              tokens / std::max(seconds, 1e-9));
   kiln::io::save_state_dict((out / "model.safetensors").string(), model, model_metadata(a, vocab, pad));
 
   std::optional<kiln::AutocastGuard> autocast;  // decoding as trained

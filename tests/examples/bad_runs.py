@@ -144,6 +144,7 @@ def translate_de_en_cases(prog, tmp):
         (["--heads", "3"], 2, "--d-model must be a multiple of --heads"),
         (["--vocab-size", "5"], 2, "--vocab-size must be in"),
         (["--translate", "Hallo Welt."], 2, "--translate and --load go together"),
+        (["--device", "tpu"], 1, "tpu"),
         (["--out", f + "/sub"], 2, "--out"),
         (["--out", "/proc/kiln_out"], 2, "--out"),
         (["--corpus", os.path.join(tmp, "missing-de-en")], 1, "trans-de-en"),
