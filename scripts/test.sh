@@ -29,9 +29,10 @@ stage "install dependencies" bash scripts/install_deps.sh --tests
 
 # cuda=auto (the default): the CUDA backend is compiled wherever nvcc and cuBLAS exist;
 # its suite (test_cuda) is skipped where no GPU is. A machine without a GPU compiles it
-# for one architecture only (each one is a whole device compile of every .cu file): the
-# point there is that it compiles. With a GPU, for that GPU's.
-gpu_arch=sm_90
+# to PTX for one architecture only (compute_90: no machine code, so no ptxas, which took
+# half of the device compile): the point there is that it compiles. With a GPU, machine
+# code for that GPU's.
+gpu_arch=compute_90
 if cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1) && [ -n "$cap" ]; then
   gpu_arch=sm_${cap//./}
 fi
