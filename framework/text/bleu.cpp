@@ -342,7 +342,7 @@ enum class Tokenizer { k13a, kChar, kNone };
 enum class Smooth { kExp, kFloor, kAddK, kNone };
 
 // The options checked and resolved.
-struct Settings {
+struct BleuSettings {
   Tokenizer tokenizer;
   Smooth smooth;
   double smooth_value;
@@ -350,8 +350,8 @@ struct Settings {
   bool lowercase, effective_order;
 };
 
-Settings resolve(const BleuOptions& o, const char* op) {
-  Settings s{};
+BleuSettings resolve(const BleuOptions& o, const char* op) {
+  BleuSettings s{};
   if (o.tokenize == "13a") {
     s.tokenizer = Tokenizer::k13a;
   } else if (o.tokenize == "char") {
@@ -380,7 +380,7 @@ Settings resolve(const BleuOptions& o, const char* op) {
   return s;
 }
 
-std::vector<std::string> bleu_tokens(const std::string& segment, const Settings& s) {
+std::vector<std::string> bleu_tokens(const std::string& segment, const BleuSettings& s) {
   const std::string text = rstrip(s.lowercase ? lowercase(segment) : segment);
   switch (s.tokenizer) {
     case Tokenizer::k13a:
@@ -424,7 +424,7 @@ struct BleuStats {
   std::vector<int64_t> correct, total;  // per order
 };
 
-void add_segment(const std::string& hyp, const std::vector<const std::string*>& refs, const Settings& s,
+void add_segment(const std::string& hyp, const std::vector<const std::string*>& refs, const BleuSettings& s,
                  BleuStats& stats) {
   NgramCounts ref_counts(s.order);
   std::vector<int64_t> ref_lens;
@@ -464,7 +464,7 @@ double floored_log(double x) { return x == 0.0 ? -9999999999.0 : std::log(x); }
 
 // The score from the statistics, in the order of sacreBLEU's compute_bleu operations so
 // that the doubles agree bit for bit.
-BleuScore finish(const BleuStats& stats, const Settings& s) {
+BleuScore finish(const BleuStats& stats, const BleuSettings& s) {
   BleuScore r;
   r.counts = stats.correct;
   r.totals = stats.total;
@@ -504,7 +504,7 @@ BleuScore finish(const BleuStats& stats, const Settings& s) {
 
 BleuScore score_corpus(const char* op, const std::vector<std::string>& hypotheses,
                        const std::vector<const std::vector<std::string>*>& streams, const BleuOptions& options) {
-  const Settings s = resolve(options, op);
+  const BleuSettings s = resolve(options, op);
   detail::check_corpus(op, hypotheses, streams);
   BleuStats stats;
   stats.correct.assign(s.order, 0);
@@ -602,7 +602,7 @@ BleuScore corpus_bleu(const std::vector<std::string>& hypotheses,
 
 BleuScore sentence_bleu(const std::string& hypothesis, const std::vector<std::string>& references,
                         const BleuOptions& options) {
-  const Settings s = resolve(options, "sentence_bleu");
+  const BleuSettings s = resolve(options, "sentence_bleu");
   KILN_CHECK(!references.empty(), "sentence_bleu", "no references given");
   BleuStats stats;
   stats.correct.assign(s.order, 0);

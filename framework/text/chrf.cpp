@@ -12,19 +12,19 @@
 namespace kiln::text {
 namespace {
 
-struct Settings {
+struct ChrfSettings {
   size_t char_order, word_order;
   double factor;  // beta squared
   bool lowercase, whitespace, eps_smoothing;
   size_t orders() const { return char_order + word_order; }
 };
 
-Settings resolve(const ChrfOptions& o, const char* op) {
+ChrfSettings resolve(const ChrfOptions& o, const char* op) {
   KILN_CHECK(o.char_order >= 0 && o.word_order >= 0 && o.char_order + o.word_order >= 1, op,
              "char_order and word_order must be at least 0 and one of them at least 1, got char_order ", o.char_order,
              " and word_order ", o.word_order);
   KILN_CHECK(o.beta >= 0, op, "beta must be at least 0, got ", o.beta);
-  Settings s{};
+  ChrfSettings s{};
   s.char_order = static_cast<size_t>(o.char_order);
   s.word_order = static_cast<size_t>(o.word_order);
   s.factor = static_cast<double>(o.beta * o.beta);
@@ -45,7 +45,7 @@ std::string without_whitespace(const std::string& line) {
 }
 
 // Character n-grams of orders 1..char_order: runs of that many code points.
-void add_char_ngrams(const std::string& line, const Settings& s, std::vector<Counter>& counts) {
+void add_char_ngrams(const std::string& line, const ChrfSettings& s, std::vector<Counter>& counts) {
   const std::string text = s.whitespace ? line : without_whitespace(line);
   std::vector<size_t> offsets{0};  // of each character in text, and its end
   for (const std::string& c : split_characters(text)) offsets.push_back(offsets.back() + c.size());
@@ -80,7 +80,7 @@ std::vector<std::string> chrf_words(const std::string& line) {
   return words;
 }
 
-void add_word_ngrams(const std::string& line, const Settings& s, std::vector<Counter>& counts) {
+void add_word_ngrams(const std::string& line, const ChrfSettings& s, std::vector<Counter>& counts) {
   const std::vector<std::string> words = chrf_words(line);
   for (size_t n = 1; n <= s.word_order; ++n) {
     Counter& c = counts[s.char_order + n - 1];
@@ -92,7 +92,7 @@ void add_word_ngrams(const std::string& line, const Settings& s, std::vector<Cou
   }
 }
 
-std::vector<Counter> ngrams(const std::string& segment, const Settings& s) {
+std::vector<Counter> ngrams(const std::string& segment, const ChrfSettings& s) {
   const std::string line = s.lowercase ? lowercase(segment) : segment;
   std::vector<Counter> counts(s.orders());
   add_char_ngrams(line, s, counts);
@@ -118,7 +118,7 @@ std::vector<int64_t> match_stats(const std::vector<Counter>& hyp, const std::vec
 }
 
 // The F-score from [hyp, ref, match] triples, in sacreBLEU's order of operations.
-double f_score(const std::vector<int64_t>& stats, const Settings& s) {
+double f_score(const std::vector<int64_t>& stats, const ChrfSettings& s) {
   const double eps = 1e-16;
   double eps_score = 0.0, avg_prec = 0.0, avg_rec = 0.0;
   int effective_order = 0;
@@ -146,7 +146,7 @@ double f_score(const std::vector<int64_t>& stats, const Settings& s) {
 
 // The statistics of the reference the segment scores best against (the first of equals).
 std::vector<int64_t> best_stats(const std::string& hyp, const std::vector<const std::string*>& refs,
-                                const Settings& s) {
+                                const ChrfSettings& s) {
   const std::vector<Counter> hyp_ngrams = ngrams(hyp, s);
   std::vector<int64_t> best;
   double best_f = -1.0;
@@ -165,7 +165,7 @@ ChrfScore make_score(double score, const ChrfOptions& o) { return {score, o.char
 
 ChrfScore score_corpus(const char* op, const std::vector<std::string>& hypotheses,
                        const std::vector<const std::vector<std::string>*>& streams, const ChrfOptions& options) {
-  const Settings s = resolve(options, op);
+  const ChrfSettings s = resolve(options, op);
   detail::check_corpus(op, hypotheses, streams);
   std::vector<int64_t> totals(3 * s.orders(), 0);
   std::vector<const std::string*> refs(streams.size());
@@ -199,7 +199,7 @@ ChrfScore corpus_chrf(const std::vector<std::string>& hypotheses,
 
 ChrfScore sentence_chrf(const std::string& hypothesis, const std::vector<std::string>& references,
                         const ChrfOptions& options) {
-  const Settings s = resolve(options, "sentence_chrf");
+  const ChrfSettings s = resolve(options, "sentence_chrf");
   KILN_CHECK(!references.empty(), "sentence_chrf", "no references given");
   return make_score(f_score(best_stats(hypothesis, detail::pointers_to(references), s), s), options);
 }
