@@ -51,7 +51,7 @@ meson configure build -Dwerror=true
 # build-sanitize/fuzz-artifacts/ and its path printed). CPU only: AddressSanitizer and the
 # CUDA runtime do not mix well. -O1 with line tables only: the sanitizers' reports name
 # files and lines, at a fraction of a full debug build's compile time. The install test
-# ran in the g++ tree; here it would build the same library twice more. Both sanitizer
+# ran in the g++ tree; here it would build the same library once more. Both sanitizer
 # trees are unity builds (8 sources a compile: the library's headers parsed an eighth as
 # often; TSan's tree builds in half the time); the g++ tree is not, so that each source
 # file still has to compile with its own includes.
