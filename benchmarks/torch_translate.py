@@ -233,6 +233,13 @@ def load_schedule(root):
     return batches, orders
 
 
+def check_positions(pairs, cfg):
+    """Training pairs (source, target with its start token) must fit config.json's max_len."""
+    longest = max(max(len(src), len(tgt) - 1) for src, tgt in pairs)
+    if longest > cfg["max_len"]:
+        fail(f"train.ids has a sequence of {longest} positions, more than config.json's max_len {cfg['max_len']}")
+
+
 def load_split(root, name, cfg):
     """valid or test: the id pairs and the raw references, checked to be of one length."""
     pairs = read_pairs(os.path.join(root, f"{name}.ids"), cfg)
@@ -777,9 +784,7 @@ class Data:
         if self.sp.get_piece_size() != cfg["vocab_size"]:
             fail(f"spm.model has {self.sp.get_piece_size()} pieces but config.json's vocab_size is "
                  f"{cfg['vocab_size']}")
-        longest = max(max(len(src), len(tgt) - 1) for src, tgt in self.train)
-        if longest > cfg["max_len"]:
-            fail(f"train.ids has a sequence of {longest} positions, more than config.json's max_len {cfg['max_len']}")
+        check_positions(self.train, cfg)
 
 
 def evaluate(model, data, cfg, autocast):
@@ -932,9 +937,7 @@ def throughput(args, cfg, split):
     batches, orders = load_schedule(args.export)
     chosen = [batches[b] for b in scheduled_batches(orders, warmup + steps)]
     pairs = read_pairs(os.path.join(args.export, "train.ids"), cfg, wanted={i for b in chosen for i in b})
-    longest = max(max(len(pairs[i][0]), len(pairs[i][1]) - 1) for b in chosen for i in b)
-    if longest > cfg["max_len"]:
-        fail(f"train.ids has a sequence of {longest} positions, more than config.json's max_len {cfg['max_len']}")
+    check_positions([pairs[i] for b in chosen for i in b], cfg)
     autocast = args.autocast == "bf16"
     model = build_model(cfg).to(args.device)
     stepper = Stepper(model, model, cfg, autocast)

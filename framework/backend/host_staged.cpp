@@ -7,11 +7,10 @@
 // through the host, for finding which ones a workload calls on a GPU.
 #include <atomic>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/env_flag.h"
 
 namespace kiln {
 namespace {
@@ -36,10 +35,7 @@ cpu::CpuBackend& host() { return cpu::cpu_backend(); }
 // Under KILN_LOG_HOST_STAGED, "[host-staged] <op> on <device>" once per op (`seen`: that
 // op's flag).
 void log_staged(std::atomic<bool>& seen, const char* op, const Tensor& t) {
-  static const bool on = [] {
-    const char* v = std::getenv("KILN_LOG_HOST_STAGED");
-    return v && *v && std::strcmp(v, "0") != 0;
-  }();
+  static const bool on = env_flag("KILN_LOG_HOST_STAGED");
   if (on && !seen.exchange(true)) std::fprintf(stderr, "[host-staged] %s on %s\n", op, t.device().str().c_str());
 }
 

@@ -15,7 +15,6 @@
 #include <array>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -24,6 +23,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_device.h"
+#include "backend/env_flag.h"
 #include "backend/matrix_layout.h"
 #include "core/cuda.h"
 
@@ -219,13 +219,14 @@ void widen(const LtProblem& pr, const LtPlan& p, std::vector<cublasLtMatmulHeuri
   std::set<AlgoConfig> seen;
   for (const auto& f : found) seen.insert(config_of(f.algo));
   auto add = [&](const cublasLtMatmulAlgo_t& a) {
-    if (found.size() >= kMaxTimedCandidates || seen.count(config_of(a))) return false;
+    const AlgoConfig config = config_of(a);
+    if (found.size() >= kMaxTimedCandidates || seen.count(config)) return false;
     cublasLtMatmulHeuristicResult_t r{};
     if (cublasLtMatmulAlgoCheck(lt_handle(pr.device), p.desc, p.first, p.second, p.result, p.result, &a, &r) !=
             CUBLAS_STATUS_SUCCESS ||
         r.workspaceSize > kBlasWorkspaceBytes)
       return false;
-    seen.insert(config_of(a));
+    seen.insert(config);
     r.algo = a;
     r.state = CUBLAS_STATUS_SUCCESS;
     found.push_back(r);
@@ -264,10 +265,7 @@ void widen(const LtProblem& pr, const LtPlan& p, std::vector<cublasLtMatmulHeuri
 // kTuneLaunches launches, for finding which shapes the heuristic serves badly.
 void log_tuning(const LtProblem& pr, const std::vector<cublasLtMatmulHeuristicResult_t>& found,
                 const std::vector<float>& ms, int pick) {
-  static const bool on = [] {
-    const char* v = std::getenv("KILN_CUDA_BLAS_TUNING_LOG");
-    return v && *v && std::string(v) != "0";
-  }();
+  static const bool on = env_flag("KILN_CUDA_BLAS_TUNING_LOG");
   if (!on || found.empty() || pick < 0) return;
   auto text = [&](size_t i) {
     const AlgoConfig c = config_of(found[i].algo);

@@ -14,12 +14,11 @@
 // bias, goes to cuBLASLt first (cuda_gemm_lt.cpp).
 #include <algorithm>
 #include <climits>
-#include <cstdlib>
-#include <string>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_gemm_lt.h"
+#include "backend/env_flag.h"
 #include "backend/matrix_layout.h"
 
 namespace kiln::cuda {
@@ -55,10 +54,7 @@ cublasStatus_t gemm_strided_batched(cublasHandle_t h, cublasOperation_t ta, cubl
 // reports later reads of their outputs; with the outputs written first, a report that
 // remains is a read of memory that nothing wrote.
 bool prefill_products() {
-  static const bool on = [] {
-    const char* v = std::getenv("KILN_CUDA_PREFILL_PRODUCTS");
-    return v && *v && std::string(v) != "0";
-  }();
+  static const bool on = env_flag("KILN_CUDA_PREFILL_PRODUCTS");
   return on;
 }
 
