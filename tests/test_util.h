@@ -61,6 +61,12 @@ void check_matches(const std::string& what, const Tensor& got, const Tensor& ref
 // space (so that a field never holds a real one) and \u{HEX} for any code point.
 std::string unescape_fixture_text(const std::string& s);
 
+// The folder of a pretrained model that scripts/fetch_models.sh unpacks
+// ($KILN_MODEL_CACHE, else ~/.cache/kiln/models, then `name`), or "" when it is not
+// there: the calling test then skips with a message saying how to fetch it, or fails
+// where $KILN_REQUIRE_MODELS is 1 (the README's test command fetches them first).
+std::string pretrained_dir(const std::string& name);
+
 // The message of the kiln::Error that f throws ("" if it throws none).
 template <class F>
 std::string error_of(F&& f) {

@@ -6,9 +6,9 @@
 #       the headers named in NAMES_FILE, one a line ("kiln/core/tensor.h"), found in the
 #       INCLUDE_DIRs (check_install.sh: the installed headers)
 #   check_headers.sh sources SOURCE_DIR BUILD_INCLUDE_DIR HEADER...
-#       the headers at those paths under SOURCE_DIR/framework or
-#       SOURCE_DIR/models/transformer, from the source tree's include/, which has the
-#       installed layout (its entries link into framework/ and models/transformer/);
+#       the headers at those paths under SOURCE_DIR/framework or SOURCE_DIR/models/<package>,
+#       from the source tree's include/, which has the installed layout (its entries link
+#       into framework/ and models/<package>/);
 #       BUILD_INCLUDE_DIR holds the generated kiln/version.h. The test suite runs this in
 #       the trees where the install test does not (the clang++ sanitizer tree).
 set -euo pipefail
@@ -41,7 +41,8 @@ case "$mode" in
       case "$header" in
         "$src"/framework/*) echo "kiln/${header#"$src"/framework/}" ;;
         "$src"/models/transformer/*) echo "kiln/transformer/${header#"$src"/models/transformer/}" ;;
-        *) echo "check_headers.sh: $header is not under $src/framework or $src/models/transformer" >&2; exit 2 ;;
+        "$src"/models/bert/*) echo "kiln/bert/${header#"$src"/models/bert/}" ;;
+        *) echo "check_headers.sh: $header is not under $src/framework or $src/models" >&2; exit 2 ;;
       esac
     done > headers.txt
     compile_alone headers.txt "$src/include" "$build_include"

@@ -1,0 +1,178 @@
+// The BERT package on the real all-MiniLM-L6-v2 weights against transformers' BertModel
+// and sentence-transformers (tests/fixtures/minilm_outputs.safetensors, written by
+// make_minilm_fixtures.py): last hidden states within 1e-5 at every non-padding position
+// of 64 sentences in padded batches, the pooler, sentence embeddings with cosine >=
+// 0.99999; config.json's and the loader's errors.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "bert/kiln_bert.h"
+#include "test_util.h"
+
+using namespace kiln;
+
+namespace {
+
+io::SafetensorsContents fixture() {
+  return io::load_safetensors(std::string(std::getenv("KILN_FIXTURES")) + "/minilm_outputs.safetensors");
+}
+
+std::vector<std::string> fixture_sentences(const io::SafetensorsContents& f) {
+  std::vector<std::string> out;
+  std::istringstream in(f.metadata.at("sentences"));
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) { return amax(abs(sub(a, b))).item(); }
+
+}  // namespace
+
+TEST_CASE("BertModel gives transformers' hidden states and pooler on all-MiniLM-L6-v2") {
+  const std::string dir = kiln::testing::pretrained_dir("all-MiniLM-L6-v2");
+  if (dir.empty()) return;
+  const io::SafetensorsContents f = fixture();
+  auto model = bert::BertModel::from_pretrained(dir);
+  model->eval();
+  CHECK(model->config.hidden_size == 384);
+  CHECK(model->config.num_hidden_layers == 6);
+  CHECK(model->num_parameters() == 22713216);
+  const Tensor ids = f.tensors.at("input_ids"), mask = f.tensors.at("attention_mask");
+  std::vector<Tensor> hidden, pooled;
+  for (int64_t b = 0; b < 4; ++b) {
+    const Tensor m = mask.narrow(0, 16 * b, 16);
+    const int64_t T = static_cast<int64_t>(amax(sum(m, {1})).item());  // each batch padded to its longest
+    const Tensor bi = ids.narrow(0, 16 * b, 16).narrow(1, 0, T).contiguous();
+    const Tensor bm = m.narrow(1, 0, T).contiguous();
+    InferenceMode inference;
+    const bert::BertOutput out = model->forward(bi, bm);
+    CHECK(out.last_hidden_state.shape() == Shape{16, T, 384});
+    for (int64_t i = 0; i < 16; ++i) {
+      const int64_t n = static_cast<int64_t>(sum(select(bm, 0, i)).item());
+      hidden.push_back(select(out.last_hidden_state, 0, i).narrow(0, 0, n));
+    }
+    pooled.push_back(out.pooler_output);
+  }
+  const Tensor got = cat(hidden, 0);
+  REQUIRE(got.shape() == f.tensors.at("hidden").shape());
+  const double hidden_err = max_abs_diff(got, f.tensors.at("hidden"));
+  MESSAGE("last_hidden_state max |Kiln - transformers| = ", hidden_err, " over ", got.size(0), " tokens");
+  CHECK(hidden_err <= 1e-5);
+  CHECK(max_abs_diff(cat(pooled, 0), f.tensors.at("pooler")) <= 1e-5);
+}
+
+TEST_CASE("SentenceTransformer gives sentence-transformers' embeddings, and its tokenizer the same ids") {
+  const std::string dir = kiln::testing::pretrained_dir("all-MiniLM-L6-v2");
+  if (dir.empty()) return;
+  const io::SafetensorsContents f = fixture();
+  const std::vector<std::string> sentences = fixture_sentences(f);
+  REQUIRE(sentences.size() == 64);
+  const bert::SentenceTransformer st = bert::SentenceTransformer::from_directory(dir);
+  CHECK(st.pooling() == bert::Pooling::Mean);
+  CHECK(st.normalizes());
+  CHECK(st.max_seq_length() == 256);
+  CHECK(st.dimension() == 384);
+  // The tokenizer pads each batch as transformers' tokenizer did.
+  for (int64_t b = 0; b < 4; ++b) {
+    const std::vector<std::string> batch(sentences.begin() + 16 * b, sentences.begin() + 16 * (b + 1));
+    const text::BatchTensors t = text::to_tensors(st.tokenizer().encode_batch(batch));
+    const int64_t T = t.input_ids.size(1);
+    CHECK(equal(t.input_ids, f.tensors.at("input_ids").narrow(0, 16 * b, 16).narrow(1, 0, T)));
+    CHECK(equal(t.attention_mask, f.tensors.at("attention_mask").narrow(0, 16 * b, 16).narrow(1, 0, T)));
+  }
+  const Tensor e = st.encode(sentences, 16);
+  const Tensor ref = f.tensors.at("embeddings");
+  REQUIRE(e.shape() == ref.shape());
+  const Tensor cosine = div(sum(mul(e, ref), {1}), mul(norm(e, 2.0, {1}), norm(ref, 2.0, {1})));
+  MESSAGE("lowest cosine to sentence-transformers: ", amin(cosine).item(), "; max |difference| ", max_abs_diff(e, ref));
+  CHECK(amin(cosine).item() >= 0.99999);
+  CHECK(max_abs_diff(norm(e, 2.0, {1}), ones({64})) <= 1e-6);  // normalised
+  // Another batch size and order give the same embeddings.
+  const Tensor again = st.encode(std::vector<std::string>(sentences.rbegin(), sentences.rend()), 5);
+  CHECK(max_abs_diff(again.flip({0}), e) <= 1e-5);
+  CHECK(st.encode({}).shape() == Shape{0, 384});
+  CHECK_ERROR_STARTS("[SentenceTransformer::encode]", st.encode(sentences, 0), "batch_size", "0");
+}
+
+TEST_CASE("pool: mean, CLS, max and mean over sqrt(length) over the unpadded tokens") {
+  const Tensor h = tensor({{{1.0, 2.0}, {3.0, -4.0}, {100.0, 100.0}}});  // (1, 3, 2), last token padding
+  const Tensor m = tensor({{1, 1, 0}});
+  CHECK(equal(bert::pool(h, m, bert::Pooling::Mean), tensor({{2.0, -1.0}})));
+  CHECK(equal(bert::pool(h, m, bert::Pooling::Cls), tensor({{1.0, 2.0}})));
+  CHECK(equal(bert::pool(h, m, bert::Pooling::Max), tensor({{3.0, 2.0}})));
+  CHECK(max_abs_diff(bert::pool(h, m, bert::Pooling::MeanSqrtLen), tensor({{4.0 / std::sqrt(2.0), -2.0 / std::sqrt(2.0)}})) < 1e-6);
+  CHECK(max_abs_diff(bert::l2_normalize(tensor({{3.0, 4.0}, {0.0, 0.0}})), tensor({{0.6, 0.8}, {0.0, 0.0}})) < 1e-7);
+  CHECK_ERROR_STARTS("[pool]", bert::pool(h, tensor({{1, 1}}), bert::Pooling::Mean), "attention_mask", "(1, 2)");
+  CHECK_ERROR_STARTS("[pool]", bert::pool(ones({3, 2}), m, bert::Pooling::Mean), "hidden", "(3, 2)");
+}
+
+TEST_CASE("BertConfig reads config.json and names what it cannot use") {
+  const bert::BertConfig c = bert::BertConfig::from_json(
+      R"({"model_type": "bert", "hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 16, "vocab_size": 50, "hidden_act": "gelu_new", "layer_norm_eps": 1e-7, "pad_token_id": null, "unused": [1, 2]})");
+  CHECK(c.hidden_size == 8);
+  CHECK(c.num_hidden_layers == 2);
+  CHECK(c.hidden_act == "gelu_new");
+  CHECK(c.layer_norm_eps == 1e-7);
+  CHECK(c.pad_token_id == 0);
+  CHECK(c.max_position_embeddings == 512);
+  CHECK_ERROR_STARTS("[BertConfig]", bert::BertConfig::from_json(R"({"model_type": "gpt2"})", "c.json"), "c.json",
+                     "\"gpt2\" is not a BERT model");
+  CHECK_ERROR_STARTS("[BertConfig]", bert::BertConfig::from_json(R"({"hidden_size": "big"})", "c.json"), "c.json",
+                     "hidden_size must be an integer");
+  CHECK_ERROR_STARTS("[BertConfig]", bert::BertConfig::from_json(R"({"hidden_size": 10, "num_attention_heads": 3})", "c.json"),
+                     "c.json", "hidden_size 10 is not a multiple of num_attention_heads 3");
+  CHECK_ERROR_STARTS("[BertConfig]", bert::BertConfig::from_json(R"({"hidden_act": "mish"})"), "hidden_act \"mish\"");
+  CHECK_ERROR_STARTS("[BertConfig]", bert::BertConfig::from_json(R"({"num_hidden_layers": 0})"), "num_hidden_layers",
+                     "got 0");
+  CHECK_ERROR_STARTS("[BertConfig]", bert::BertConfig::from_json(R"({"position_embedding_type": "relative_key"})"),
+                     "\"relative_key\" is not supported");
+  CHECK_ERROR_STARTS("[BertConfig]", bert::BertConfig::from_json("{\"hidden_size\": ", "c.json"), "c.json");
+  CHECK_ERROR_STARTS("[BertConfig]", bert::BertConfig::from_file("/no/such/config.json"), "cannot open");
+}
+
+TEST_CASE("BertModel checks its inputs and loads Hugging Face's names strictly") {
+  bert::BertConfig c;
+  c.vocab_size = 20;
+  c.hidden_size = 8;
+  c.num_hidden_layers = 1;
+  c.num_attention_heads = 2;
+  c.intermediate_size = 16;
+  c.max_position_embeddings = 6;
+  bert::BertModel m(c);
+  m.eval();
+  const nn::StateDict sd = m.state_dict();
+  CHECK(sd.count("embeddings.word_embeddings.weight"));
+  CHECK(sd.count("encoder.layer.0.attention.self.query.weight"));
+  CHECK(sd.count("encoder.layer.0.attention.output.LayerNorm.bias"));
+  CHECK(sd.count("encoder.layer.0.intermediate.dense.weight"));
+  CHECK(sd.count("encoder.layer.0.output.dense.weight"));
+  CHECK(sd.count("pooler.dense.weight"));
+  const Tensor ids = tensor({{1, 2, 3}});
+  CHECK(m.forward(ids).last_hidden_state.shape() == Shape{1, 3, 8});
+  CHECK_ERROR_STARTS("[BertModel]", m.forward(tensor({{1.0, 2.0}})), "input_ids must be (batch, tokens) int64",
+                     "float32");
+  CHECK_ERROR_STARTS("[BertModel]", m.forward(zeros({1, 7}, kInt64)), "7 tokens", "max_position_embeddings 6");
+  CHECK_ERROR_STARTS("[BertModel]", m.forward(ids, ones({1, 2}, kInt64)), "attention_mask", "(1, 3)", "(1, 2)");
+  CHECK_ERROR_STARTS("[BertModel]", m.forward(ids, Tensor(), zeros({1, 3})), "token_type_ids must be int64");
+
+  // A "bert." prefix comes off; position_ids is checked and dropped; a missing or extra
+  // name is an error that names it.
+  io::TensorMap state;
+  for (const auto& [name, t] : sd) state.emplace("bert." + name, t.clone());
+  state.emplace("bert.embeddings.position_ids", arange(6.0).reshape({1, 6}));
+  bert::BertModel fresh(c);
+  fresh.eval();
+  fresh.load_hf_state_dict(state);
+  CHECK(equal(fresh.forward(ids).last_hidden_state, m.forward(ids).last_hidden_state));
+  io::TensorMap missing = state;
+  missing.erase("bert.pooler.dense.bias");
+  CHECK_ERROR(fresh.load_hf_state_dict(missing), "pooler.dense.bias");
+  io::TensorMap odd = state;
+  odd["bert.embeddings.position_ids"] = arange(1.0, 7.0).reshape({1, 6});
+  CHECK_ERROR_STARTS("[BertModel]", fresh.load_hf_state_dict(odd), "position_ids is not 0, 1, ...");
+  CHECK_ERROR_STARTS("[BertModel]", bert::BertModel::from_pretrained("/no/such/model"), "is not a folder");
+}
