@@ -48,6 +48,16 @@ Pooling read_pooling(const fs::path& path) {
 
 }  // namespace
 
+const char* pooling_name(Pooling mode) {
+  switch (mode) {
+    case Pooling::Mean: return "mean";
+    case Pooling::Cls: return "cls";
+    case Pooling::Max: return "max";
+    case Pooling::MeanSqrtLen: return "mean_sqrt_len";
+  }
+  return "?";
+}
+
 Tensor pool(const Tensor& hidden, const Tensor& attention_mask, Pooling mode) {
   KILN_CHECK(hidden.dim() == 3, "pool", "hidden must be (batch, tokens, features), got ", shape_str(hidden.shape()));
   KILN_CHECK(attention_mask.dim() == 2 && attention_mask.size(0) == hidden.size(0) &&

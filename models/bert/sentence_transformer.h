@@ -18,6 +18,8 @@ namespace kiln::bert {
 
 // sentence-transformers' pooling modes (1_Pooling/config.json's pooling_mode_* flag).
 enum class Pooling { Mean, Cls, Max, MeanSqrtLen };
+// "mean", "cls", "max", "mean_sqrt_len" (sentence-transformers' names for them).
+const char* pooling_name(Pooling mode);
 
 // hidden (B, T, H), attention_mask (B, T) (1 at tokens, 0 at padding) -> (B, H):
 // Mean: the mean over the tokens; Cls: the first token; Max: the largest value of each
