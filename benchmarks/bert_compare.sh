@@ -8,8 +8,9 @@
 # Each engine first runs the forward and latency cases at every thread count from 1 to
 # THREADS and keeps its fastest; then ROUNDS rounds (default 3) of every engine at its
 # kept count, in turn, so that a drift of the machine's speed falls on all alike; the
-# medians of the rounds are reported, each engine's ratio to Kiln, and the corpus case
-# once per engine at its forward count. Writes OUT/results.jsonl (every run) and prints
+# medians of the rounds are reported with Kiln's time over each engine's, and the corpus
+# case once per engine at its forward count (not torch.compile, which would compile
+# again for every batch shape). Writes OUT/results.jsonl (every run) and prints
 # a table.
 #
 #   TORCH_PYTHON=<python with torch, transformers, sentence-transformers, onnxruntime>
@@ -62,7 +63,8 @@ for c in $cases; do
   done
 done
 if [[ " $cases " == *" corpus "* ]]; then
-  for e in $engines; do one "$e" corpus "${best_t[$e,forward]:-$threads}" 1; done
+  # Not torch.compile: each new batch shape would compile the model again.
+  for e in $engines; do [ "$e" = compile ] || one "$e" corpus "${best_t[$e,forward]:-$threads}" 1; done
 fi
 
 "$py" - "$jsonl" "$rounds" <<'PY'

@@ -47,9 +47,15 @@ BertSelfAttention::BertSelfAttention(const BertConfig& c)
 
 Tensor BertSelfAttention::forward(const Tensor& x, const Tensor& may_attend) {
   const int64_t B = x.size(0), T = x.size(1), H = x.size(2), d = H / num_heads;
-  // (B, T, H) -> (B, heads, T, d)
-  const auto heads = [&](const Tensor& t) { return t.view({B, T, num_heads, d}).transpose(1, 2); };
-  const Tensor q = heads(query->forward(x)), k = heads(key->forward(x)), v = heads(value->forward(x));
+  // The three projections as one product (B, T, 3H): one pass over x instead of three.
+  // The weights are concatenated anew each call (3H x H, small beside the product), so
+  // the parameters stay the file's three and gradients reach each of them.
+  const Tensor w = cat({query->weight, key->weight, value->weight}, 0);
+  const Tensor b = cat({query->bias, key->bias, value->bias}, 0);
+  const Tensor qkv = linear(x, w, b).view({B, T, 3, num_heads, d});
+  // (B, T, heads, d) each -> (B, heads, T, d)
+  const Tensor q = select(qkv, 2, 0).transpose(1, 2), k = select(qkv, 2, 1).transpose(1, 2),
+               v = select(qkv, 2, 2).transpose(1, 2);
   const double p = training_effective() ? attention_dropout : 0.0;
   const Tensor ctx = scaled_dot_product_attention(q, k, v, may_attend, p);  // (B, heads, T, d)
   return ctx.transpose(1, 2).reshape({B, T, H});
@@ -134,10 +140,11 @@ BertOutput BertModel::forward(const Tensor& input_ids, const Tensor& attention_m
   } else {
     types = zeros(input_ids.shape(), TensorOptions(kInt64).device(input_ids.device()));
   }
-  Tensor may_attend;  // (B, 1, 1, T): which keys each query may attend to
+  Tensor may_attend;  // (B, 1, 1, T): which keys each query may attend to; none: all
   if (attention_mask.defined()) {
     check_like_ids(attention_mask, "attention_mask");
-    may_attend = ne(attention_mask, 0.0).unsqueeze(1).unsqueeze(1);
+    const Tensor keep = ne(attention_mask, 0.0);
+    if (!all(keep).item()) may_attend = keep.unsqueeze(1).unsqueeze(1);  // a batch without padding needs no mask
   }
   const Tensor hidden = encoder->forward(embeddings->forward(input_ids, types), may_attend);
   return {hidden, pooler ? pooler->forward(hidden) : Tensor()};
