@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -246,6 +247,52 @@ std::vector<data::TokenPair> random_pairs(size_t n, size_t max_len, uint64_t see
 size_t longest_side(const data::TokenPair& p) { return std::max(p.source.size(), p.target.size()); }
 
 }  // namespace
+
+TEST_CASE("read_ding_paraphrases: the English alternatives that are all sentences, each in one set") {
+  kiln::testing::ScratchDir dir("paraphrases");
+  const std::string path = dir / "de-en";
+  std::ofstream(path) << "# comment\n"
+                         "Ich kann noch nichts Genaues sagen. :: I cannot be more precise yet.; I cannot yet be more precise.\n"
+                         "Haus {n} [arch.] :: house; building\n"
+                         "Er kommt. | Sie geht. :: He comes.; He is coming. | She goes.\n"
+                         "Noch einmal. :: I cannot yet be more precise.; Once more, please.; Again and again, please!\n"
+                         "Nur einer. :: Only one here.; too short\n"
+                         "kaputt\n";
+  data::DingParaphraseOptions o;
+  o.path = path;
+  o.test_per_mille = 0;
+  const data::ParaphraseSets p = data::read_ding_paraphrases(o);
+  CHECK(p.lines == 7);
+  CHECK(p.skipped_lines == 2);  // the comment, the line without " :: "
+  CHECK(p.candidates == 5);     // every English sub-entry with ';'
+  // "house; building" are no sentences; "He comes.; He is coming." has two words each
+  // (under min_words 3); "Only one here." stands alone; the fourth line's first sentence
+  // was seen in the first set, the other two make a set.
+  REQUIRE(p.train.size() == 2);
+  CHECK(p.train[0] == std::vector<std::string>{"I cannot be more precise yet.", "I cannot yet be more precise."});
+  CHECK(p.train[1] == std::vector<std::string>{"Once more, please.", "Again and again, please!"});
+  CHECK(p.short_sets == 3);
+  CHECK(p.sentences() == 4);
+  CHECK(p.summary().find("kept 2 sets") != std::string::npos);
+  o.test_per_mille = 999;
+  const data::ParaphraseSets all_test = data::read_ding_paraphrases(o);
+  CHECK(all_test.train.size() + all_test.test.size() == 2);
+  CHECK_ERROR_STARTS("[read_ding_paraphrases]", data::read_ding_paraphrases({.path = dir / "missing"}), "trans-de-en");
+  CHECK_ERROR_STARTS("[read_ding_paraphrases]", data::read_ding_paraphrases({.path = path, .test_per_mille = 1000}),
+                     "test_per_mille");
+  const std::string real = "/usr/share/trans/de-en";
+  if (!std::filesystem::exists(real)) return;
+  const data::ParaphraseSets d = data::read_ding_paraphrases();
+  MESSAGE("Debian's trans-de-en: ", d.summary());
+  CHECK(d.train.size() + d.test.size() > 500);
+  CHECK(d.test.size() > 100);
+  std::set<std::string> seen;
+  for (const auto* split : {&d.train, &d.test})
+    for (const auto& set : *split) {
+      CHECK(set.size() >= 2);
+      for (const std::string& s : set) CHECK(seen.insert(s).second);
+    }
+}
 
 TEST_CASE("PairDataLoader max_tokens: batches within budget, every pair once an epoch, deterministic") {
   const auto pairs = random_pairs(500, 40, 7);

@@ -56,13 +56,40 @@ void check_linear_input(const Tensor& x, int64_t in_features, const Tensor& weig
 
 Tensor Linear::forward(const Tensor& x) {
   check_linear_input(x, in_features, weight);
-  return linear(x, weight, bias);
+  Tensor y = linear(x, weight, bias);
+  return has_lora() ? add_lora_delta(std::move(y), x) : y;
 }
 
 Tensor Linear::forward(Tensor&& x) {
-  if (typeid(*this) != typeid(Linear)) return forward(static_cast<const Tensor&>(x));  // a subclass's own
+  // A subclass's own forward, or an adapter's, which reads x again.
+  if (typeid(*this) != typeid(Linear) || has_lora()) return forward(static_cast<const Tensor&>(x));
   check_linear_input(x, in_features, weight);
   return linear(std::move(x), weight, bias);
+}
+
+Tensor Linear::add_lora_delta(Tensor y, const Tensor& x) {
+  if (lora_merged) return y;
+  const Tensor h = lora_dropout > 0 ? dropout(x, lora_dropout, training_effective()) : x;
+  return add(y, mul(lora_B->forward(lora_A->forward(h)), lora_scaling));
+}
+
+void Linear::attach_lora(int64_t r, double scaling, double dropout_p) {
+  KILN_CHECK(!has_lora(), "Linear.attach_lora", "this layer already has an adapter");
+  KILN_CHECK(r >= 1, "Linear.attach_lora", "the rank r must be at least 1, got ", r);
+  KILN_CHECK(dropout_p >= 0 && dropout_p < 1, "Linear.attach_lora", "dropout must be in [0, 1), got ", dropout_p);
+  lora_A = register_module("lora_A", std::make_shared<Linear>(in_features, r, false));
+  lora_B = register_module("lora_B", std::make_shared<Linear>(r, out_features, false));
+  lora_A->to(weight.dtype());
+  lora_B->to(weight.dtype());
+  lora_A->to(weight.device());
+  lora_B->to(weight.device());
+  {
+    NoGradGuard no_grad;
+    lora_B->weight.zero_();
+  }
+  lora_scaling = scaling;
+  lora_dropout = dropout_p;
+  lora_merged = false;
 }
 
 std::string Linear::extra_repr() const {
@@ -185,7 +212,12 @@ std::shared_ptr<UnaryModule> Sequential::operator[](size_t i) const {
 namespace kiln::nn {
 
 std::shared_ptr<Module> Linear::make_fresh() const {
-  return std::make_shared<Linear>(in_features, out_features, bias.defined());
+  auto fresh = std::make_shared<Linear>(in_features, out_features, bias.defined());
+  if (has_lora()) {
+    fresh->attach_lora(lora_A->out_features, lora_scaling, lora_dropout);
+    fresh->lora_merged = lora_merged;
+  }
+  return fresh;
 }
 std::shared_ptr<Module> LayerNorm::make_fresh() const {
   return std::make_shared<LayerNorm>(normalized_shape, eps, elementwise_affine);

@@ -31,10 +31,24 @@ class Linear : public UnaryModule {
   Tensor forward(Tensor&& x);
   std::string extra_repr() const override;
   void reset_parameters();
-  std::shared_ptr<Module> make_fresh() const override;  // clone(): same configuration
+  std::shared_ptr<Module> make_fresh() const override;  // clone(): same configuration (and adapter)
 
   int64_t in_features, out_features;
   Tensor weight, bias;
+
+  // A LoRA adapter (nn/lora.h: add_lora): while not merged into the weight, forward adds
+  // lora_B(lora_A(dropout(x))) * lora_scaling. lora_A (r, in) and lora_B (out, r) are
+  // children named as PEFT names them, so a state dict holds <path>.lora_A.weight.
+  std::shared_ptr<Linear> lora_A, lora_B;
+  double lora_scaling = 0.0, lora_dropout = 0.0;
+  bool lora_merged = false;
+  bool has_lora() const { return lora_A != nullptr; }
+  // Gives this layer an adapter of rank r: lora_A Kaiming-uniform, lora_B zeros (so the
+  // output is unchanged until it trains), as PEFT initialises them.
+  void attach_lora(int64_t r, double scaling, double dropout);
+
+ private:
+  Tensor add_lora_delta(Tensor y, const Tensor& x);
 };
 
 class LayerNorm : public UnaryModule {

@@ -4,7 +4,9 @@
 // corpus it returns must be what its counts say: every line counted once, the splits as
 // long as their counts, each pair in the split its German side hashes to, no German
 // sentence twice, every side valid UTF-8 with a word count within the options; phrase
-// entries valid UTF-8, non-empty, their German sides distinct.
+// entries valid UTF-8, non-empty, their German sides distinct. The same bytes also go to
+// data::read_ding_paraphrases: every set two or more valid sentences within the word
+// limits, no sentence in two sets, the lines counted once.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -14,6 +16,7 @@
 
 #include "core/error.h"
 #include "data/ding_corpus.h"
+#include "data/ding_paraphrases.h"
 #include "data/vocab.h"
 #include "scratch_file.h"
 #include "text/utf8.h"
@@ -83,6 +86,30 @@ void check(const std::string& input, const DingCorpusOptions& o) {
   }
 }
 
+void check_paraphrases(const std::string& input, const std::string& path, int64_t max_words) {
+  kiln::data::DingParaphraseOptions o;
+  o.path = path;
+  o.max_words = max_words;
+  kiln::data::ParaphraseSets p;
+  try {
+    p = kiln::data::read_ding_paraphrases(o);
+  } catch (const kiln::Error&) {
+    return;
+  }
+  if (p.lines != lines_of(input)) fail("paraphrases: lines miscounted", std::to_string(p.lines));
+  std::set<std::string> seen;
+  for (const auto* split : {&p.train, &p.test})
+    for (const std::vector<std::string>& set : *split) {
+      if (set.size() < 2) fail("paraphrases: a set of fewer than two", p.summary());
+      for (const std::string& s : set) {
+        if (!kiln::text::valid_utf8(s)) fail("paraphrases: a sentence is not UTF-8", s);
+        const auto words = static_cast<int64_t>(kiln::data::split_words(s).size());
+        if (words < o.min_words || words > o.max_words) fail("paraphrases: a sentence's length is out of range", s);
+        if (!seen.insert(s).second) fail("paraphrases: a sentence in two sets", s);
+      }
+    }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -97,5 +124,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   o.max_words = 5;
   o.phrases = true;
   check(input, o);
+  check_paraphrases(input, o.path, 40);
+  check_paraphrases(input, o.path, 4);
   return 0;
 }
