@@ -7,7 +7,7 @@ exactly one line on stderr: never a signal, never a hang, within a few seconds.
 
     bad_runs.py KIND PROGRAM
 KIND: translate_toy, translate_de_en, train_loop, char_gpt, seed002, seed004, seed000, seed001, seed003,
-xor or autograd_demo (which cases apply).
+xor, autograd_demo, semantic_search or paraphrase_finetune (which cases apply).
 """
 import json
 import os
@@ -235,6 +235,31 @@ def small_cases(kind):
     return [(["--scale", "3"], 2, "--scale"), (["--scale", "-1"], 2, "--scale must be in")]
 
 
+def pretrained_cases(kind, tmp):
+    """The pretrained-model examples: a missing model folder or corpus, bad flags."""
+    out = ["--out", os.path.join(tmp, "out")]
+    cases = [
+        (["--model", os.path.join(tmp, "no_model")] + out, 1, "run scripts/fetch_models.sh"),
+        (["--nonsense"] + out, 2, "unknown argument '--nonsense'"),
+        (["--threads", "-1"] + out, 2, "--threads must be in [0, "),
+        (["--batch-size", "0"] + out, 2, "--batch-size must be in ["),
+        (["--out", os.path.join(a_file(tmp), "x")], 2, "--out"),
+    ]
+    if kind == "semantic_search":
+        cases += [
+            (["--top-k", "0"] + out, 2, "--top-k must be in [1, 1000], got 0"),
+            (["--query", "   "] + out, 2, "--query: the query is empty"),
+            (["--limit", "-5"] + out, 2, "--limit must be in [0, "),
+        ]
+    else:
+        cases += [
+            (["--mode", "half"] + out, 2, "--mode must be lora or full, got half"),
+            (["--lora-r", "0"] + out, 2, "--lora-r must be in [1, 4096], got 0"),
+            (["--lr", "-1"] + out, 2, "--lr must be in [0, 1], got -1"),
+        ]
+    return cases
+
+
 def main():
     kind, prog = sys.argv[1], os.path.abspath(sys.argv[2])
     failures = 0
@@ -250,6 +275,8 @@ def main():
             cases = char_gpt_cases(prog, tmp)
         elif kind in ("seed002", "seed004"):
             cases = seed_cases(prog, tmp, kind == "seed002")
+        elif kind in ("semantic_search", "paraphrase_finetune"):
+            cases = pretrained_cases(kind, tmp)
         else:
             cases = small_cases(kind)
         for args, want_rc, expected in cases:
