@@ -176,3 +176,70 @@ TEST_CASE("BertModel checks its inputs and loads Hugging Face's names strictly")
   CHECK_ERROR_STARTS("[BertModel]", fresh.load_hf_state_dict(odd), "position_ids is not 0, 1, ...");
   CHECK_ERROR_STARTS("[BertModel]", bert::BertModel::from_pretrained("/no/such/model"), "is not a folder");
 }
+
+TEST_CASE("full fine-tuning: the first 10 losses are sentence-transformers' within 1e-4 relative") {
+  const std::string dir = kiln::testing::pretrained_dir("all-MiniLM-L6-v2");
+  if (dir.empty()) return;
+  // tests/fixtures/minilm_finetune.txt: the batches and each step's loss (see its script).
+  std::ifstream in(std::string(std::getenv("KILN_FIXTURES")) + "/minilm_finetune.txt");
+  REQUIRE(in.good());
+  std::vector<std::vector<std::string>> anchors(10), positives(10);
+  std::vector<double> losses(10, NAN);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> f;
+    std::istringstream fields(line);
+    for (std::string x; std::getline(fields, x, '\t');) f.push_back(x);
+    const size_t step = std::stoul(f.at(1));
+    REQUIRE(step < 10);
+    if (f[0] == "pair") {
+      anchors[step].push_back(kiln::testing::unescape_fixture_text(f.at(2)));
+      positives[step].push_back(kiln::testing::unescape_fixture_text(f.at(3)));
+    } else if (f[0] == "loss") {
+      losses[step] = std::stod(f.at(2));
+    }
+  }
+  bert::SentenceTransformer st = bert::SentenceTransformer::from_directory(dir);
+  st.model().eval();  // dropout off, as the reference ran; gradients on
+  optim::AdamW opt(st.model().parameters(), {.lr = 2e-5, .weight_decay = 0.01});
+  double worst = 0;
+  for (size_t step = 0; step < 10; ++step) {
+    REQUIRE(anchors[step].size() == 32);
+    opt.zero_grad();
+    const Tensor loss = bert::multiple_negatives_ranking_loss(st.forward(anchors[step]), st.forward(positives[step]));
+    const double got = loss.item();
+    INFO("step ", step, ": Kiln ", got, ", sentence-transformers ", losses[step]);
+    CHECK(std::abs(got - losses[step]) <= 1e-4 * std::abs(losses[step]));
+    worst = std::max(worst, std::abs(got - losses[step]) / std::abs(losses[step]));
+    loss.backward();
+    opt.step();
+  }
+  MESSAGE("10 fine-tuning steps: largest relative difference to sentence-transformers' loss ", worst);
+}
+
+TEST_CASE("a LoRA adapter saved by PEFT loads and gives PEFT's hidden states") {
+  const std::string dir = kiln::testing::pretrained_dir("all-MiniLM-L6-v2");
+  if (dir.empty()) return;
+  const std::string fixtures = std::getenv("KILN_FIXTURES");
+  auto model = bert::BertModel::from_pretrained(dir);
+  const nn::LoraConfig c = nn::load_lora(fixtures + "/minilm_lora", *model);
+  CHECK(c.r == 4);
+  CHECK(c.alpha == 8);
+  CHECK(c.target_modules == std::vector<std::string>{"query", "value"});
+  CHECK(nn::lora_state_dict(*model).size() == 24);  // 6 layers x (query, value) x (A, B)
+  model->eval();
+  const io::SafetensorsContents ref = io::load_safetensors(fixtures + "/minilm_lora_outputs.safetensors");
+  const Tensor ids = ref.tensors.at("input_ids"), mask = ref.tensors.at("attention_mask");
+  InferenceMode inference;
+  const Tensor hidden = model->forward(ids, mask).last_hidden_state;
+  const Tensor keep = mask.to(kFloat32).unsqueeze(-1);  // padding positions compared as 0
+  const double err = max_abs_diff(mul(hidden, keep), mul(ref.tensors.at("hidden"), keep));
+  MESSAGE("PEFT adapter: max |Kiln - PEFT| = ", err);
+  CHECK(err <= 1e-5);
+  // The adapter changes the output (its B is not zero), and merged it gives the same.
+  auto plain = bert::BertModel::from_pretrained(dir);
+  plain->eval();
+  CHECK(max_abs_diff(mul(plain->forward(ids, mask).last_hidden_state, keep), mul(hidden, keep)) > 1e-3);
+  nn::merge_lora(*model);
+  CHECK(max_abs_diff(mul(model->forward(ids, mask).last_hidden_state, keep), mul(hidden, keep)) <= 1e-5);
+}

@@ -85,13 +85,6 @@ double recall_at_1(const kiln::bert::SentenceTransformer& st, const std::vector<
   return static_cast<double>(hits) / static_cast<double>(n);
 }
 
-// sentence-transformers' MultipleNegativesRankingLoss: anchors (B, H) and positives
-// (B, H), normalised; row i's positive is column i, the other columns its negatives.
-kiln::Tensor mnrl_loss(const kiln::Tensor& anchors, const kiln::Tensor& positives, double scale) {
-  const kiln::Tensor scores = kiln::mul(kiln::matmul(anchors, positives.t()), scale);  // (B, B)
-  return kiln::cross_entropy(scores, kiln::arange(static_cast<double>(anchors.size(0))));
-}
-
 int run(int argc, char** argv) {
   kiln_examples::Cli cli(argc, argv,
                          "paraphrase_finetune [--mode lora|full] [--epochs N] [--max-steps N] [--batch-size B] [--lr LR]\n"
@@ -143,7 +136,8 @@ int run(int argc, char** argv) {
         positives.push_back(set[k + 1]);
       }
       opt.zero_grad();
-      const kiln::Tensor loss = mnrl_loss(st.forward(anchors), st.forward(positives), a.scale);
+      const kiln::Tensor loss =
+          kiln::bert::multiple_negatives_ranking_loss(st.forward(anchors), st.forward(positives), a.scale);
       loss.backward();
       opt.step();
       loss_sum += loss.item();

@@ -1,5 +1,6 @@
 #include "nn/lora.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -58,7 +59,9 @@ std::vector<std::string> add_lora(Module& model, const LoraConfig& c) {
   for (Tensor& p : model.parameters()) p.requires_grad_(false);
   std::vector<std::string> names;
   for (auto& [name, l] : chosen) {
-    l->attach_lora(c.r, c.alpha / static_cast<double>(c.r), c.dropout);
+    // alpha / r, or alpha / sqrt(r) for rank-stabilised LoRA (Kalajdzievski, 2023).
+    const double scaling = c.alpha / (c.rank_stabilized ? std::sqrt(static_cast<double>(c.r)) : static_cast<double>(c.r));
+    l->attach_lora(c.r, scaling, c.dropout);
     l->train(model.is_training());
     names.push_back(name);
   }
@@ -108,7 +111,8 @@ void save_lora(const std::string& dir, const Module& model, const LoraConfig& c)
   io::save_safetensors(dir + "/adapter_model.safetensors", tensors, {{"format", "pt"}});
   std::ostringstream json;
   json << "{\n  \"peft_type\": \"LORA\",\n  \"r\": " << c.r << ",\n  \"lora_alpha\": " << c.alpha
-       << ",\n  \"lora_dropout\": " << c.dropout << ",\n  \"bias\": \"none\",\n  \"target_modules\": [";
+       << ",\n  \"lora_dropout\": " << c.dropout << ",\n  \"use_rslora\": " << (c.rank_stabilized ? "true" : "false")
+       << ",\n  \"bias\": \"none\",\n  \"target_modules\": [";
   for (size_t i = 0; i < c.target_modules.size(); ++i)
     json << (i ? ", " : "") << io::json_quote(c.target_modules[i]);
   json << "],\n  \"fan_in_fan_out\": false,\n  \"inference_mode\": true\n}\n";
@@ -138,7 +142,19 @@ LoraConfig load_lora(const std::string& dir, Module& model) {
   if (const io::JsonValue* b = root.find("bias"); b && b->kind != Kind::Null)
     KILN_CHECK(b->kind == Kind::String && b->string == "none", "load_lora", config_path,
                ": bias \"", b->kind == Kind::String ? b->string : "?", "\" is not supported (only \"none\")");
+  // PEFT's options Kiln's adapters do not have: refused unless at their defaults, so
+  // that an adapter is never loaded to compute something else than it was trained to.
+  const auto is_default = [](const io::JsonValue& v) {
+    return v.kind == Kind::Null || (v.kind == Kind::Bool && !v.boolean) ||
+           (v.kind == Kind::Object && v.object.empty()) || (v.kind == Kind::Array && v.array.empty());
+  };
+  for (const char* key : {"use_dora", "rank_pattern", "alpha_pattern", "layers_to_transform", "layers_pattern",
+                          "modules_to_save", "exclude_modules", "lora_bias", "fan_in_fan_out", "use_qalora",
+                          "trainable_token_indices", "target_parameters", "layer_replication"})
+    if (const io::JsonValue* v = root.find(key); v && !is_default(*v))
+      KILN_FAIL("load_lora", config_path, ": ", key, " is set, which Kiln's LoRA does not support");
   LoraConfig c;
+  if (const io::JsonValue* v = root.find("use_rslora"); v && v->kind == Kind::Bool) c.rank_stabilized = v->boolean;
   const double r = number("r", 8);
   KILN_CHECK(r >= 1 && r == static_cast<double>(static_cast<int64_t>(r)), "load_lora", config_path,
              ": r must be a positive integer, got ", r);
@@ -147,7 +163,7 @@ LoraConfig load_lora(const std::string& dir, Module& model) {
   c.dropout = number("lora_dropout", 0);
   const io::JsonValue* targets = root.find("target_modules");
   KILN_CHECK(targets && targets->kind == Kind::Array, "load_lora", config_path,
-             ": target_modules must be a list of names");
+             ": target_modules must be a list of names (a regular expression is not supported)");
   for (const io::JsonValue& t : targets->array) {
     KILN_CHECK(t.kind == Kind::String, "load_lora", config_path, ": target_modules must hold strings");
     c.target_modules.push_back(t.string);

@@ -22,6 +22,7 @@ struct LoraConfig {
   int64_t r = 8;         // the rank
   double alpha = 8.0;    // lora_alpha: the update is scaled by alpha / r
   double dropout = 0.0;  // lora_dropout, on the adapter's input while training
+  bool rank_stabilized = false;  // use_rslora: scaled by alpha / sqrt(r) instead
   // Which Linear layers: a layer whose dotted name equals an entry or ends with "." and
   // the entry ("query" takes every ...attention.self.query), as PEFT's list matches.
   std::vector<std::string> target_modules;
@@ -46,11 +47,12 @@ void unmerge_lora(Module& model);
 StateDict lora_state_dict(const Module& model);
 
 // Writes DIR/adapter_model.safetensors and DIR/adapter_config.json (PEFT's keys: r,
-// lora_alpha, lora_dropout, target_modules, peft_type "LORA", bias "none").
+// lora_alpha, lora_dropout, use_rslora, target_modules, peft_type "LORA", bias "none").
 void save_lora(const std::string& dir, const Module& model, const LoraConfig& config);
 // Reads what save_lora (or PEFT's save_pretrained) wrote: adds adapters to `model` as the
 // config says, then loads their weights strictly (a missing or extra name is an error
-// naming it). Returns the config.
+// naming it). Returns the config. PEFT options Kiln does not run (DoRA, per-layer ranks,
+// a regular expression for target_modules, modules_to_save, ...) are errors naming them.
 LoraConfig load_lora(const std::string& dir, Module& model);
 
 }  // namespace kiln::nn

@@ -80,6 +80,20 @@ Tensor l2_normalize(const Tensor& x) {
   return div(x, clamp(norm(x, 2.0, {-1}, /*keepdim=*/true), 1e-12, std::nullopt));
 }
 
+Tensor cos_sim(const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(1), "cos_sim",
+             "expected (N, H) and (M, H) with one H, got ", shape_str(a.shape()), " and ", shape_str(b.shape()));
+  return matmul(l2_normalize(a), l2_normalize(b).t());
+}
+
+Tensor multiple_negatives_ranking_loss(const Tensor& anchors, const Tensor& positives, double scale) {
+  KILN_CHECK(anchors.dim() == 2 && anchors.shape() == positives.shape(), "multiple_negatives_ranking_loss",
+             "anchors and positives must be (B, H) of one shape, got ", shape_str(anchors.shape()), " and ",
+             shape_str(positives.shape()));
+  const Tensor labels = arange(static_cast<double>(anchors.size(0)), TensorOptions(kInt64).device(anchors.device()));
+  return cross_entropy(mul(cos_sim(anchors, positives), scale), labels);
+}
+
 SentenceTransformer SentenceTransformer::from_directory(const std::string& directory) {
   const fs::path dir(directory);
   KILN_CHECK(fs::is_directory(dir), kEmbedderOp, "'", directory, "' is not a folder (a sentence-transformers model: "

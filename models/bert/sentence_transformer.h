@@ -29,6 +29,14 @@ Tensor pool(const Tensor& hidden, const Tensor& attention_mask, Pooling mode);
 // x (B, H) / max(||x||, 1e-12) row by row, as torch.nn.functional.normalize.
 Tensor l2_normalize(const Tensor& x);
 
+// sentence-transformers' cos_sim: a (N, H), b (M, H) -> (N, M) cosines.
+Tensor cos_sim(const Tensor& a, const Tensor& b);
+
+// sentence-transformers' MultipleNegativesRankingLoss: anchors (B, H) and positives
+// (B, H); row i's positive is positives[i] and every other row's positive is one of its
+// negatives: cross_entropy(cos_sim(anchors, positives) * scale, [0, 1, ..., B-1]).
+Tensor multiple_negatives_ranking_loss(const Tensor& anchors, const Tensor& positives, double scale = 20.0);
+
 class SentenceTransformer {
  public:
   // Reads modules.json, config.json, model.safetensors, tokenizer.json,
