@@ -41,6 +41,22 @@ def bench_ids(b, t):
     return ids
 
 
+def case_ids(case):
+    """The forward case's (32, 128) ids or the latency case's (1, 16)."""
+    return bench_ids(32, 128) if case == "forward" else bench_ids(1, 16)
+
+
+def timed_runs(forward, ids, mask, args):
+    """Milliseconds of each of args.runs calls of forward, after args.warmup untimed ones."""
+    times = []
+    for i in range(args.warmup + args.runs):
+        t0 = time.perf_counter()
+        forward(ids, mask)
+        if i >= args.warmup:
+            times.append(1000 * (time.perf_counter() - t0))
+    return times
+
+
 def corpus_sentences():
     # The sentences bench_bert embeds (Kiln's data::read_ding_corpus), from the file
     # `bench_bert --sentences-out FILE` writes.
@@ -84,16 +100,8 @@ def torch_engine(args):
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
             st.encode(sentences, batch_size=32)
         return [1000 * (time.perf_counter() - t0)], len(sentences)
-    b, t = (32, 128) if args.case == "forward" else (1, 16)
-    ids = torch.from_numpy(bench_ids(b, t))
-    mask = torch.ones_like(ids)
-    times = []
-    for i in range(args.warmup + args.runs):
-        t0 = time.perf_counter()
-        forward(ids, mask)
-        if i >= args.warmup:
-            times.append(1000 * (time.perf_counter() - t0))
-    return times, b
+    ids = torch.from_numpy(case_ids(args.case))
+    return timed_runs(forward, ids, torch.ones_like(ids), args), ids.shape[0]
 
 
 def export_onnx(model_dir, fused):
@@ -159,16 +167,8 @@ def ort_engine(args):
             mask = np.array([e.attention_mask for e in encs], dtype=np.int64)
             forward(ids, mask)
         return [1000 * (time.perf_counter() - t0)], len(sentences)
-    b, t = (32, 128) if args.case == "forward" else (1, 16)
-    ids = bench_ids(b, t)
-    mask = np.ones_like(ids)
-    times = []
-    for i in range(args.warmup + args.runs):
-        t0 = time.perf_counter()
-        forward(ids, mask)
-        if i >= args.warmup:
-            times.append(1000 * (time.perf_counter() - t0))
-    return times, b
+    ids = case_ids(args.case)
+    return timed_runs(forward, ids, np.ones_like(ids), args), ids.shape[0]
 
 
 def main():

@@ -15,16 +15,6 @@ namespace {
 
 constexpr const char* kOp = "read_ding_corpus";
 
-// Splits at every occurrence of sep.
-std::vector<std::string> split_on(const std::string& s, const std::string& sep) {
-  std::vector<std::string> parts;
-  size_t at = 0;
-  for (size_t hit; (hit = s.find(sep, at)) != std::string::npos; at = hit + sep.size())
-    parts.push_back(s.substr(at, hit - at));
-  parts.push_back(s.substr(at));
-  return parts;
-}
-
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
 // Punctuation that may close a word after its last alternative ("deed." in "action/deed.").
@@ -93,12 +83,6 @@ bool drop_parentheses(std::string& s) {
   }
   s = std::move(out);
   return depth == 0;
-}
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xCBF29CE484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ull;
-  return h;
 }
 
 void check_options(const DingCorpusOptions& o) {
@@ -222,6 +206,21 @@ std::string first_alternatives(const std::vector<std::string>& words) {
 
 }  // namespace
 
+std::vector<std::string> split_ding_fields(const std::string& s, const std::string& sep) {
+  std::vector<std::string> parts;
+  size_t at = 0;
+  for (size_t hit; (hit = s.find(sep, at)) != std::string::npos; at = hit + sep.size())
+    parts.push_back(s.substr(at, hit - at));
+  parts.push_back(s.substr(at));
+  return parts;
+}
+
+uint64_t ding_hash(const std::string& s) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ull;
+  return h;
+}
+
 std::string clean_ding_sentence(const std::string& side) {
   // The first of "a; b" alternatives (split_words below drops the spaces around it).
   std::string s = side.substr(0, side.find(';'));
@@ -244,7 +243,7 @@ std::string clean_ding_phrase(const std::string& side) {
 }
 
 Split split_of(const std::string& source, const DingCorpusOptions& o) {
-  const uint64_t bucket = fnv1a(source) % 1000;
+  const uint64_t bucket = ding_hash(source) % 1000;
   if (bucket < static_cast<uint64_t>(o.valid_per_mille)) return Split::Valid;
   if (bucket < static_cast<uint64_t>(o.valid_per_mille + o.test_per_mille)) return Split::Test;
   return Split::Train;
@@ -266,9 +265,9 @@ ParallelCorpus read_ding_corpus(const DingCorpusOptions& o) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) { ++n.blank; continue; }
     if (line[0] == '#') { ++n.comments; continue; }
     if (!text::valid_utf8(line)) { ++n.invalid_utf8; continue; }
-    const std::vector<std::string> sides = split_on(line, " :: ");
+    const std::vector<std::string> sides = split_ding_fields(line, " :: ");
     if (sides.size() != 2) { ++n.malformed; continue; }
-    const std::vector<std::string> de = split_on(sides[0], " | "), en = split_on(sides[1], " | ");
+    const std::vector<std::string> de = split_ding_fields(sides[0], " | "), en = split_ding_fields(sides[1], " | ");
     if (de.size() != en.size()) { ++n.malformed; continue; }
     fates.clear();
     for (size_t i = 0; i < de.size(); ++i) fates.push_back(add_sub_entry(de[i], en[i], o, seen, out));

@@ -94,6 +94,11 @@ enum class Split { Train, Valid, Test };
 // valid_per_mille and test_per_mille.
 Split split_of(const std::string& source, const DingCorpusOptions& options = {});
 
+// The pieces of s between the occurrences of sep (" :: ", " | ", ";"), empty ones kept.
+std::vector<std::string> split_ding_fields(const std::string& s, const std::string& sep);
+// The 64-bit FNV-1a hash of s's bytes, which decides a sentence's split.
+uint64_t ding_hash(const std::string& s);
+
 // The cleaning rules above on one side of a sub-entry; "" when it is not a sentence to keep
 // (without the word-count rule, which read_ding_corpus counts apart).
 std::string clean_ding_sentence(const std::string& side);

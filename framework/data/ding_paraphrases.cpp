@@ -14,23 +14,6 @@ namespace {
 
 constexpr const char* kParaphraseOp = "read_ding_paraphrases";
 
-std::vector<std::string> split_at(const std::string& s, const std::string& sep) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (size_t at = s.find(sep); at != std::string::npos; at = s.find(sep, start)) {
-    out.push_back(s.substr(start, at - start));
-    start = at + sep.size();
-  }
-  out.push_back(s.substr(start));
-  return out;
-}
-
-uint64_t fnv1a64(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ull;
-  return h;
-}
-
 }  // namespace
 
 ParaphraseSets read_ding_paraphrases(const DingParaphraseOptions& o) {
@@ -47,16 +30,16 @@ ParaphraseSets read_ding_paraphrases(const DingParaphraseOptions& o) {
   for (std::string line; std::getline(in, line);) {
     ++out.lines;
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    const std::vector<std::string> sides = split_at(line, " :: ");
+    const std::vector<std::string> sides = split_ding_fields(line, " :: ");
     if (line.empty() || line[0] == '#' || sides.size() != 2 || !text::valid_utf8(line)) {
       ++out.skipped_lines;
       continue;
     }
-    for (const std::string& entry : split_at(sides[1], " | ")) {
+    for (const std::string& entry : split_ding_fields(sides[1], " | ")) {
       if (entry.find(';') == std::string::npos) continue;
       ++out.candidates;
       std::vector<std::string> set;
-      for (const std::string& alternative : split_at(entry, ";")) {
+      for (const std::string& alternative : split_ding_fields(entry, ";")) {
         const std::string s = clean_ding_sentence(alternative);
         const auto words = static_cast<int64_t>(split_words(s).size());
         if (s.empty() || words < o.min_words || words > o.max_words || !seen.insert(s).second) continue;
@@ -66,7 +49,7 @@ ParaphraseSets read_ding_paraphrases(const DingParaphraseOptions& o) {
         ++out.short_sets;
         continue;
       }
-      const bool test = static_cast<int64_t>(fnv1a64(set.front()) % 1000) < o.test_per_mille;
+      const bool test = static_cast<int64_t>(ding_hash(set.front()) % 1000) < o.test_per_mille;
       (test ? out.test : out.train).push_back(std::move(set));
     }
   }
