@@ -76,12 +76,12 @@ AlignedText unnormalized(std::string_view input, size_t base) {
   return out;
 }
 
-std::vector<TextSpan> bert_pre_tokenize(const AlignedText& t) {
+std::vector<TextSpan> bert_pre_tokenize(std::string_view text) {
   std::vector<TextSpan> words;
   size_t start = 0;
   bool in_word = false;
-  for (size_t i = 0; i < t.text.size();) {
-    const Utf8Char ch = decode_utf8_at(t.text, i);
+  for (size_t i = 0; i < text.size();) {
+    const Utf8Char ch = decode_utf8_at(text, i);
     const size_t next = i + ch.size;
     const bool space = tables::contains(tables::kSplitSpace, tables::kSplitSpace_size, ch.value);
     const bool punct = !space && tables::contains(tables::kPunctuation, tables::kPunctuation_size, ch.value);
@@ -95,7 +95,7 @@ std::vector<TextSpan> bert_pre_tokenize(const AlignedText& t) {
     }
     i = next;
   }
-  if (in_word) words.push_back({start, t.text.size()});
+  if (in_word) words.push_back({start, text.size()});
   return words;
 }
 

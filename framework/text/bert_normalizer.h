@@ -4,7 +4,7 @@
 // per-character facts come from tables read off that library (bert_unicode_tables.h).
 //
 //   AlignedText t = bert_normalize("Héllo WÖRLD", 0, {});  // "hello world", each byte
-//   std::vector<TextSpan> words = bert_pre_tokenize(t);      // knowing its source bytes
+//   std::vector<TextSpan> words = bert_pre_tokenize(t.text); // knowing its source bytes
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -40,7 +40,7 @@ AlignedText bert_normalize(std::string_view input, size_t base, const BertNormal
 AlignedText unnormalized(std::string_view input, size_t base);
 
 // BertPreTokenizer: words split at whitespace (dropped) with each punctuation character a
-// word of its own; byte ranges of t.text.
-std::vector<TextSpan> bert_pre_tokenize(const AlignedText& t);
+// word of its own; byte ranges of text (valid UTF-8).
+std::vector<TextSpan> bert_pre_tokenize(std::string_view text);
 
 }  // namespace kiln::text

@@ -104,22 +104,21 @@ void check_utf8(std::string_view s) {
   }
 }
 
-// The words of normalized text t, each its model pieces, appended to out.
+// The words of normalized text t's bytes [from, to), each its model pieces, appended to out.
 void tokenize_words(const TokenizerModel& m, const AlignedText& t, size_t from, size_t to, Tokens& out) {
-  AlignedText part;
-  part.text = t.text.substr(from, to - from);
-  part.origin.assign(t.origin.begin() + static_cast<std::ptrdiff_t>(from), t.origin.begin() + static_cast<std::ptrdiff_t>(to));
+  const std::string_view part = std::string_view(t.text).substr(from, to - from);
   std::vector<TextSpan> words;
   if (m.bert_pre_tokenizer) words = bert_pre_tokenize(part);
-  else if (!part.text.empty()) words.push_back({0, part.text.size()});
+  else if (!part.empty()) words.push_back({0, part.size()});
   std::vector<WordPieceToken> pieces;
   for (const TextSpan& w : words) {
     pieces.clear();
-    m.wordpiece->tokenize(std::string_view(part.text).substr(w.begin, w.end - w.begin), pieces);
+    m.wordpiece->tokenize(part.substr(w.begin, w.end - w.begin), pieces);
     for (const WordPieceToken& p : pieces) {
+      const size_t at = from + w.begin;  // the word's first byte in t
       out.ids.push_back(p.id);
       out.tokens.push_back(m.id_to_token.at(p.id));
-      out.offsets.emplace_back(part.origin[w.begin + p.begin].begin, part.origin[w.begin + p.end - 1].end);
+      out.offsets.emplace_back(t.origin[at + p.begin].begin, t.origin[at + p.end - 1].end);
     }
   }
 }

@@ -16,9 +16,8 @@ WordPiece::WordPiece(std::unordered_map<std::string, int64_t> vocab, std::string
   unk_id_ = it->second;
 }
 
-int64_t WordPiece::find(std::string_view piece) const {
-  // Heterogeneous lookup needs C++20's transparent hashing; the pieces are short.
-  auto it = vocab_.find(std::string(piece));
+int64_t WordPiece::find(const std::string& piece) const {
+  auto it = vocab_.find(piece);
   return it == vocab_.end() ? -1 : it->second;
 }
 

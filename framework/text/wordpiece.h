@@ -30,7 +30,7 @@ class WordPiece {
   const std::string& continuing_subword_prefix() const { return prefix_; }
 
  private:
-  int64_t find(std::string_view piece) const;  // -1 when absent
+  int64_t find(const std::string& piece) const;  // -1 when absent
 
   std::unordered_map<std::string, int64_t> vocab_;
   std::string unk_, prefix_;
