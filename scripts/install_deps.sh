@@ -17,7 +17,7 @@ set -euo pipefail
 #                              test builds a CMake consumer), clang (a clang++ build) and
 #                              time (GNU time: each stage's peak memory)
 packages=(g++ meson ninja-build pkg-config libopenblas-dev libtbb-dev doctest-dev libdnnl-dev libopenmpi-dev openmpi-bin
-          libsentencepiece-dev trans-de-en python3-pip)
+          libsentencepiece-dev libpng-dev trans-de-en python3-pip)
 case "${1:-}" in
   "") ;;
   --tests) packages+=(cmake clang time) ;;

@@ -15,7 +15,7 @@
 
 #include "backend/cpu/blas.h"
 #include "backend/cpu/onednn_gemm.h"
-#include "core/config.h"
+#include "report/config.h"
 #include "test_util.h"
 
 using namespace kiln;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <kiln/kiln.h>
+#include <kiln/viz/plot.h>
 
 namespace kiln_examples {
 

@@ -6,6 +6,8 @@
 //   seed002_train [--steps N] [--batch B] [--seq-len L] [--out FILE.png] … (--help)
 #include <cstdio>
 
+#include <kiln/viz/plot.h>
+
 #include "seed_training.h"
 
 using namespace kiln;

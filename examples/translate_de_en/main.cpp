@@ -22,6 +22,7 @@
 
 #include <kiln/kiln.h>
 #include <kiln/transformer/kiln_transformer.h>
+#include <kiln/viz/plot.h>
 
 #include "../common/attention_picture.h"
 #include "../common/checkpoint_metadata.h"

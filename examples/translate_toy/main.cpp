@@ -25,6 +25,7 @@
 
 #include <kiln/kiln.h>
 #include <kiln/transformer/kiln_transformer.h>
+#include <kiln/viz/plot.h>
 
 #include "../common/attention_picture.h"
 #include "../common/cli.h"

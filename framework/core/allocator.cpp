@@ -15,9 +15,6 @@
 
 #include "core/error.h"
 
-#ifdef KILN_WITH_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
 
 namespace kiln {
 namespace {
@@ -137,9 +134,7 @@ MemoryStats memory_stats(Device device) {
   if (device.is_cpu()) {
     cached = static_cast<int64_t>(caching_cpu_allocator().cached_bytes());
   } else {
-#ifdef KILN_WITH_CUDA
-    cached = cuda::cached_bytes(device);
-#endif
+    cached = detail::device_cached_bytes(device);
   }
   return {c.allocated.load(), c.peak.load(), c.allocations.load(), cached, c.system_allocations.load()};
 }
@@ -149,26 +144,4 @@ void reset_peak_memory(Device device) {
   c.peak.store(c.allocated.load());
 }
 
-}  // namespace kiln
-
-namespace kiln {
-namespace {
-Allocator* g_cuda_allocator = nullptr;
-}
-
-Allocator& allocator_for(Device device) {
-  if (device.is_cpu()) return cpu_allocator();
-#ifdef KILN_WITH_CUDA
-  // The built-in CUDA backend, unless a plug-in registered its own; this call is where
-  // the CUDA runtime starts (and says why it cannot), never before.
-  if (g_cuda_allocator == nullptr) return cuda::allocator_for_device(device);
-#endif
-  KILN_CHECK(g_cuda_allocator != nullptr, "device", "CUDA is not available in this build of Kiln",
-             " (asked for ", device.str(), ")");
-  return *g_cuda_allocator;
-}
-
-void register_allocator(DeviceType type, Allocator* allocator) {
-  if (type == DeviceType::CUDA) g_cuda_allocator = allocator;
-}
 }  // namespace kiln

@@ -40,6 +40,10 @@ namespace detail {
 void record_memory(Device device, int64_t delta_bytes);
 // For allocators: count a request that went to the system allocator (a cache miss).
 void record_system_allocation(Device device);
+// The bytes a device's caching allocator keeps for reuse (0 where there is none). Core
+// declares it; the device layer (backend/device_allocators.cpp), which knows the
+// devices, defines it, as it defines allocator_for.
+int64_t device_cached_bytes(Device device);
 }  // namespace detail
 
 }  // namespace kiln

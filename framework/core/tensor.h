@@ -16,10 +16,16 @@
 #include "shape.h"
 #include "storage.h"
 
+// A record's method parameters: its function's, less the first (the tensor itself).
+#define KILN_RECORD_METHOD_PARAMS(self, ...) (__VA_ARGS__)
+
 namespace kiln {
 
 class Node;
 class Tensor;
+class Generator;
+class TensorLiteral;
+struct ValuesIndices;  // ops/ops.h
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
@@ -155,67 +161,21 @@ class Tensor {
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
   Tensor detach() const;  // same storage, no history
 
-  // ---- conversion and copies
-  Tensor to(DType t) const;     // a copy in that dtype (self if already that dtype)
-  Tensor to(Device d) const;    // a copy on that device (self if already there)
-  Tensor clone() const;         // a contiguous copy that keeps the graph
-  Tensor contiguous() const;    // self if contiguous, else a copy that keeps the graph
+  // ---- the ops' methods, declared by their records (core/op_records.inc) and defined above
+  // the ops (ops/tensor_methods.cpp, and beside their op for the in-place ones)
+#define KILN_DEFAULT(...) = __VA_ARGS__
+#define KILN_FUNCTION(ret, name, params, doc)
+#define KILN_FUNCTION_AND_METHOD(ret, name, params, args, doc) ret name KILN_RECORD_METHOD_PARAMS params const;
+#define KILN_METHOD(ret, name, params, cv, doc) ret name params cv;
+#include "op_records.inc"
+#undef KILN_METHOD
+#undef KILN_FUNCTION_AND_METHOD
+#undef KILN_FUNCTION
+#undef KILN_DEFAULT
 
-  // ---- shape (views where possible)
-  Tensor view(const Shape& shape) const;
-  Tensor reshape(const Shape& shape) const;
-  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
-  Tensor transpose(int64_t d0, int64_t d1) const;
-  Tensor t() const;
-  Tensor permute(const std::vector<int64_t>& dims) const;
-  Tensor squeeze() const;
-  Tensor squeeze(int64_t dim) const;
-  Tensor unsqueeze(int64_t dim) const;
-  Tensor expand(const Shape& shape) const;
+  // ---- conveniences over the ops' methods
   Tensor expand_as(const Tensor& other) const { return expand(other.shape()); }
-  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
-  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
-  Tensor select(int64_t dim, int64_t index) const;
-  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
-  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
-
-  // ---- math (see ops/ for the semantics)
-  Tensor add(const Tensor& o, double alpha = 1.0) const;
-  Tensor sub(const Tensor& o, double alpha = 1.0) const;
-  Tensor mul(const Tensor& o) const;
-  Tensor div(const Tensor& o) const;
-  Tensor neg() const;
-  Tensor pow(double exponent) const;
-  Tensor exp() const;
-  Tensor log() const;
-  Tensor sqrt() const;
-  Tensor rsqrt() const;
-  Tensor abs() const;
-  Tensor tanh() const;
-  Tensor sigmoid() const;
-  Tensor relu() const;
-  Tensor gelu(const std::string& approximate = "none") const;
-  Tensor clamp(std::optional<double> min, std::optional<double> max) const;
-  // pointwise math (ops/elementwise_unary.cpp)
-  Tensor sin() const;
-  Tensor cos() const;
-  Tensor tan() const;
-  Tensor erf() const;
-  Tensor log1p() const;
-  Tensor expm1() const;
-  Tensor eq(const Tensor& o) const;
-  Tensor ne(const Tensor& o) const;
-  Tensor lt(const Tensor& o) const;
-  Tensor le(const Tensor& o) const;
-  Tensor gt(const Tensor& o) const;
-  Tensor ge(const Tensor& o) const;
-  // ---- comparisons with a scalar, single int dims, in-place operators
-  Tensor eq(double v) const;
-  Tensor ne(double v) const;
-  Tensor lt(double v) const;
-  Tensor le(double v) const;
-  Tensor gt(double v) const;
-  Tensor ge(double v) const;
+  // One dim as an integer, x.sum(-1); a braced list ({0, 1}, {}) picks the list overload.
   template <DimIndex I> Tensor sum(I dim, bool keepdim = false) const { return sum(detail::dims_of(dim), keepdim); }
   template <DimIndex I> Tensor mean(I dim, bool keepdim = false) const { return mean(detail::dims_of(dim), keepdim); }
   template <DimIndex I> Tensor amax(I dim, bool keepdim = false) const { return amax(detail::dims_of(dim), keepdim); }
@@ -223,6 +183,9 @@ class Tensor {
   template <DimIndex I> Tensor logsumexp(I dim, bool keepdim = false) const { return logsumexp(detail::dims_of(dim), keepdim); }
   template <DimIndex I> Tensor var(I dim, int64_t correction = 1, bool keepdim = false) const {
     return var(detail::dims_of(dim), correction, keepdim);
+  }
+  template <DimIndex I> Tensor std(I dim, int64_t correction = 1, bool keepdim = false) const {
+    return std(detail::dims_of(dim), correction, keepdim);
   }
   // x += y is x.add_(y), and so on: in place, under the in-place rules (ops/op_helpers.h).
   Tensor& operator+=(const Tensor& o) { return add_(o); }
@@ -233,88 +196,6 @@ class Tensor {
   Tensor& operator-=(double v) { return sub_(v); }
   Tensor& operator*=(double v) { return mul_(v); }
   Tensor& operator/=(double v) { return div_(v); }
-  Tensor& sub_(double v);
-  Tensor masked_fill(const Tensor& mask, double value) const;
-  Tensor matmul(const Tensor& o) const;
-  Tensor sum() const;
-  Tensor sum(const std::vector<int64_t>& dims, bool keepdim = false) const;
-  Tensor mean() const;
-  Tensor mean(const std::vector<int64_t>& dims, bool keepdim = false) const;
-  Tensor var(const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false) const;
-  Tensor logsumexp(const std::vector<int64_t>& dims, bool keepdim = false) const;
-  Tensor amax(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
-  Tensor amin(const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
-  Tensor max() const;
-  Tensor min() const;
-  Tensor argmax() const;
-  Tensor argmax(int64_t dim, bool keepdim = false) const;
-  Tensor softmax(int64_t dim) const;
-  Tensor log_softmax(int64_t dim) const;
-
-  // ---- predicates (ops/predicates.cpp)
-  Tensor isnan() const;
-  Tensor isinf() const;
-  Tensor isfinite() const;
-  Tensor all() const;
-  Tensor all(int64_t dim, bool keepdim = false) const;
-  Tensor any() const;
-  Tensor any(int64_t dim, bool keepdim = false) const;
-
-  // ---- structure ops, std and norm (ops/triangular.cpp, repeat.cpp, flip_roll.cpp,
-  // einsum.cpp, norms.cpp)
-  Tensor triu(int64_t diagonal = 0) const;
-  Tensor tril(int64_t diagonal = 0) const;
-  Tensor repeat(const Shape& repeats) const;
-  Tensor repeat_interleave(int64_t repeats, std::optional<int64_t> dim = std::nullopt) const;
-  Tensor repeat_interleave(const Tensor& repeats, std::optional<int64_t> dim = std::nullopt) const;
-  Tensor flip(const std::vector<int64_t>& dims) const;
-  Tensor roll(int64_t shifts, std::optional<int64_t> dim = std::nullopt) const;
-  Tensor roll(const std::vector<int64_t>& shifts, const std::vector<int64_t>& dims = {}) const;
-  Tensor outer(const Tensor& other) const;
-  Tensor std(const std::vector<int64_t>& dims = {}, int64_t correction = 1, bool keepdim = false) const;
-  template <DimIndex I> Tensor std(I dim, int64_t correction = 1, bool keepdim = false) const {
-    return std(detail::dims_of(dim), correction, keepdim);
-  }
-  Tensor norm(double p = 2.0, const std::vector<int64_t>& dims = {}, bool keepdim = false) const;
-
-  // ---- indexing, scatter, scan, sort and sampling (semantics in ops/ops.h).
-  // `struct ValuesIndices` and `class Generator` name the types of ops/ops.h
-  // and core/generator.h without including them here.
-  Tensor gather(int64_t dim, const Tensor& index) const;
-  Tensor scatter(int64_t dim, const Tensor& index, const Tensor& src) const;
-  Tensor scatter(int64_t dim, const Tensor& index, double value) const;
-  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
-  Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1.0) const;
-  Tensor cumsum(int64_t dim, std::optional<DType> dtype = std::nullopt) const;
-  struct ValuesIndices sort(int64_t dim = -1, bool descending = false, bool stable = false) const;
-  Tensor argsort(int64_t dim = -1, bool descending = false, bool stable = false) const;
-  struct ValuesIndices topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
-  Tensor multinomial(int64_t num_samples, bool replacement = false, class Generator* gen = nullptr) const;
-  // In place, like the in-place ops below (bump the version; refused on a tensor that
-  // requires grad while grad mode is on).
-  Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src);
-  Tensor& scatter_(int64_t dim, const Tensor& index, double value);
-  Tensor& scatter_add_(int64_t dim, const Tensor& index, const Tensor& src);
-  Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1.0);
-
-  // ---- in place: for optimizers and initialisers. Each bumps the version counter;
-  // under grad mode, as in torch, an op on a tensor in the graph (or with an operand
-  // that requires grad) is recorded and one on a leaf that requires grad is an error;
-  // under NoGradGuard nothing is recorded. The rules: ops/op_helpers.h, apply_inplace.
-  Tensor& add_(const Tensor& o, double alpha = 1.0);
-  Tensor& add_(double v);
-  Tensor& sub_(const Tensor& o, double alpha = 1.0);
-  Tensor& mul_(const Tensor& o);
-  Tensor& mul_(double v);
-  Tensor& div_(const Tensor& o);
-  Tensor& div_(double v);
-  Tensor& copy_(const Tensor& src);
-  Tensor& fill_(double v);
-  Tensor& zero_();
-  Tensor& clamp_(std::optional<double> min, std::optional<double> max);
-  Tensor& masked_fill_(const Tensor& mask, double value);
-  Tensor& uniform_(double from = 0.0, double to = 1.0);
-  Tensor& normal_(double mean = 0.0, double std = 1.0);
 
  private:
   TensorImpl& checked() const {

@@ -13,7 +13,7 @@
 namespace kiln::data {
 namespace {
 
-constexpr const char* kOp = "read_ding_corpus";
+constexpr const char* kReadDingCorpus = "read_ding_corpus";
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -86,9 +86,9 @@ bool drop_parentheses(std::string& s) {
 }
 
 void check_options(const DingCorpusOptions& o) {
-  KILN_CHECK(o.min_words >= 1 && o.max_words >= o.min_words, kOp, "need 1 <= min_words <= max_words, got min_words ",
+  KILN_CHECK(o.min_words >= 1 && o.max_words >= o.min_words, kReadDingCorpus, "need 1 <= min_words <= max_words, got min_words ",
              o.min_words, " and max_words ", o.max_words);
-  KILN_CHECK(o.valid_per_mille >= 0 && o.test_per_mille >= 0 && o.valid_per_mille + o.test_per_mille < 1000, kOp,
+  KILN_CHECK(o.valid_per_mille >= 0 && o.test_per_mille >= 0 && o.valid_per_mille + o.test_per_mille < 1000, kReadDingCorpus,
              "valid_per_mille and test_per_mille must be >= 0 and leave some of every 1000 for training, got ",
              o.valid_per_mille, " and ", o.test_per_mille);
 }
@@ -252,7 +252,7 @@ Split split_of(const std::string& source, const DingCorpusOptions& o) {
 ParallelCorpus read_ding_corpus(const DingCorpusOptions& o) {
   check_options(o);
   std::ifstream in(o.path, std::ios::binary);
-  KILN_CHECK(in.good(), kOp, "cannot open '", o.path,
+  KILN_CHECK(in.good(), kReadDingCorpus, "cannot open '", o.path,
              "': the Ding German-English dictionary comes with Debian's package trans-de-en "
              "(apt-get install trans-de-en, or scripts/install_deps.sh)");
   ParallelCorpus out;
@@ -273,9 +273,9 @@ ParallelCorpus read_ding_corpus(const DingCorpusOptions& o) {
     for (size_t i = 0; i < de.size(); ++i) fates.push_back(add_sub_entry(de[i], en[i], o, seen, out));
     if (o.phrases) add_phrases(de, en, fates, seen_phrases, out);
   }
-  KILN_CHECK(!in.bad(), kOp, "reading '", o.path, "' failed after ", n.lines, " lines");
+  KILN_CHECK(!in.bad(), kReadDingCorpus, "reading '", o.path, "' failed after ", n.lines, " lines");
   drop_held_out_phrases(out);
-  KILN_CHECK(n.train > 0, kOp, "'", o.path, "' gave no training pairs (", n.summary(),
+  KILN_CHECK(n.train > 0, kReadDingCorpus, "'", o.path, "' gave no training pairs (", n.summary(),
              "): is it the Ding dictionary, lines of \"German :: English\"?");
   return out;
 }

@@ -119,6 +119,20 @@ std::string LayerNorm::extra_repr() const {
          ", elementwise_affine=" + (elementwise_affine ? "True" : "False");
 }
 
+// ---------------------------------------------------------------- RMSNorm
+RMSNorm::RMSNorm(Shape shape, std::optional<double> eps_, bool affine)
+    : UnaryModule("RMSNorm"), normalized_shape(std::move(shape)), eps(eps_), elementwise_affine(affine) {
+  KILN_CHECK(eps.value_or(0) >= 0, "RMSNorm", "eps must be non-negative, got ", *eps);
+  if (affine) weight = register_parameter("weight", ones(normalized_shape));
+}
+
+Tensor RMSNorm::forward(const Tensor& x) { return rms_norm(x, normalized_shape, weight, eps); }
+
+std::string RMSNorm::extra_repr() const {
+  return shape_str(normalized_shape) + ", eps=" + (eps ? repr_float(*eps) : std::string("None")) +
+         ", elementwise_affine=" + (elementwise_affine ? "True" : "False");
+}
+
 // ---------------------------------------------------------------- Dropout
 Dropout::Dropout(double p_) : UnaryModule("Dropout"), p(p_) {
   KILN_CHECK(p >= 0 && p <= 1, "Dropout", "probability has to be between 0 and 1, but got ", p);
@@ -221,6 +235,9 @@ std::shared_ptr<Module> Linear::make_fresh() const {
 }
 std::shared_ptr<Module> LayerNorm::make_fresh() const {
   return std::make_shared<LayerNorm>(normalized_shape, eps, elementwise_affine);
+}
+std::shared_ptr<Module> RMSNorm::make_fresh() const {
+  return std::make_shared<RMSNorm>(normalized_shape, eps, elementwise_affine);
 }
 std::shared_ptr<Module> Dropout::make_fresh() const { return std::make_shared<Dropout>(p); }
 std::shared_ptr<Module> Embedding::make_fresh() const {

@@ -71,6 +71,23 @@ class LayerNorm : public UnaryModule {
   Tensor weight, bias;
 };
 
+// torch.nn.RMSNorm: x / sqrt(mean(x^2) + eps) * weight over the trailing dims (rms_norm);
+// eps unset is the dtype's machine epsilon, as torch's None.
+class RMSNorm : public UnaryModule {
+ public:
+  explicit RMSNorm(Shape normalized_shape, std::optional<double> eps = std::nullopt, bool elementwise_affine = true);
+  RMSNorm(int64_t normalized_size, std::optional<double> eps = std::nullopt, bool elementwise_affine = true)
+      : RMSNorm(Shape{normalized_size}, eps, elementwise_affine) {}
+  Tensor forward(const Tensor& x) override;
+  std::string extra_repr() const override;
+  std::shared_ptr<Module> make_fresh() const override;  // clone(): same configuration
+
+  Shape normalized_shape;
+  std::optional<double> eps;
+  bool elementwise_affine;
+  Tensor weight;
+};
+
 class Dropout : public UnaryModule {
  public:
   explicit Dropout(double p = 0.5);

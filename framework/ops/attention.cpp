@@ -17,7 +17,7 @@
 namespace kiln {
 namespace {
 
-constexpr const char* kOp = "scaled_dot_product_attention";
+constexpr const char* kAttention = "scaled_dot_product_attention";
 
 // (…, L, E) as (N, H, L, E): rank 2 -> (1, 1, L, E), rank 3 -> (1, B, L, E), more ->
 // the leading dims folded into N.
@@ -36,8 +36,8 @@ Tensor rows_contiguous(const Tensor& t) { return t.size(3) > 1 && t.stride(3) !=
 // that layout viewed as (N, H, L, X), so the caller's transpose back is free.
 Tensor new_heads(int64_t N, int64_t H, int64_t L, int64_t X, const Tensor& like, DType dtype) {
   const bool heads_inner = like.size(1) > 1 && like.size(2) > 1 && like.stride(1) < like.stride(2);
-  if (!heads_inner) return detail::new_tensor({N, H, L, X}, dtype, like, kOp);
-  return detail::new_tensor({N, L, H, X}, dtype, like, kOp).transpose(1, 2);
+  if (!heads_inner) return detail::new_tensor({N, H, L, X}, dtype, like, kAttention);
+  return detail::new_tensor({N, L, H, X}, dtype, like, kAttention).transpose(1, 2);
 }
 
 // The unfused formula, for a float mask that itself needs a gradient.
@@ -49,21 +49,21 @@ Tensor attention_composed(const Tensor& q, const Tensor& k, const Tensor& v, con
 }
 
 void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, double dropout_p) {
-  detail::check_floating(kOp, q, "query");
-  detail::check_floating(kOp, k, "key");
-  detail::check_floating(kOp, v, "value");
-  KILN_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype(), kOp, "query, key and value must share a dtype, got ",
+  detail::check_floating(kAttention, q, "query");
+  detail::check_floating(kAttention, k, "key");
+  detail::check_floating(kAttention, v, "value");
+  KILN_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype(), kAttention, "query, key and value must share a dtype, got ",
              dtype_name(q.dtype()), ", ", dtype_name(k.dtype()), " and ", dtype_name(v.dtype()));
   const Shape qs = q.shape(), ks = k.shape(), vs = v.shape();
-  KILN_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), kOp,
+  KILN_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), kAttention,
              "query, key and value must have the same rank >= 2, got shapes ", shape_str(qs), ", ", shape_str(ks),
              " and ", shape_str(vs));
   const Shape batch(qs.begin(), qs.end() - 2);
   KILN_CHECK(Shape(ks.begin(), ks.end() - 2) == batch && Shape(vs.begin(), vs.end() - 2) == batch &&
                  q.size(-1) == k.size(-1) && k.size(-2) == v.size(-2),
-             kOp, "shapes ", shape_str(qs), ", ", shape_str(ks), " and ", shape_str(vs),
+             kAttention, "shapes ", shape_str(qs), ", ", shape_str(ks), " and ", shape_str(vs),
              " do not match: need query (…, L, E), key (…, S, E), value (…, S, Ev) with equal batch dims");
-  KILN_CHECK(dropout_p >= 0 && dropout_p <= 1, kOp, "dropout_p must be between 0 and 1, got ", dropout_p);
+  KILN_CHECK(dropout_p >= 0 && dropout_p <= 1, kAttention, "dropout_p must be between 0 and 1, got ", dropout_p);
 }
 
 // The mask the kernel wants: true / -inf where attention is not allowed, as (N, H, L, S).
@@ -73,17 +73,17 @@ Tensor kernel_mask(const Tensor& q, const Tensor& k, const Tensor& attn_mask, bo
   scores.back() = S;
   // The fused kernel never stores the scores, but their count numbers the dropout draws
   // and sizes the mask's view: it must fit.
-  checked_numel(kOp, scores);
+  checked_numel(kAttention, scores);
   Tensor m;
   if (is_causal) {
-    KILN_CHECK(!attn_mask.defined(), kOp, "takes attn_mask or is_causal, not both");
+    KILN_CHECK(!attn_mask.defined(), kAttention, "takes attn_mask or is_causal, not both");
     TensorOptions ids = TensorOptions(kInt64).device(q.device());
     m = gt(arange(static_cast<double>(S), ids).unsqueeze(0), arange(static_cast<double>(L), ids).unsqueeze(1));
   } else if (attn_mask.defined()) {
-    KILN_CHECK(attn_mask.dtype() == kBool || attn_mask.dtype() == q.dtype(), kOp,
+    KILN_CHECK(attn_mask.dtype() == kBool || attn_mask.dtype() == q.dtype(), kAttention,
                "attn_mask must be bool or the query's dtype (", dtype_name(q.dtype()), "), got ",
                dtype_name(attn_mask.dtype()));
-    KILN_CHECK(attn_mask.dim() <= q.dim() && broadcast_shapes(kOp, attn_mask.shape(), scores) == scores, kOp,
+    KILN_CHECK(attn_mask.dim() <= q.dim() && broadcast_shapes(kAttention, attn_mask.shape(), scores) == scores, kAttention,
                "attn_mask of shape ", shape_str(attn_mask.shape()), " does not broadcast to the scores' shape ",
                shape_str(scores));
     // Inverted while still small (before it is broadcast): torch's bool masks say who may attend.
@@ -230,7 +230,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     double dropout_p, bool is_causal, std::optional<double> scale_opt,
                                     Generator* gen) {
   check_inputs(q, k, v, dropout_p);
-  Backend& be = backend_of(kOp, {&q, &k, &v, &attn_mask});
+  Backend& be = backend_of(kAttention, {&q, &k, &v, &attn_mask});
   const double scale = scale_opt ? *scale_opt : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   if (attn_mask.defined() && attn_mask.dtype() != kBool && any_requires_grad({&attn_mask})) {
     return attention_composed(q, k, v, attn_mask, dropout_p, scale, gen);
@@ -245,12 +245,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   if (autocast && mask.defined() && mask.dtype() != kBool) mask = mask.to(kFloat32);
   auto operand = [&](const Tensor& t) {
     if (!autocast) return rows_contiguous(as_4d(t.detach()));
-    return rows_contiguous(as_4d(recording ? detail::autocast_share(t, kOp) : detail::autocast_operand(t, kOp)));
+    return rows_contiguous(as_4d(recording ? detail::autocast_share(t, kAttention) : detail::autocast_operand(t, kAttention)));
   };
   Tensor q4 = operand(q), k4 = operand(k), v4 = operand(v);
   const int64_t N = q4.size(0), H = q4.size(1), L = q4.size(2), S = k4.size(2), Ev = v4.size(3);
   Tensor out4 = new_heads(N, H, L, Ev, q4, dtype);
-  Tensor lse = detail::new_tensor({N, H, L}, dtype, q, kOp);
+  Tensor lse = detail::new_tensor({N, H, L}, dtype, q, kAttention);
   uint64_t seed = 0, block = 0;
   if (dropout_p > 0) {
     Generator& g = gen ? *gen : default_generator();
@@ -266,14 +266,14 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   // The mask too: a float mask is the caller's tensor, which could be changed in place.
   // Under autocast the output is kept as the bfloat16 copy that the product reading it
   // next (the output projection) shares, not in float32 besides that copy.
-  SavedTensor sq(q4, kOp), sk(k4, kOp), sv(v4, kOp), smask(mask, kOp);
-  SavedTensor so(autocast ? detail::autocast_share(out4, kOp) : out4, kOp);
+  SavedTensor sq(q4, kAttention), sk(k4, kAttention), sv(v4, kAttention), smask(mask, kAttention);
+  SavedTensor so(autocast ? detail::autocast_share(out4, kAttention) : out4, kAttention);
   const DType q_dtype = q.dtype();  // the gradients' (float32 from the mixed kernel, then cast)
   // A projection's buffer takes the kernel's output as it is: only where that is its dtype.
   const GradPlan plan = dtype == q_dtype && out4.numel() > 0 ? plan_gradients(q, k, v) : own_gradients(q, k, v);
   GradRoute route = plan.route;
   for (const Tensor& t : plan.inputs) route.input_shapes.push_back(t.shape());
-  return record(kOp, out, plan.inputs, [=](const Tensor& g) -> TensorList {
+  return record(kAttention, out, plan.inputs, [=](const Tensor& g) -> TensorList {
     const Tensor &qs = sq.get(), &ks = sk.get(), &vs = sv.get(), &os = so.get();
     TensorList grads(route.input_shapes.size());
     if (os.numel() == 0) {  // L or Ev is 0: nothing reached the output (q, k, v their own inputs)
@@ -284,7 +284,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     for (size_t w = 0; w < 3; ++w) {
       Tensor& buffer = grads[route.slot[w]];
       if (route.in_base[w] && !buffer.defined())
-        buffer = detail::new_tensor(route.input_shapes[route.slot[w]], dtype, qs, kOp);  // every element written below
+        buffer = detail::new_tensor(route.input_shapes[route.slot[w]], dtype, qs, kAttention);  // every element written below
     }
     // q's, k's, v's gradient as the kernel writes it: a window of its base's buffer, or its own.
     auto grad_of = [&](size_t w, const Tensor& saved, int64_t rows, int64_t cols) {
@@ -294,7 +294,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     };
     Tensor g4 = rows_contiguous(g.to(dtype).reshape({N, H, L, Ev}));
     Tensor gq = grad_of(0, qs, L, qs.size(3)), gk = grad_of(1, ks, S, ks.size(3)), gv = grad_of(2, vs, S, Ev);
-    backend_of(kOp, {&g4, &qs}).attention_backward(g4, qs, ks, vs, smask.get(), os, lse, scale, dropout_p, seed,
+    backend_of(kAttention, {&g4, &qs}).attention_backward(g4, qs, ks, vs, smask.get(), os, lse, scale, dropout_p, seed,
                                                   block, gq, gk, gv);
     const std::array<Tensor, 3> own = {gq, gk, gv};
     for (size_t w = 0; w < 3; ++w)

@@ -27,6 +27,4 @@ Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
   return running_sum(x.dtype() == t ? x : to_dtype(x, t), d, false);
 }
 
-Tensor Tensor::cumsum(int64_t dim, std::optional<DType> dtype) const { return kiln::cumsum(*this, dim, dtype); }
-
 }  // namespace kiln

@@ -17,7 +17,7 @@
 namespace kiln {
 namespace {
 
-constexpr const char* kOp = "einsum";
+constexpr const char* kEinsum = "einsum";
 
 // A label: a letter's ASCII code, or kEllipsis + k for the k-th of the broadcast "..."
 // dims (k counted from the left over the widest "..." of the operands).
@@ -42,15 +42,15 @@ std::vector<Label> parse_term(const std::string& eq, size_t begin, size_t end, c
     const char c = eq[i];
     if (c == ' ') continue;
     if (c == '.') {
-      KILN_CHECK(!seen_ellipsis, kOp, "found '.' for ", what, " after its ellipsis in \"", eq, "\"");
-      KILN_CHECK(i + 2 < end && eq[i + 1] == '.' && eq[i + 2] == '.', kOp, "found '.' at index ", i,
+      KILN_CHECK(!seen_ellipsis, kEinsum, "found '.' for ", what, " after its ellipsis in \"", eq, "\"");
+      KILN_CHECK(i + 2 < end && eq[i + 1] == '.' && eq[i + 2] == '.', kEinsum, "found '.' at index ", i,
                  " for ", what, " that is not part of an ellipsis '...' in \"", eq, "\"");
       seen_ellipsis = true;
       term.push_back(kEllipsisMark);
       i += 2;
       continue;
     }
-    KILN_CHECK(is_letter(c), kOp, "invalid subscript '", std::string(1, c), "' at index ", i, " in \"", eq,
+    KILN_CHECK(is_letter(c), kEinsum, "invalid subscript '", std::string(1, c), "' at index ", i, " in \"", eq,
                "\": subscripts must be in [a-zA-Z]");
     term.push_back(c);
   }
@@ -75,7 +75,7 @@ Parsed parse(const std::string& eq, size_t num_operands) {
     if (end == lhs_end) break;
     begin = end + 1;
   }
-  KILN_CHECK(p.inputs.size() == num_operands, kOp, "the equation \"", eq, "\" has ", p.inputs.size(),
+  KILN_CHECK(p.inputs.size() == num_operands, kEinsum, "the equation \"", eq, "\" has ", p.inputs.size(),
              " operand term", p.inputs.size() == 1 ? "" : "s", ", but ", num_operands, " operand",
              num_operands == 1 ? " was" : "s were", " given");
   if (arrow != std::string::npos) {
@@ -109,12 +109,12 @@ int64_t ellipsis_rank(const std::vector<Label>& term, const Tensor& t, size_t i)
   const bool has = std::find(term.begin(), term.end(), kEllipsisMark) != term.end();
   const int64_t letters = static_cast<int64_t>(term.size()) - (has ? 1 : 0);
   if (!has) {
-    KILN_CHECK(letters == t.dim(), kOp, "the number of subscripts in the equation (", letters,
+    KILN_CHECK(letters == t.dim(), kEinsum, "the number of subscripts in the equation (", letters,
                ") does not match the number of dimensions (", t.dim(), ") for operand ", i,
                " of shape ", shape_str(t.shape()), " and no ellipsis was given");
     return 0;
   }
-  KILN_CHECK(letters <= t.dim(), kOp, "the number of subscripts in the equation (", letters,
+  KILN_CHECK(letters <= t.dim(), kEinsum, "the number of subscripts in the equation (", letters,
              ") is more than the number of dimensions (", t.dim(), ") for operand ", i, " of shape ",
              shape_str(t.shape()));
   return t.dim() - letters;
@@ -130,14 +130,14 @@ std::map<Label, int64_t> label_sizes(const std::vector<Term>& terms) {
       const Label l = terms[i].labels[d];
       const int64_t s = terms[i].t.size(static_cast<int64_t>(d));
       auto [it, fresh] = own.emplace(l, s);
-      KILN_CHECK(fresh || it->second == s, kOp, "subscript ", label_name(l), " is repeated for operand ", i,
+      KILN_CHECK(fresh || it->second == s, kEinsum, "subscript ", label_name(l), " is repeated for operand ", i,
                  " but the sizes don't match, ", it->second, " != ", s, " (shape ",
                  shape_str(terms[i].t.shape()), ")");
     }
     for (auto [l, s] : own) {
       auto [it, fresh] = size.emplace(l, s);
       if (fresh || it->second == s || s == 1) continue;
-      KILN_CHECK(it->second == 1, kOp, "subscript ", label_name(l), " has size ", s, " for operand ", i,
+      KILN_CHECK(it->second == 1, kEinsum, "subscript ", label_name(l), " has size ", s, " for operand ", i,
                  " (shape ", shape_str(terms[i].t.shape()), ") which does not broadcast with previously seen size ",
                  it->second);
       it->second = s;
@@ -155,9 +155,9 @@ std::vector<Label> output_labels(const Parsed& p, const std::vector<Term>& terms
   if (p.explicit_output) {
     for (Label l : p.output) {
       if (l == kEllipsisMark) continue;
-      KILN_CHECK(count.count(l), kOp, "output subscript ", label_name(l),
+      KILN_CHECK(count.count(l), kEinsum, "output subscript ", label_name(l),
                  " does not appear in the equation for any input operand");
-      KILN_CHECK(std::count(p.output.begin(), p.output.end(), l) == 1, kOp, "output subscript ",
+      KILN_CHECK(std::count(p.output.begin(), p.output.end(), l) == 1, kEinsum, "output subscript ",
                  label_name(l), " appears more than once in the output");
     }
     return expand_ellipsis(p.output, width, width);
@@ -247,11 +247,11 @@ Tensor as_matrices(const Term& term, const std::vector<Label>& batch, const std:
     int64_t n = 1;
     for (Label l : *g) {
       full.push_back(size.at(l));
-      n = checked_mul(kOp, n, size.at(l));
+      n = checked_mul(kEinsum, n, size.at(l));
     }
     three.push_back(n);
   }
-  checked_numel(kOp, full);  // each label's size fits, their product may not
+  checked_numel(kEinsum, full);  // each label's size fits, their product may not
   Tensor m = term.t.permute(positions(term, concat({&batch, &first, &second}))).expand(full).reshape(three);
   return transposed ? m.transpose(1, 2) : m;
 }
@@ -272,7 +272,7 @@ Term contract(const Term& a, const Term& b, const std::vector<Label>& keep, cons
   // The intermediate may be larger than every operand and than the output ("i,j->").
   Shape shape;
   for (Label l : out.labels) shape.push_back(size.at(l));
-  checked_numel(kOp, shape);
+  checked_numel(kEinsum, shape);
   if (summed.empty()) {
     // Nothing to contract: an outer product per batch element, which a broadcast mul
     // computes directly. a -> (batch…, a_free…, 1…), b -> (batch…, 1…, b_free…).
@@ -297,15 +297,15 @@ bool autocast_all(const std::vector<Tensor>& operands) {
 }
 
 void check_operands(const std::vector<Tensor>& operands) {
-  KILN_CHECK(!operands.empty(), kOp, "expected at least one operand");
+  KILN_CHECK(!operands.empty(), kEinsum, "expected at least one operand");
   const bool autocast = autocast_all(operands);
   for (size_t i = 0; i < operands.size(); ++i) {
     const Tensor& t = operands[i];
-    KILN_CHECK(t.defined(), kOp, "operand ", i, " is an undefined tensor");
-    KILN_CHECK(is_floating(t.dtype()), kOp,
+    KILN_CHECK(t.defined(), kEinsum, "operand ", i, " is an undefined tensor");
+    KILN_CHECK(is_floating(t.dtype()), kEinsum,
                "expected floating-point operands (float32, float64 or bfloat16), got ", dtype_name(t.dtype()),
                " for operand ", i);
-    KILN_CHECK(t.dtype() == operands[0].dtype() || autocast, kOp, "expected operands of one dtype, got ",
+    KILN_CHECK(t.dtype() == operands[0].dtype() || autocast, kEinsum, "expected operands of one dtype, got ",
                dtype_name(operands[0].dtype()), " for operand 0 and ", dtype_name(t.dtype()), " for operand ", i);
   }
 }
@@ -336,7 +336,7 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands_i
   const std::vector<Label> output = output_labels(p, terms, width);
   Shape shape;
   for (Label l : output) shape.push_back(size.at(l));
-  checked_numel(kOp, shape);
+  checked_numel(kEinsum, shape);
   for (Term& t : terms) t = diagonals(std::move(t));
 
   // What is still needed after operand i: the output's labels and those of operands > i.
@@ -368,7 +368,5 @@ Tensor outer(const Tensor& a, const Tensor& b) {
   checked_numel("outer", {a.size(0), b.size(0)});  // else mul would name itself
   return mul(a.unsqueeze(1), b.unsqueeze(0));
 }
-
-Tensor Tensor::outer(const Tensor& other) const { return kiln::outer(*this, other); }
 
 }  // namespace kiln

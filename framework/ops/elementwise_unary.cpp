@@ -240,11 +240,4 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {
   });
 }
 
-Tensor Tensor::sin() const { return kiln::sin(*this); }
-Tensor Tensor::cos() const { return kiln::cos(*this); }
-Tensor Tensor::tan() const { return kiln::tan(*this); }
-Tensor Tensor::erf() const { return kiln::erf(*this); }
-Tensor Tensor::log1p() const { return kiln::log1p(*this); }
-Tensor Tensor::expm1() const { return kiln::expm1(*this); }
-
 }  // namespace kiln

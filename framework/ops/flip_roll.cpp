@@ -52,10 +52,4 @@ Tensor roll(const Tensor& x, int64_t shifts, std::optional<int64_t> dim) {
   return roll(x, std::vector<int64_t>{shifts}, std::vector<int64_t>{});
 }
 
-Tensor Tensor::flip(const std::vector<int64_t>& dims) const { return kiln::flip(*this, dims); }
-Tensor Tensor::roll(int64_t shifts, std::optional<int64_t> dim) const { return kiln::roll(*this, shifts, dim); }
-Tensor Tensor::roll(const std::vector<int64_t>& shifts, const std::vector<int64_t>& dims) const {
-  return kiln::roll(*this, shifts, dims);
-}
-
 }  // namespace kiln

@@ -73,10 +73,6 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
   });
 }
 
-Tensor Tensor::index_add(int64_t dim, const Tensor& index, const Tensor& source, double alpha) const {
-  return kiln::index_add(*this, dim, index, source, alpha);
-}
-
 // In place, recorded under autograd as index_add (detail::apply_inplace).
 Tensor& Tensor::index_add_(int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
   const char* op = "index_add_";

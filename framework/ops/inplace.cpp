@@ -228,7 +228,7 @@ Tensor& Tensor::clamp_(std::optional<double> lo, std::optional<double> hi) {
       "clamp_", self, {}, [&] { backend_of("clamp_", {&self}).unary(UnaryOp::Clamp, self, self, a, b); },
       [&]() -> BackwardFn {
         // The gradient passes where the old value was inside [a, b] (as clamp's).
-        SavedTensor inside(logical_and(kiln::ge(self, a), kiln::le(self, b)), "clamp_");
+        SavedTensor inside(kiln::logical_and(kiln::ge(self, a), kiln::le(self, b)), "clamp_");
         return [inside](const Tensor& g) -> TensorList { return {where(inside.get(), g, 0.0)}; };
       });
 }

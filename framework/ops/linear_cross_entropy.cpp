@@ -19,7 +19,7 @@ namespace kiln {
 
 namespace {
 
-constexpr const char* kOp = "linear_cross_entropy";
+constexpr const char* kLinearCrossEntropy = "linear_cross_entropy";
 
 // Rows per chunk when the caller leaves it to us: about 16 MiB of float32 logits, large
 // enough for the products to run at their full rate, small beside the whole (N, V).
@@ -30,26 +30,26 @@ int64_t default_chunk_rows(int64_t classes) {
 void check_arguments(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& target,
                      Reduction reduction,
                      double label_smoothing, int64_t chunk_rows) {
-  detail::check_floating(kOp, input);
-  detail::check_floating(kOp, weight, "weight");
-  detail::check_defined(kOp, target, "target");
-  KILN_CHECK(weight.dim() == 2, kOp, "weight must be 2-D (classes, in_features), got shape ",
+  detail::check_floating(kLinearCrossEntropy, input);
+  detail::check_floating(kLinearCrossEntropy, weight, "weight");
+  detail::check_defined(kLinearCrossEntropy, target, "target");
+  KILN_CHECK(weight.dim() == 2, kLinearCrossEntropy, "weight must be 2-D (classes, in_features), got shape ",
              shape_str(weight.shape()));
-  KILN_CHECK(input.dim() >= 1 && input.size(-1) == weight.size(1), kOp, "input of shape ", shape_str(input.shape()),
+  KILN_CHECK(input.dim() >= 1 && input.size(-1) == weight.size(1), kLinearCrossEntropy, "input of shape ", shape_str(input.shape()),
              " does not end in in_features = ", weight.size(1), " (weight ", shape_str(weight.shape()), ")");
-  KILN_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)), kOp, "bias must be (",
+  KILN_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)), kLinearCrossEntropy, "bias must be (",
              weight.size(0), "), got shape ", shape_str(bias.shape()));
-  KILN_CHECK(weight.size(0) > 0, kOp, "weight has no classes (shape ", shape_str(weight.shape()), ")");
-  KILN_CHECK(target.dtype() == kInt64, kOp, "target must be an int64 tensor of class indices, got ",
+  KILN_CHECK(weight.size(0) > 0, kLinearCrossEntropy, "weight has no classes (shape ", shape_str(weight.shape()), ")");
+  KILN_CHECK(target.dtype() == kInt64, kLinearCrossEntropy, "target must be an int64 tensor of class indices, got ",
              dtype_name(target.dtype()));
   Shape rows_shape = input.shape();
   rows_shape.pop_back();
-  KILN_CHECK(target.shape() == rows_shape, kOp, "expected target of shape ", shape_str(rows_shape),
+  KILN_CHECK(target.shape() == rows_shape, kLinearCrossEntropy, "expected target of shape ", shape_str(rows_shape),
              " for input of shape ", shape_str(input.shape()), ", got ", shape_str(target.shape()));
-  KILN_CHECK(label_smoothing >= 0 && label_smoothing <= 1, kOp, "label_smoothing must be in [0, 1], got ",
+  KILN_CHECK(label_smoothing >= 0 && label_smoothing <= 1, kLinearCrossEntropy, "label_smoothing must be in [0, 1], got ",
              label_smoothing);
-  KILN_CHECK(chunk_rows >= 0, kOp, "chunk_rows must be >= 0 (0: automatic), got ", chunk_rows);
-  detail::check_reduction(kOp, reduction);
+  KILN_CHECK(chunk_rows >= 0, kLinearCrossEntropy, "chunk_rows must be >= 0 (0: automatic), got ", chunk_rows);
+  detail::check_reduction(kLinearCrossEntropy, reduction);
 }
 
 // Every target a class or ignore_index, checked before the first chunk so that a bad one
@@ -60,7 +60,7 @@ void check_targets(const Tensor& t, int64_t ignore_index, int64_t classes) {
                                  logical_or(lt(t, 0.0), ge(t, static_cast<double>(classes))));
   if (!any(bad).item()) return;
   const int64_t at = static_cast<int64_t>(argmax(bad.to(kInt64)).item());
-  KILN_FAIL(kOp, "target ", static_cast<int64_t>(t.narrow(0, at, 1).item()), " out of range for ", classes,
+  KILN_FAIL(kLinearCrossEntropy, "target ", static_cast<int64_t>(t.narrow(0, at, 1).item()), " out of range for ", classes,
             " classes (at position ", at, " of the flattened target)");
 }
 
@@ -97,7 +97,7 @@ Pass chunked_pass(const Tensor& x, const Tensor& weight, const Tensor& bias, con
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
     const int64_t n = std::min(chunk, N - r0);
     const Tensor tc = t.narrow(0, r0, n);
-    const Tensor xc = low ? detail::autocast_operand(x.narrow(0, r0, n), kOp) : x.narrow(0, r0, n);
+    const Tensor xc = low ? detail::autocast_operand(x.narrow(0, r0, n), kLinearCrossEntropy) : x.narrow(0, r0, n);
     const Tensor logits = linear(xc, weight, bias);  // (n, V); autocast's rules apply as in linear
     if (!p.losses.defined()) {
       p.losses = detail::new_tensor({N}, logits.dtype(), logits);
@@ -105,7 +105,7 @@ Pass chunked_pass(const Tensor& x, const Tensor& weight, const Tensor& bias, con
       lse = detail::new_tensor({N}, logits.dtype() == kBFloat16 ? kFloat32 : logits.dtype(), logits);
       if (gx) p.grad_input = detail::new_tensor({N, x.size(1)}, logits.dtype(), logits);
     }
-    Backend& be = backend_of(kOp, {&logits, &tc, &cw});
+    Backend& be = backend_of(kLinearCrossEntropy, {&logits, &tc, &cw});
     const Tensor lse_c = lse.narrow(0, r0, n);
     be.cross_entropy(logits, tc, cw, ignore_index, label_smoothing, p.losses.narrow(0, r0, n),
                      p.weights.narrow(0, r0, n), lse_c);
@@ -117,7 +117,7 @@ Pass chunked_pass(const Tensor& x, const Tensor& weight, const Tensor& bias, con
                               dlogits);
     // The products' operand and, for the bias, the column sums (V): read once under autocast.
     Tensor dl = dlogits, part_b;
-    if (low && (gx || gw)) std::tie(dl, part_b) = detail::autocast_operand_and_column_sums(dlogits, kOp);
+    if (low && (gx || gw)) std::tie(dl, part_b) = detail::autocast_operand_and_column_sums(dlogits, kLinearCrossEntropy);
     if (gx) p.grad_input.narrow(0, r0, n).copy_(matmul(dl, weight));  // (n, V) @ (V, D)
     if (gw) {
       Tensor part = matmul(dl.t(), xc);  // (V, n) @ (n, D)
@@ -161,7 +161,7 @@ Tensor linear_cross_entropy_impl(const Tensor& input, const Tensor& weight, cons
   // Class weights checked as cross_entropy checks them against its logits (float32 under
   // autocast, else the input's dtype).
   const DType logits_dtype = detail::autocast_applies({&input, &weight, &bias}) ? kFloat32 : input.dtype();
-  if (cw.defined()) detail::check_class_weight(kOp, cw, detail::new_tensor({0}, logits_dtype, input), V);
+  if (cw.defined()) detail::check_class_weight(kLinearCrossEntropy, cw, detail::new_tensor({0}, logits_dtype, input), V);
   check_targets(t, ignore_index, V);
   // Mean: the sum over the counted rows' weights; none counted gives NaN, as cross_entropy.
   const double count = reduction == Reduction::Mean ? counted_weight(t, cw, ignore_index) : 1.0;
@@ -173,7 +173,7 @@ Tensor linear_cross_entropy_impl(const Tensor& input, const Tensor& weight, cons
   if (!grads) return loss;
   const Shape in_shape = input.shape();
   const DType in_dt = input.dtype(), w_dt = weight.dtype(), b_dt = bias.defined() ? bias.dtype() : w_dt;
-  return record(kOp, loss, {input, weight, bias}, [p, in_shape, in_dt, w_dt, b_dt](const Tensor& g) -> TensorList {
+  return record(kLinearCrossEntropy, loss, {input, weight, bias}, [p, in_shape, in_dt, w_dt, b_dt](const Tensor& g) -> TensorList {
     Tensor g_in = scaled_grad(p.grad_input, g, in_dt);
     return {g_in.defined() ? g_in.reshape(in_shape) : g_in, scaled_grad(p.grad_weight, g, w_dt),
             scaled_grad(p.grad_bias, g, b_dt)};
@@ -191,7 +191,7 @@ Tensor linear_cross_entropy(const Tensor& input, const Tensor& weight, const Ten
 Tensor linear_cross_entropy(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& target,
                             const Tensor& class_weight, int64_t ignore_index, double label_smoothing,
                             Reduction reduction, int64_t chunk_rows) {
-  detail::check_defined(kOp, class_weight, "class weight");
+  detail::check_defined(kLinearCrossEntropy, class_weight, "class weight");
   return linear_cross_entropy_impl(input, weight, bias, target, class_weight, ignore_index, label_smoothing,
                                    reduction, chunk_rows);
 }

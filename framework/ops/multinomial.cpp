@@ -34,8 +34,4 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, G
   return probs.dim() == 1 ? out.reshape({num_samples}) : out;
 }
 
-Tensor Tensor::multinomial(int64_t num_samples, bool replacement, Generator* gen) const {
-  return kiln::multinomial(*this, num_samples, replacement, gen);
-}
-
 }  // namespace kiln

@@ -130,11 +130,4 @@ Tensor norm(const Tensor& x, double p, const std::vector<int64_t>& dims_in, bool
   });
 }
 
-Tensor Tensor::std(const std::vector<int64_t>& dims, int64_t correction, bool keepdim) const {
-  return kiln::std(*this, dims, correction, keepdim);
-}
-Tensor Tensor::norm(double p, const std::vector<int64_t>& dims, bool keepdim) const {
-  return kiln::norm(*this, p, dims, keepdim);
-}
-
 }  // namespace kiln

@@ -16,11 +16,4 @@ Tensor operator<=(double a, const Tensor& b) { return ge(b, a); }
 Tensor operator>(double a, const Tensor& b) { return lt(b, a); }
 Tensor operator>=(double a, const Tensor& b) { return le(b, a); }
 
-Tensor Tensor::eq(double v) const { return kiln::eq(*this, v); }
-Tensor Tensor::ne(double v) const { return kiln::ne(*this, v); }
-Tensor Tensor::lt(double v) const { return kiln::lt(*this, v); }
-Tensor Tensor::le(double v) const { return kiln::le(*this, v); }
-Tensor Tensor::gt(double v) const { return kiln::gt(*this, v); }
-Tensor Tensor::ge(double v) const { return kiln::ge(*this, v); }
-
 }  // namespace kiln

@@ -61,12 +61,4 @@ Tensor any(const Tensor& x, int64_t dim, bool keepdim) {
   return gt(sum(ne(x.detach(), 0.0), {dim}, keepdim), 0.0);
 }
 
-Tensor Tensor::isnan() const { return kiln::isnan(*this); }
-Tensor Tensor::isinf() const { return kiln::isinf(*this); }
-Tensor Tensor::isfinite() const { return kiln::isfinite(*this); }
-Tensor Tensor::all() const { return kiln::all(*this); }
-Tensor Tensor::all(int64_t dim, bool keepdim) const { return kiln::all(*this, dim, keepdim); }
-Tensor Tensor::any() const { return kiln::any(*this); }
-Tensor Tensor::any(int64_t dim, bool keepdim) const { return kiln::any(*this, dim, keepdim); }
-
 }  // namespace kiln

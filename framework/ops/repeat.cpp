@@ -115,12 +115,4 @@ Tensor repeat_interleave(const Tensor& repeats) {
   return index.to(repeats.device());
 }
 
-Tensor Tensor::repeat(const Shape& repeats) const { return kiln::repeat(*this, repeats); }
-Tensor Tensor::repeat_interleave(int64_t repeats, std::optional<int64_t> dim) const {
-  return kiln::repeat_interleave(*this, repeats, dim);
-}
-Tensor Tensor::repeat_interleave(const Tensor& repeats, std::optional<int64_t> dim) const {
-  return kiln::repeat_interleave(*this, repeats, dim);
-}
-
 }  // namespace kiln

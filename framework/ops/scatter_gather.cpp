@@ -160,17 +160,6 @@ Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, double value) 
   return record(op, out, {x}, [si, d](const Tensor& g) -> TensorList { return {scatter(g, d, si.get(), 0.0)}; });
 }
 
-Tensor Tensor::gather(int64_t dim, const Tensor& index) const { return kiln::gather(*this, dim, index); }
-Tensor Tensor::scatter(int64_t dim, const Tensor& index, const Tensor& src) const {
-  return kiln::scatter(*this, dim, index, src);
-}
-Tensor Tensor::scatter(int64_t dim, const Tensor& index, double value) const {
-  return kiln::scatter(*this, dim, index, value);
-}
-Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const {
-  return kiln::scatter_add(*this, dim, index, src);
-}
-
 // In place, recorded under autograd as the out-of-place forms (detail::apply_inplace).
 Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, const Tensor& src) {
   return scatter_src_inplace("scatter_", *this, dim, index, src, false);

@@ -53,14 +53,4 @@ ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool /
   return {record_picked(op, values, x, d, indices), indices};
 }
 
-ValuesIndices Tensor::sort(int64_t dim, bool descending, bool stable) const {
-  return kiln::sort(*this, dim, descending, stable);
-}
-Tensor Tensor::argsort(int64_t dim, bool descending, bool stable) const {
-  return kiln::argsort(*this, dim, descending, stable);
-}
-ValuesIndices Tensor::topk(int64_t k, int64_t dim, bool largest, bool sorted) const {
-  return kiln::topk(*this, k, dim, largest, sorted);
-}
-
 }  // namespace kiln

@@ -35,7 +35,4 @@ Tensor triangle(const char* op, const Tensor& x, int64_t diagonal, bool upper) {
 Tensor triu(const Tensor& x, int64_t diagonal) { return triangle("triu", x, diagonal, true); }
 Tensor tril(const Tensor& x, int64_t diagonal) { return triangle("tril", x, diagonal, false); }
 
-Tensor Tensor::triu(int64_t diagonal) const { return kiln::triu(*this, diagonal); }
-Tensor Tensor::tril(int64_t diagonal) const { return kiln::tril(*this, diagonal); }
-
 }  // namespace kiln

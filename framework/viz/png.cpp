@@ -3,11 +3,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+
+#include <png.h>
+#include <zlib.h>
 
 #include "core/error.h"
 
@@ -61,116 +63,38 @@ void Image::blit(const Image& src, int x, int y) {
 }
 
 // ---------------------------------------------------------------- checksums
-namespace {
-
-// Table-driven CRC-32, reflected polynomial 0xEDB88320 (PNG spec, annex D).
-constexpr std::array<uint32_t, 256> make_crc_table() {
-  std::array<uint32_t, 256> t{};
-  for (uint32_t n = 0; n < 256; ++n) {
-    uint32_t c = n;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-    t[n] = c;
-  }
-  return t;
-}
-constexpr std::array<uint32_t, 256> kCrcTable = make_crc_table();
-
-}  // namespace
-
+// zlib's, whose running forms have the same convention (start at 0 and 1).
 uint32_t crc32(const uint8_t* data, size_t n, uint32_t crc) {
-  uint32_t c = crc ^ 0xFFFFFFFFu;
-  for (size_t i = 0; i < n; ++i) c = kCrcTable[(c ^ data[i]) & 0xFF] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
+  return static_cast<uint32_t>(::crc32_z(crc, data, n));
 }
 
 uint32_t adler32(const uint8_t* data, size_t n, uint32_t adler) {
-  constexpr uint32_t kMod = 65521;
-  uint32_t a = adler & 0xFFFF, b = adler >> 16;
-  // 5552 is the largest run for which b cannot overflow 32 bits before the modulo.
-  while (n > 0) {
-    size_t run = std::min<size_t>(n, 5552);
-    n -= run;
-    for (size_t i = 0; i < run; ++i) {
-      a += *data++;
-      b += a;
-    }
-    a %= kMod;
-    b %= kMod;
-  }
-  return (b << 16) | a;
+  return static_cast<uint32_t>(::adler32_z(adler, data, n));
 }
 
 // ---------------------------------------------------------------- encoding
-namespace {
-
-void put_u32be(std::vector<uint8_t>& out, uint32_t v) {
-  out.push_back(uint8_t(v >> 24));
-  out.push_back(uint8_t(v >> 16));
-  out.push_back(uint8_t(v >> 8));
-  out.push_back(uint8_t(v));
-}
-
-// length, type, data, CRC over type and data.
-void put_chunk(std::vector<uint8_t>& out, const char type[4], const std::vector<uint8_t>& data) {
-  put_u32be(out, uint32_t(data.size()));
-  size_t crc_start = out.size();
-  out.insert(out.end(), type, type + 4);
-  out.insert(out.end(), data.begin(), data.end());
-  put_u32be(out, crc32(out.data() + crc_start, out.size() - crc_start));
-}
-
-// A zlib stream (RFC 1950) of stored deflate blocks (RFC 1951, BTYPE 00).
-std::vector<uint8_t> zlib_stored(const std::vector<uint8_t>& raw) {
-  constexpr size_t kMaxBlock = 65535;
-  std::vector<uint8_t> z;
-  z.reserve(raw.size() + raw.size() / kMaxBlock * 5 + 16);
-  // CMF: deflate (8), 32K window (7); FLG: no dictionary, level 0, FCHECK making
-  // CMF * 256 + FLG a multiple of 31: 0x7801.
-  z.push_back(0x78);
-  z.push_back(0x01);
-  size_t pos = 0;
-  do {
-    size_t len = std::min(kMaxBlock, raw.size() - pos);
-    bool final = pos + len == raw.size();
-    z.push_back(final ? 0x01 : 0x00);  // BFINAL bit, BTYPE 00, then padding to the byte
-    z.push_back(uint8_t(len & 0xFF));  // LEN and NLEN, little-endian
-    z.push_back(uint8_t(len >> 8));
-    z.push_back(uint8_t(~len & 0xFF));
-    z.push_back(uint8_t((~len >> 8) & 0xFF));
-    z.insert(z.end(), raw.begin() + std::ptrdiff_t(pos), raw.begin() + std::ptrdiff_t(pos + len));
-    pos += len;
-  } while (pos < raw.size());
-  put_u32be(z, adler32(raw.data(), raw.size()));
-  return z;
-}
-
-}  // namespace
-
 std::vector<uint8_t> encode_png(const Image& img) {
   check_image_size("write_png", img.width, img.height);
   size_t expected = size_t(img.width) * size_t(img.height) * 3;
   KILN_CHECK(img.rgb.size() == expected, "write_png", "image is ", img.width, "x", img.height,
              " but has ", img.rgb.size(), " bytes of pixels (expected ", expected, ")");
 
-  std::vector<uint8_t> out = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
-
-  std::vector<uint8_t> ihdr;
-  put_u32be(ihdr, uint32_t(img.width));
-  put_u32be(ihdr, uint32_t(img.height));
-  ihdr.insert(ihdr.end(), {8, 2, 0, 0, 0});  // depth 8, truecolour, deflate, filter 0, no interlace
-  put_chunk(out, "IHDR", ihdr);
-
-  // Each scanline: filter type 0 (none), then the row's bytes.
-  size_t row = size_t(img.width) * 3;
-  std::vector<uint8_t> raw;
-  raw.reserve((row + 1) * size_t(img.height));
-  for (int y = 0; y < img.height; ++y) {
-    raw.push_back(0);
-    auto begin = img.rgb.begin() + std::ptrdiff_t(row * size_t(y));
-    raw.insert(raw.end(), begin, begin + std::ptrdiff_t(row));
-  }
-  put_chunk(out, "IDAT", zlib_stored(raw));
-  put_chunk(out, "IEND", {});
+  // libpng's simplified API: 8-bit RGB rows in, a whole PNG file out; it picks each
+  // row's filter and deflates at zlib's default level.
+  png_image image{};
+  image.version = PNG_IMAGE_VERSION;
+  image.width = static_cast<png_uint_32>(img.width);
+  image.height = static_cast<png_uint_32>(img.height);
+  image.format = PNG_FORMAT_RGB;
+  std::vector<uint8_t> out(PNG_IMAGE_PNG_SIZE_MAX(image));
+  png_alloc_size_t size = out.size();
+  const int ok = png_image_write_to_memory(&image, out.data(), &size, /*convert_to_8bit=*/0, img.rgb.data(),
+                                           /*row_stride=*/0, /*colormap=*/nullptr);
+  const std::string message = image.message;
+  png_image_free(&image);
+  KILN_CHECK(ok != 0 && size <= out.size(), "write_png", "libpng could not encode a ", img.width, "x",
+             img.height, " image: ", message);
+  out.resize(size);
   return out;
 }
 

@@ -1,8 +1,5 @@
 #pragma once
-// An RGB image in memory and a PNG writer with no dependency: the zlib stream inside
-// the PNG uses stored (uncompressed) deflate blocks, so files are about 3 bytes a pixel.
-// Written from the PNG (RFC 2083 / W3C PNG 2nd ed.), zlib (RFC 1950) and deflate
-// (RFC 1951) specifications.
+// An RGB image in memory and a PNG writer (through libpng, deflated by zlib).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -48,12 +45,12 @@ struct Image {
 };
 
 // Checksums as the formats define them (crc: ISO-HDLC / PNG polynomial 0xEDB88320,
-// adler: RFC 1950). Pass the previous result to continue a running checksum.
+// adler: RFC 1950), zlib's. Pass the previous result to continue a running checksum.
 uint32_t crc32(const uint8_t* data, size_t n, uint32_t crc = 0);
 uint32_t adler32(const uint8_t* data, size_t n, uint32_t adler = 1);
 
-// The bytes of a PNG file: 8-bit truecolour (colour type 2), no interlace, filter 0
-// (none) on every row, IDAT holding a zlib stream of stored deflate blocks.
+// The bytes of a PNG file: 8-bit truecolour (colour type 2), no interlace, each row's
+// filter chosen by libpng, deflated at zlib's default level.
 // Throws "[write_png] image is WxH but has N bytes of pixels (expected M)".
 std::vector<uint8_t> encode_png(const Image& img);
 

@@ -68,7 +68,7 @@ CXX="$cxx" bash "$src/tests/install/check_headers.sh" names "$work/headers.txt" 
 step "pkg-config: $(pkg-config --modversion kiln-transformer)"
 # The line a Makefile needs; the rpath because this prefix is not in the loader's path.
 "${launcher[@]}" "$cxx" -std=c++20 -O2 "$consumer/main.cpp" -o "$work/consumer_pkgconfig" \
-  $(pkg-config --cflags --libs kiln-transformer) -Wl,-rpath,"$(pkg-config --variable=libdir kiln)"
+  $(pkg-config --cflags --libs kiln-transformer kiln-viz) -Wl,-rpath,"$(pkg-config --variable=libdir kiln)"
 "$work/consumer_pkgconfig"
 
 step "CMake find_package(Kiln 0.2)"

@@ -1,13 +1,19 @@
 // A program of a Kiln user, built outside Kiln's tree against an installed Kiln (or Kiln as
 // a Meson subproject): it trains a small Transformer to copy its input for a few steps
-// and exits 0 only when the loss fell and the library is the version of its headers.
+// and exits 0 only when the loss fell, its curve was drawn (kiln-viz) and the library is
+// the version of its headers.
 // tests/install/check_install.sh builds it three ways: g++ with pkg-config, CMake's
 // find_package, and a Meson project with Kiln as a subproject.
 #include <kiln/kiln.h>
 #include <kiln/transformer/kiln_transformer.h>
+#include <kiln/viz/plot.h>
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <string>
+#include <unistd.h>
+#include <vector>
 
 int main() {
   try {
@@ -36,10 +42,22 @@ int main() {
     kiln::Tensor target = kiln::cat({kiln::full({16, 1}, 1, kiln::kInt64), words, kiln::full({16, 1}, 2, kiln::kInt64)}, 1);
     const int steps = 40;
     double first = 0, last = 0;
+    std::vector<double> losses;
     for (int step = 0; step < steps; ++step) {
       double loss = trainer.train_step(source, target);
       if (step == 0) first = loss;
       last = loss;
+      losses.push_back(loss);
+    }
+    const std::filesystem::path png =
+        std::filesystem::temp_directory_path() / ("kiln_consumer_loss_" + std::to_string(::getpid()) + ".png");
+    kiln::viz::save_line_plot(png.string(), losses, {.title = "copy task"});
+    const auto png_bytes = std::filesystem::file_size(png);
+    std::filesystem::remove(png);
+    std::printf("loss curve drawn: %ju bytes of PNG\n", static_cast<uintmax_t>(png_bytes));
+    if (png_bytes < 1000) {
+      std::fprintf(stderr, "the loss curve's PNG is too small\n");
+      return 1;
     }
     std::printf("Kiln %s: loss %.4f after 1 step, %.4f after %d\n", kiln::version(), first, last, steps);
     if (!(last < 0.7 * first)) {

@@ -1,4 +1,4 @@
-#include "core/config.h"
+#include "report/config.h"
 
 #include <kiln/version.h>
 #include <tbb/version.h>
