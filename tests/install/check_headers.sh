@@ -37,8 +37,6 @@ case "$mode" in
     build_include=$2
     shift 2
     for header in "$@"; do
-      # Only headers: core/op_records.inc is read by core/tensor.h and ops/ops.h, never alone.
-      case "$header" in *.h) ;; *) continue ;; esac
       header=$(realpath -s "$header")
       case "$header" in
         "$src"/framework/*) echo "kiln/${header#"$src"/framework/}" ;;
