@@ -1,7 +1,5 @@
 // Tensor's methods that call ops: the records' methods (core/op_records.inc), each calling
 // its function, and element access, which reads through a copy to the host.
-#include <sstream>
-
 #include "backend/backend.h"
 #include "core/tensor.h"
 #include "ops/ops.h"
