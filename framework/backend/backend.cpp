@@ -1,9 +1,13 @@
 #include "backend/backend.h"
 
+#include <cstdlib>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "backend/bfloat16_staged.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/reference/reference_backend.h"
 
 #ifdef KILN_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -13,6 +17,7 @@ namespace kiln {
 namespace {
 Backend* g_cuda_backend = nullptr;
 std::unique_ptr<BFloat16Staged> g_cuda_staged;  // g_cuda_backend's wrapper
+std::unique_ptr<BFloat16Staged> g_cpu_staged;   // a registered CPU backend's wrapper
 }
 
 bool is_comparison(BinaryOp op) {
@@ -20,16 +25,17 @@ bool is_comparison(BinaryOp op) {
          op == BinaryOp::Gt || op == BinaryOp::Ge;
 }
 
-void Backend::matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
-  // The bias as (M, N) with row stride 0 (a view made here: no op below ops/).
-  auto rows = std::make_shared<TensorImpl>();
-  rows->storage = bias.impl()->storage;
-  rows->shape = out.shape();
-  rows->strides = {0, bias.stride(0)};
-  rows->offset = bias.offset();
-  rows->dtype = bias.dtype();
-  copy(Tensor(std::move(rows)), out);
-  matmul(a, b, out, /*accumulate=*/true);
+bool supports_autocast_forms(Kernel kernel, DType in, DType out) {
+  if (in != kBFloat16 && out != kBFloat16) return true;
+  switch (kernel) {
+    case Kernel::Matmul:
+    case Kernel::Attention:
+      return in == kBFloat16 && out == kFloat32;
+    case Kernel::AddLayerNorm:
+    case Kernel::ReluDropout:
+      return in == kFloat32 && out == kBFloat16;
+  }
+  return false;
 }
 
 void check_round_bf16_and_column_sums(const Tensor& x, const Tensor& low, const Tensor& sums) {
@@ -47,38 +53,25 @@ void check_round_bf16_and_column_sums(const Tensor& x, const Tensor& low, const 
              x.device().str(), ", got ", low.device().str(), " and ", sums.device().str());
 }
 
-void Backend::round_bf16_and_column_sums(const Tensor& x, const Tensor& low, const Tensor& sums) {
-  check_round_bf16_and_column_sums(x, low, sums);
-  copy(x, low);
-  reduce(ReduceOp::Sum, x, {0}, sums, nullptr);
+namespace {
+
+// The CPU's backend: KILN_CPU_BACKEND=reference picks the reference backend (the required
+// core in plain loops), unset or "cpu" the CPU backend; register_backend may replace it.
+bool reference_from_env() {
+  const char* name = std::getenv("KILN_CPU_BACKEND");
+  const std::string choice = name ? name : "";
+  if (choice.empty() || choice == "cpu") return false;
+  KILN_CHECK(choice == "reference", "KILN_CPU_BACKEND", "unknown backend '", choice,
+             "' (expected cpu or reference)");
+  return true;
 }
 
-void Backend::relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y) {
-  unary(UnaryOp::Relu, x, y, 0, 0);
-  dropout(y, seed, block, p, y);  // elementwise, so in place is safe
+Backend& cpu_backend_from_env() {
+  if (reference_from_env()) return reference_backend();
+  return cpu::cpu_backend();
 }
 
-void Backend::add_layer_norm_and_round_bf16(const Tensor& x, const Tensor& residual, const Tensor& weight,
-                                            const Tensor& bias, double eps, const Tensor& sum, const Tensor& y,
-                                            const Tensor& mean, const Tensor& rstd, const Tensor& low) {
-  add_layer_norm(x, residual, weight, bias, eps, sum, y, mean, rstd);
-  copy(y, low);
-}
-
-void Backend::relu_dropout_and_round_bf16(const Tensor& x, uint64_t seed, uint64_t block, double p,
-                                          const Tensor& y, const Tensor& low) {
-  relu_dropout(x, seed, block, p, y);
-  copy(y, low);
-}
-
-void Backend::relu_dropout_backward(const Tensor& g, const Tensor& y, double p, const Tensor& gx) {
-  binary(BinaryOp::ReluBackward, g, y, gx);
-  unary(UnaryOp::MulScalar, gx, gx, 1.0 / (1.0 - p), 0);
-}
-
-void Backend::adam_step_many(const std::vector<AdamTensors>& params, const AdamStepParams& hp) {
-  for (const AdamTensors& t : params) adam_step(t.param, t.grad, t.exp_avg, t.exp_avg_sq, t.max_exp_avg_sq, hp);
-}
+}  // namespace
 
 // Every backend is handed out wrapped in BFloat16Staged (bfloat16_staged.h), which runs
 // kernels on float32 copies of bfloat16 tensors and passes everything else through.
@@ -86,7 +79,8 @@ Backend& backend_for(Device device) {
   // The wrappers are never destroyed (as the CUDA backend): a static object's destructor
   // that runs an op at exit still finds them.
   if (device.is_cpu()) {
-    static BFloat16Staged* cpu = new BFloat16Staged(cpu::cpu_backend());
+    if (g_cpu_staged) return *g_cpu_staged;
+    static BFloat16Staged* cpu = new BFloat16Staged(cpu_backend_from_env());
     return *cpu;
   }
 #ifdef KILN_WITH_CUDA
@@ -103,10 +97,22 @@ Backend& backend_for(Device device) {
   return *g_cuda_staged;
 }
 
+const char* cpu_backend_name() {
+  if (g_cpu_staged) return "registered";
+  return reference_from_env() ? "reference (the required kernels in plain loops)" : "cpu";
+}
+
 void register_backend(DeviceType type, Backend* backend) {
-  if (type != DeviceType::CUDA) return;
+  std::unique_ptr<BFloat16Staged> staged = backend ? std::make_unique<BFloat16Staged>(*backend) : nullptr;
+  if (type == DeviceType::CPU) {
+    // The wrapper replaced is kept alive: a backend_for reference taken before may still be in use.
+    static std::vector<std::unique_ptr<BFloat16Staged>> retired;
+    if (g_cpu_staged) retired.push_back(std::move(g_cpu_staged));
+    g_cpu_staged = std::move(staged);
+    return;
+  }
   g_cuda_backend = backend;
-  g_cuda_staged = backend ? std::make_unique<BFloat16Staged>(*backend) : nullptr;
+  g_cuda_staged = std::move(staged);
 }
 
 Backend& backend_of(const char* op, std::initializer_list<const Tensor*> tensors) {

@@ -5,10 +5,16 @@
 // kernel never has to report a user error except where only it can see the data
 // (an embedding index out of range, a class target out of range).
 //
-// A backend plug-in implements all of it. The CUDA one (backend/cuda/, built with
-// -Dcuda) is compiled into libkiln and reached by direct calls from backend_for and
-// allocator_for, started on the first CUDA tensor; a CPU-only build never sees its
-// headers. register_backend / register_allocator let another plug-in take its place.
+// A device implements the required core, the pure virtuals: copy, fill, arange, unary,
+// binary, where, reduce, matmul and the random fills. Every other kernel has a default in
+// this class: the fused ones (softmax, layer_norm, cross_entropy, attention, dropout,
+// Adam, ...) are composed from the core (composed_kernels.cpp), the indexing ones stage
+// through the host CPU's kernels (host_staged.cpp). A device overrides a default only
+// for speed; backend/reference/ is a backend of the core alone, in plain loops. The CUDA
+// backend (backend/cuda/, built with -Dcuda) is compiled into libkiln and reached by
+// direct calls from backend_for and allocator_for, started on the first CUDA tensor; a
+// CPU-only build never sees its headers. register_backend / register_allocator let
+// another plug-in take its place.
 #include <cstdint>
 #include <vector>
 
@@ -64,6 +70,15 @@ struct AdamTensors {
   Tensor param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq;
 };
 
+// The kernels whose dtype forms a backend may take itself or leave to backend_for's
+// wrapper (Backend::supports).
+enum class Kernel : uint8_t {
+  Matmul,        // matmul and matmul_bias
+  Attention,     // attention and attention_backward
+  AddLayerNorm,  // add_layer_norm with its bfloat16 copy `low`
+  ReluDropout,   // relu_dropout with its bfloat16 copy `low`, relu_dropout_backward from it
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -97,6 +112,33 @@ class Backend {
   // output with the bias, which saves a pass that zeroes it and a pass that adds the bias.
   virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) = 0;
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out) { matmul(a, b, out, false); }
+
+  // Random fills from (seed, first block) of a Generator; contiguous out. bernoulli and a
+  // float32 uniform use word i % 4 of Philox block (block + i / 4) for element i (the
+  // stream dropout's mask shares); the others use block (block + i).
+  virtual void uniform(const Tensor& out, uint64_t seed, uint64_t block, double lo, double hi) = 0;
+  virtual void normal(const Tensor& out, uint64_t seed, uint64_t block, double mean, double std) = 0;
+  // out = (u < p) as out's dtype (bool, int or float 0/1).
+  virtual void bernoulli(const Tensor& out, uint64_t seed, uint64_t block, double p) = 0;
+  // out = lo + floor(u * (hi - lo)), int64.
+  virtual void randint(const Tensor& out, uint64_t seed, uint64_t block, int64_t lo, int64_t hi) = 0;
+
+  // Whether this backend takes `kernel` itself with operands of dtype `in` and results of
+  // dtype `out`; a form it does not take, backend_for's wrapper (bfloat16_staged.h) runs
+  // on float32 copies, as every kernel's bfloat16 form. The forms asked about:
+  //   (Matmul, bf16, bf16)        bfloat16 operands and output;
+  //   (Matmul, bf16, f32)         autocast's mixed product (float32 accumulation);
+  //   (Attention, bf16, f32)      attention's and attention_backward's mixed form (below);
+  //   (AddLayerNorm, f32, bf16)   add_layer_norm writing y rounded to bfloat16 into `low`
+  //                               in the same pass;
+  //   (ReluDropout, f32, bf16)    relu_dropout writing `low` likewise, and
+  //                               relu_dropout_backward reading that bfloat16 y.
+  // The base takes every form without bfloat16 and none with it.
+  virtual bool supports(Kernel kernel, DType in, DType out) const;
+
+  // ---- fused kernels: each has a default composed from the core above
+  // (composed_kernels.cpp); a device overrides one for speed.
+
   // out (M, N) = a @ b + bias, bias (N) contiguous in out's dtype added to every row (a
   // linear layer's); a and b 2-D as matmul's, the mixed form included. The default copies
   // the bias into out's rows and accumulates the product onto them; a backend whose GEMM
@@ -109,53 +151,39 @@ class Backend {
   // gradient's input; a backend that does the two in one pass (the CPU's) reads it once.
   // The default is copy, then reduce.
   virtual void round_bf16_and_column_sums(const Tensor& x, const Tensor& low, const Tensor& sums);
-  // Whether matmul takes bfloat16 operands (and output) itself. backend_for's wrapper
-  // (bfloat16_staged.h) otherwise runs it on float32 copies, as every other kernel.
-  virtual bool matmul_takes_bfloat16() const { return false; }
-  // Whether matmul takes the mixed product (bfloat16 a and b, float32 out) itself, and
-  // attention / attention_backward their mixed form (below). backend_for's wrapper
-  // otherwise hands them float32 copies of the bfloat16 operands: the same products,
-  // without the rounding of attention's weights and gradients to bfloat16.
-  virtual bool matmul_takes_mixed_bfloat16() const { return false; }
-  virtual bool attention_takes_mixed_bfloat16() const { return false; }
-
   // Softmax / log-softmax over `dim`; out contiguous, x's shape.
-  virtual void softmax(const Tensor& x, int64_t dim, bool log, const Tensor& out) = 0;
+  virtual void softmax(const Tensor& x, int64_t dim, bool log, const Tensor& out);
   // grad_x from y = (log_)softmax(x) and g = dL/dy.
   virtual void softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log,
-                                const Tensor& grad_x) = 0;
+                                const Tensor& grad_x);
 
   // x viewed as (rows, n) with n = the product of the normalized dims. weight and bias
   // (n) may be undefined. Writes y (x's shape), mean and rstd (rows).
   virtual void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
-                          const Tensor& y, const Tensor& mean, const Tensor& rstd) = 0;
+                          const Tensor& y, const Tensor& mean, const Tensor& rstd);
   // grad_weight / grad_bias are undefined when not wanted.
   virtual void layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight,
                                    const Tensor& mean, const Tensor& rstd, const Tensor& grad_x,
-                                   const Tensor& grad_weight, const Tensor& grad_bias) = 0;
+                                   const Tensor& grad_weight, const Tensor& grad_bias);
   // layer_norm of s = x + residual, the sum rounded to x's dtype first: the bits of a
   // binary Add then layer_norm, in one pass (a post-norm Transformer layer's residual
   // add and its norm). x, residual (rows, n) contiguous; weight, bias, y, mean and rstd
   // as layer_norm's. sum (rows, n) receives s when defined (the backward needs it);
-  // undefined, s is not kept.
+  // undefined, s is not kept. low, when defined (float32 x only, y's shape, contiguous
+  // bfloat16), receives y rounded to bfloat16: under autocast, the copy the next
+  // sublayer's first product reads. The default copies y into it afterwards; a backend
+  // that writes each row's copy while the row is in cache (the CPU's) says
+  // supports(AddLayerNorm, f32, bf16), and only such a backend is handed low by
+  // backend_for's wrapper.
   virtual void add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
                               double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
-                              const Tensor& rstd) = 0;
-  // add_layer_norm for float32 x, and y rounded to bfloat16 into low (y's shape,
-  // contiguous): under autocast, the copy the next sublayer's first product reads. The
-  // default is add_layer_norm, then copy; a backend that writes each row's copy while the
-  // row is in cache (the CPU's) says add_layer_norm_rounds_bf16(), and only such a backend
-  // is handed low by backend_for's wrapper.
-  virtual void add_layer_norm_and_round_bf16(const Tensor& x, const Tensor& residual, const Tensor& weight,
-                                             const Tensor& bias, double eps, const Tensor& sum, const Tensor& y,
-                                             const Tensor& mean, const Tensor& rstd, const Tensor& low);
-  virtual bool add_layer_norm_rounds_bf16() const { return false; }
+                              const Tensor& rstd, const Tensor& low);
 
   // out (*idx, D) = weight[idx]; throws "[embedding] index … out of range" on bad ids.
-  virtual void embedding(const Tensor& weight, const Tensor& indices, const Tensor& out) = 0;
+  virtual void embedding(const Tensor& weight, const Tensor& indices, const Tensor& out);
   // grad_weight (num, D) += scatter of g (*idx, D) by idx, skipping padding_idx (or -1).
   virtual void embedding_backward(const Tensor& g, const Tensor& indices, int64_t padding_idx,
-                                  const Tensor& grad_weight) = 0;
+                                  const Tensor& grad_weight);
 
   // Cross-entropy on logits (N, C) with targets (N) and class weights w (C, contiguous,
   // logits' dtype; undefined = all 1), per row, with logp = log_softmax(logits[n]) and
@@ -166,56 +194,43 @@ class Backend {
   // ignored) for the backward. Throws on a target out of range.
   virtual void cross_entropy(const Tensor& logits, const Tensor& targets, const Tensor& class_weight,
                              int64_t ignore_index, double label_smoothing, const Tensor& losses,
-                             const Tensor& weights, const Tensor& lse) = 0;
+                             const Tensor& weights, const Tensor& lse);
   // grad_logits (N, C) = g_row[n] · ∂losses[n]/∂logits[n]
   //   = g_row[n] · (softmax · ((1-ε) w[t_n] + ε/C Σ w) - smoothed weighted one-hot);
   // without weights, (softmax - smoothed one-hot) · g_row[n]; softmax from the forward's
   // lse (N), so that the logits are read once.
   virtual void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& class_weight,
                                       int64_t ignore_index, double label_smoothing, const Tensor& lse,
-                                      const Tensor& g_row, const Tensor& grad_logits) = 0;
+                                      const Tensor& g_row, const Tensor& grad_logits);
 
   // One fused Adam/AdamW update of a parameter, in place, with torch.optim.Adam's
   // arithmetic (single-tensor path). All tensors contiguous, same dtype and numel;
   // max_exp_avg_sq is undefined unless amsgrad.
   virtual void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                         const Tensor& max_exp_avg_sq, const AdamStepParams& hp) = 0;
+                         const Tensor& max_exp_avg_sq, const AdamStepParams& hp);
   // adam_step for several parameters of one dtype with the same hyper-parameters and step
   // count, in one pass (torch's multi-tensor path: one launch on a GPU instead of one per
   // parameter); each element's arithmetic is adam_step's, so the bits are too. The
   // parameters' storages must not overlap. The default calls adam_step for each.
   virtual void adam_step_many(const std::vector<AdamTensors>& params, const AdamStepParams& hp);
 
-  // Random fills from (seed, first block) of a Generator; contiguous out.
-  virtual void uniform(const Tensor& out, uint64_t seed, uint64_t block, double lo, double hi) = 0;
-  virtual void normal(const Tensor& out, uint64_t seed, uint64_t block, double mean, double std) = 0;
-  // out = (u < p) as out's dtype (bool, int or float 0/1).
-  virtual void bernoulli(const Tensor& out, uint64_t seed, uint64_t block, double p) = 0;
-  // out = lo + floor(u * (hi - lo)), int64.
-  virtual void randint(const Tensor& out, uint64_t seed, uint64_t block, int64_t lo, int64_t hi) = 0;
-
   // out = x * keep / (1 - p) with keep[i] = (word i < 2^32 · (1 - p)), word i being word
   // i % 4 of Philox block (block + i / 4): the stream of bernoulli(1 - p), so backward
   // rebuilds the mask from (seed, block) instead of keeping it. x, out contiguous, same
   // shape and floating dtype; 0 <= p < 1. Applied to a gradient it is dropout's backward.
-  virtual void dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& out) = 0;
+  virtual void dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& out);
   // y = dropout(relu(x)) as above, and its backward from y alone: gx = g · (y > 0) / (1 - p)
   // (y > 0 exactly where x > 0 and the element was kept). Same shapes, one floating dtype,
   // any strides; 0 <= p < 1. The defaults run relu then dropout, and ReluBackward then a
   // scale (two passes each); a backend that fuses them gives the same bits in one.
-  // Under autocast the backward's y is the bfloat16 copy the next product read (g and gx
-  // float32): a backend that reads it so says relu_dropout_takes_mixed_bfloat16(); for
-  // another, backend_for's wrapper hands it y widened to float32.
-  virtual void relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y);
+  // low, when defined (float32 x and y, contiguous, all of one shape), receives y rounded
+  // to bfloat16: autocast's copy for the next product, which the backward then reads as
+  // y (g and gx float32). A backend that writes it in the same pass and reads it so says
+  // supports(ReluDropout, f32, bf16); another gets, through backend_for's wrapper, low
+  // copied from y afterwards and the backward's y widened to float32.
+  virtual void relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y,
+                            const Tensor& low);
   virtual void relu_dropout_backward(const Tensor& g, const Tensor& y, double p, const Tensor& gx);
-  // relu_dropout into y (float32) and y rounded to bfloat16 into low (autocast's copy
-  // for the next product), all contiguous and of one shape. The default is relu_dropout,
-  // then copy; a backend that writes both in one pass (the CPU's) saves reading y back.
-  // Under backend_for's wrapper only a backend that says relu_dropout_takes_mixed_bfloat16()
-  // is handed low as it is.
-  virtual void relu_dropout_and_round_bf16(const Tensor& x, uint64_t seed, uint64_t block, double p,
-                                           const Tensor& y, const Tensor& low);
-  virtual bool relu_dropout_takes_mixed_bfloat16() const { return false; }
 
   // Fused attention over N·H independent problems, keeping no (L, S) tensor:
   //   scores = scale · q kᵀ + mask, P = softmax(scores) by row, lse = logsumexp of each
@@ -233,7 +248,7 @@ class Backend {
   // float32, and P' is rounded to bfloat16 for the second GEMM.
   virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale,
                          double dropout_p, uint64_t seed, uint64_t block, const Tensor& out,
-                         const Tensor& lse) = 0;
+                         const Tensor& lse);
   // The gradients of attention from g = dL/dout, rebuilding P from q, k, mask and lse and
   // the dropout mask from (seed, block):
   //   D = rowsum(g ∘ out), dP = (g vᵀ) ∘ keep / (1 - p), dS = P ∘ (dP − D),
@@ -247,7 +262,7 @@ class Backend {
   virtual void attention_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& mask, const Tensor& out, const Tensor& lse, double scale,
                                   double dropout_p, uint64_t seed, uint64_t block, const Tensor& grad_q,
-                                  const Tensor& grad_k, const Tensor& grad_v) = 0;
+                                  const Tensor& grad_k, const Tensor& grad_v);
 
   // ---- indexing, scatter, scan, sort and sampling
   // Not pure: the base class implements each one by staging through host memory (the
@@ -295,10 +310,21 @@ class Backend {
                            uint64_t block, const Tensor& out);
 };
 
+// The Backend::supports answer of a device with all of autocast's forms (the CPU's and
+// CUDA's): every form without bfloat16, the mixed (Matmul | Attention, bf16, f32) and the
+// bfloat16 copies (AddLayerNorm | ReluDropout, f32, bf16); not bfloat16 throughout.
+bool supports_autocast_forms(Kernel kernel, DType in, DType out);
+
 // The backend of a device; throws "[device] …" if none is registered for it. Wrapped so
 // that its kernels other than copy and fill never see a bfloat16 tensor (they run on
-// float32 copies: bfloat16_staged.h).
+// float32 copies: bfloat16_staged.h). The CPU's is the CPU backend, or the reference
+// backend under KILN_CPU_BACKEND=reference.
 Backend& backend_for(Device device);
+// Which backend the CPU's ops run on: "cpu", "reference (the required kernels in plain
+// loops)" or "registered" (a plug-in's, through register_backend).
+const char* cpu_backend_name();
+// Makes `backend` the one of every device of `type` (CPU or CUDA); nullptr restores the
+// built-in one. Call it before ops run on that device type, not while they run.
 void register_backend(DeviceType type, Backend* backend);
 
 // The backend an op on these tensors runs on; throws "[op] expected all tensors on the

@@ -4,6 +4,8 @@
 
 #include <limits>
 
+#include "backend/kernel_views.h"
+
 namespace kiln {
 namespace {
 
@@ -18,16 +20,7 @@ bool any_bf16(std::initializer_list<const Tensor*> ts) {
 // Autocast's mixed kernels: bfloat16 operands (`low`) with a float32 output.
 bool mixed(const Tensor& low, const Tensor& out) { return is_bf16(low) && out.dtype() == kFloat32; }
 
-// A view of t's storage with the given geometry and dtype (no history).
-Tensor view_of(const Tensor& t, const Shape& shape, const Strides& strides, int64_t offset) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = t.impl()->storage;
-  impl->shape = shape;
-  impl->strides = strides;
-  impl->offset = offset;
-  impl->dtype = t.dtype();
-  return Tensor(std::move(impl));
-}
+using kernel_views::view;
 
 bool same_view(const Tensor& a, const Tensor& b) {
   return a.same_storage(b) && a.offset() == b.offset() && a.shape() == b.shape() && a.strides() == b.strides() &&
@@ -82,13 +75,7 @@ Tensor as_float_words(const Tensor& t) {
   if (!is_bf16(t) || !t.is_contiguous() || t.dim() == 0 || t.size(-1) % 2 != 0 || t.offset() % 2 != 0) return Tensor();
   Shape shape = t.shape();
   shape.back() /= 2;
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = t.impl()->storage;
-  impl->shape = shape;
-  impl->strides = contiguous_strides(shape);
-  impl->offset = t.offset() / 2;
-  impl->dtype = kFloat32;
-  return Tensor(std::move(impl));
+  return view(t, shape, contiguous_strides(shape), t.offset() / 2, kFloat32);
 }
 
 // The largest bfloat16 value below hi, as a float: the top of a uniform draw in
@@ -114,12 +101,12 @@ Tensor float32_copy(Backend& be, const Tensor& t) {
     }
   }
   Tensor c = Tensor::empty(compact, TensorOptions(kFloat32).device(t.device()));
-  if (c.numel() > 0) be.copy(expanded ? view_of(t, compact, t.strides(), t.offset()) : t, c);
+  if (c.numel() > 0) be.copy(expanded ? view(t, compact, t.strides(), t.offset()) : t, c);
   if (!expanded) return c;
   Strides strides = c.strides();
   for (size_t d = 0; d < strides.size(); ++d)
     if (t.strides()[d] == 0) strides[d] = 0;
-  return view_of(c, t.shape(), strides, 0);
+  return view(c, t.shape(), strides, 0);
 }
 
 void BFloat16Staged::arange(const Tensor& out, double start, double step) {
@@ -164,8 +151,9 @@ void BFloat16Staged::reduce(ReduceOp op, const Tensor& x, const std::vector<int6
 }
 
 void BFloat16Staged::matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
-  if (!any_bf16({&a, &b, &out}) || inner_.matmul_takes_bfloat16()) return inner_.matmul(a, b, out, accumulate);
-  if (mixed(a, out) && is_bf16(b) && inner_.matmul_takes_mixed_bfloat16()) return inner_.matmul(a, b, out, accumulate);
+  if (!any_bf16({&a, &b, &out})) return inner_.matmul(a, b, out, accumulate);
+  if (is_bf16(a) && is_bf16(b) && inner_.supports(Kernel::Matmul, kBFloat16, out.dtype()))
+    return inner_.matmul(a, b, out, accumulate);
   // bfloat16 products are exact in float32; the float32 GEMM's sums are rounded once.
   Staging s(inner_);
   Tensor as = s.in(a), bs = s.in(b);
@@ -175,7 +163,7 @@ void BFloat16Staged::matmul(const Tensor& a, const Tensor& b, const Tensor& out,
 
 void BFloat16Staged::matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
   if (!any_bf16({&a, &b, &bias, &out}) ||
-      (mixed(a, out) && is_bf16(b) && !is_bf16(bias) && inner_.matmul_takes_mixed_bfloat16()))
+      (mixed(a, out) && is_bf16(b) && !is_bf16(bias) && inner_.supports(Kernel::Matmul, kBFloat16, kFloat32)))
     return inner_.matmul_bias(a, b, bias, out);
   Backend::matmul_bias(a, b, bias, out);  // this wrapper's copy and matmul stage what they must
 }
@@ -208,15 +196,22 @@ void BFloat16Staged::layer_norm(const Tensor& x, const Tensor& weight, const Ten
 }
 
 // In bfloat16 the sum is rounded to bfloat16 before it is normalised (the contract: the
-// bits of add then layer_norm), so the two steps are staged one after the other.
+// bits of add then layer_norm), so the two steps are staged one after the other. low (the
+// float32 result's bfloat16 copy) goes to a backend that writes it itself, else is
+// copied from y afterwards.
 void BFloat16Staged::add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight,
                                     const Tensor& bias, double eps, const Tensor& sum, const Tensor& y,
-                                    const Tensor& mean, const Tensor& rstd) {
-  if (!any_bf16({&x, &residual, &weight, &bias, &sum, &y, &mean, &rstd}))
-    return inner_.add_layer_norm(x, residual, weight, bias, eps, sum, y, mean, rstd);
+                                    const Tensor& mean, const Tensor& rstd, const Tensor& low) {
+  if (!any_bf16({&x, &residual, &weight, &bias, &sum, &y, &mean, &rstd})) {
+    if (!low.defined() || inner_.supports(Kernel::AddLayerNorm, kFloat32, kBFloat16))
+      return inner_.add_layer_norm(x, residual, weight, bias, eps, sum, y, mean, rstd, low);
+    inner_.add_layer_norm(x, residual, weight, bias, eps, sum, y, mean, rstd, Tensor());
+    return copy(y, low);
+  }
   const Tensor s = sum.defined() ? sum : Tensor::empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
   binary(BinaryOp::Add, x, residual, s);
   layer_norm(s, weight, bias, eps, y, mean, rstd);
+  if (low.defined()) copy(y, low);
 }
 
 void BFloat16Staged::layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight, const Tensor& mean,
@@ -336,38 +331,27 @@ void BFloat16Staged::dropout(const Tensor& x, uint64_t seed, uint64_t block, dou
   s.finish();
 }
 
-// bfloat16 runs the defaults' passes through this wrapper, each staged as it must be.
-void BFloat16Staged::relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y) {
-  if (!any_bf16({&x, &y})) return inner_.relu_dropout(x, seed, block, p, y);
-  Backend::relu_dropout(x, seed, block, p, y);
+// bfloat16 runs the defaults' passes through this wrapper, each staged as it must be;
+// so does a bfloat16 copy `low` for a backend that does not write it itself.
+void BFloat16Staged::relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y,
+                                  const Tensor& low) {
+  if (!any_bf16({&x, &y}) && (!low.defined() || inner_.supports(Kernel::ReluDropout, kFloat32, kBFloat16)))
+    return inner_.relu_dropout(x, seed, block, p, y, low);
+  Backend::relu_dropout(x, seed, block, p, y, low);
 }
 
 void BFloat16Staged::relu_dropout_backward(const Tensor& g, const Tensor& y, double p, const Tensor& gx) {
   if (!any_bf16({&g, &y, &gx}) ||
-      (mixed(y, gx) && !is_bf16(g) && inner_.relu_dropout_takes_mixed_bfloat16()))
+      (mixed(y, gx) && !is_bf16(g) && inner_.supports(Kernel::ReluDropout, kFloat32, kBFloat16)))
     return inner_.relu_dropout_backward(g, y, p, gx);
   Backend::relu_dropout_backward(g, y, p, gx);
-}
-
-void BFloat16Staged::add_layer_norm_and_round_bf16(const Tensor& x, const Tensor& residual, const Tensor& weight,
-                                                   const Tensor& bias, double eps, const Tensor& sum, const Tensor& y,
-                                                   const Tensor& mean, const Tensor& rstd, const Tensor& low) {
-  if (!any_bf16({&x, &residual, &weight, &bias, &sum, &y}) && inner_.add_layer_norm_rounds_bf16())
-    return inner_.add_layer_norm_and_round_bf16(x, residual, weight, bias, eps, sum, y, mean, rstd, low);
-  Backend::add_layer_norm_and_round_bf16(x, residual, weight, bias, eps, sum, y, mean, rstd, low);  // staged
-}
-
-void BFloat16Staged::relu_dropout_and_round_bf16(const Tensor& x, uint64_t seed, uint64_t block, double p,
-                                                 const Tensor& y, const Tensor& low) {
-  if (!is_bf16(x) && !is_bf16(y) && inner_.relu_dropout_takes_mixed_bfloat16())
-    return inner_.relu_dropout_and_round_bf16(x, seed, block, p, y, low);
-  Backend::relu_dropout_and_round_bf16(x, seed, block, p, y, low);  // through this wrapper: staged
 }
 
 void BFloat16Staged::attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale,
                                double dropout_p, uint64_t seed, uint64_t block, const Tensor& out,
                                const Tensor& lse) {
-  if (!any_bf16({&q, &k, &v, &mask, &out, &lse}) || (mixed(q, out) && inner_.attention_takes_mixed_bfloat16()))
+  if (!any_bf16({&q, &k, &v, &mask, &out, &lse}) ||
+      (mixed(q, out) && inner_.supports(Kernel::Attention, kBFloat16, kFloat32)))
     return inner_.attention(q, k, v, mask, scale, dropout_p, seed, block, out, lse);
   Staging s(inner_);
   Tensor qs = s.in(q), ks = s.in(k), vs = s.in(v), ms = s.in(mask);
@@ -381,7 +365,7 @@ void BFloat16Staged::attention_backward(const Tensor& g, const Tensor& q, const 
                                         double dropout_p, uint64_t seed, uint64_t block, const Tensor& grad_q,
                                         const Tensor& grad_k, const Tensor& grad_v) {
   if (!any_bf16({&g, &q, &k, &v, &mask, &out, &lse, &grad_q, &grad_k, &grad_v}) ||
-      (mixed(q, grad_q) && inner_.attention_takes_mixed_bfloat16()))
+      (mixed(q, grad_q) && inner_.supports(Kernel::Attention, kBFloat16, kFloat32)))
     return inner_.attention_backward(g, q, k, v, mask, out, lse, scale, dropout_p, seed, block, grad_q, grad_k,
                                      grad_v);
   Staging s(inner_);

@@ -10,11 +10,10 @@
 //   - the same view passed twice (an in-place kernel) gets one stand-in.
 // A call with no bfloat16 tensor goes straight to the device's backend, so float32 and
 // float64 pay one virtual call and a dtype test per tensor. copy and fill always go
-// straight through: they are the kernels that know bfloat16 (CPU and CUDA). A device
-// backend whose matmul takes bfloat16 itself says so (Backend::matmul_takes_bfloat16), as
-// one whose matmul and attention take autocast's mixed form (bfloat16 operands, float32
-// outputs) does (matmul_takes_mixed_bfloat16, attention_takes_mixed_bfloat16): those
-// calls go through unstaged; for another backend only their bfloat16 operands are staged.
+// straight through: they are the kernels that know bfloat16 (every backend's). A form a
+// device backend takes itself (Backend::supports: bfloat16 matmul, autocast's mixed
+// matmul and attention, the bfloat16 copies add_layer_norm and relu_dropout write) goes
+// through unstaged; for another backend only its bfloat16 operands are staged.
 //
 // One place for every op and every device: no kernel is written twice, the CUDA backend
 // (and host_staged.cpp's defaults) work unchanged, and a reduction's float32 result is
@@ -45,7 +44,8 @@ class BFloat16Staged final : public Backend {
               const Tensor* indices) override;
   using Backend::matmul;
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) override;
-  bool matmul_takes_bfloat16() const override { return true; }
+  // Every form: what the inner backend does not take, this wrapper stages.
+  bool supports(Kernel, DType, DType) const override { return true; }
   void matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) override;
   // Knows bfloat16 itself, as copy does.
   void round_bf16_and_column_sums(const Tensor& x, const Tensor& low, const Tensor& sums) override {
@@ -60,7 +60,7 @@ class BFloat16Staged final : public Backend {
                            const Tensor& grad_bias) override;
   void add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
                       double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
-                      const Tensor& rstd) override;
+                      const Tensor& rstd, const Tensor& low) override;
   void embedding(const Tensor& weight, const Tensor& indices, const Tensor& out) override;
   void embedding_backward(const Tensor& g, const Tensor& indices, int64_t padding_idx,
                           const Tensor& grad_weight) override;
@@ -79,13 +79,9 @@ class BFloat16Staged final : public Backend {
   void bernoulli(const Tensor& out, uint64_t seed, uint64_t block, double p) override;
   void randint(const Tensor& out, uint64_t seed, uint64_t block, int64_t lo, int64_t hi) override;
   void dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& out) override;
-  void relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y) override;
+  void relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y,
+                    const Tensor& low) override;
   void relu_dropout_backward(const Tensor& g, const Tensor& y, double p, const Tensor& gx) override;
-  void add_layer_norm_and_round_bf16(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
-                                     double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
-                                     const Tensor& rstd, const Tensor& low) override;
-  void relu_dropout_and_round_bf16(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y,
-                                   const Tensor& low) override;
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale,
                  double dropout_p, uint64_t seed, uint64_t block, const Tensor& out, const Tensor& lse) override;
   void attention_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,

@@ -146,11 +146,7 @@ void run_add_layer_norm(Backend& be, const Tensor& x, const Tensor& residual, co
                         double eps, const Tensor& sum, const LayerNormOut& o, const Tensor& low = Tensor()) {
   if (x.numel() == 0) return;
   if (x.is_contiguous() && residual.is_contiguous()) {
-    if (low.defined()) {
-      be.add_layer_norm_and_round_bf16(x.detach(), residual.detach(), wc, bc, eps, sum, o.y, o.mean, o.rstd, low);
-    } else {
-      be.add_layer_norm(x.detach(), residual.detach(), wc, bc, eps, sum, o.y, o.mean, o.rstd);
-    }
+    be.add_layer_norm(x.detach(), residual.detach(), wc, bc, eps, sum, o.y, o.mean, o.rstd, low);
     return;
   }
   Tensor s = sum.defined() ? sum : detail::new_tensor(x.shape(), x.dtype(), x);
@@ -280,10 +276,10 @@ Tensor relu_dropout_impl(const Tensor& x, double p, bool training, Generator* ge
   Tensor saved = y;
   if (share && x.numel() > 0) {
     Tensor low = detail::new_tensor(x.shape(), kBFloat16, x);
-    be.relu_dropout_and_round_bf16(x.contiguous().detach(), seed, block, p, y, low);
+    be.relu_dropout(x.contiguous().detach(), seed, block, p, y, low);
     saved = detail::autocast_adopt(y, low);
   } else {
-    if (x.numel() > 0) be.relu_dropout(x.detach(), seed, block, p, y);
+    if (x.numel() > 0) be.relu_dropout(x.detach(), seed, block, p, y, Tensor());
     if (!any_requires_grad({&x})) return y;
     if (share) saved = detail::autocast_share(y, op);
   }

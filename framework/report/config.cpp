@@ -5,6 +5,7 @@
 
 #include <sstream>
 
+#include "backend/backend.h"
 #include "backend/cpu/blas.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/onednn_gemm.h"
@@ -29,6 +30,7 @@ std::string config() {
      << "  - BLAS: " << blas.library << "\n"
      << "  - BLAS core: " << blas.core << " (detected by OpenBLAS: " << blas.detected << "; " << blas.reason << ")\n"
      << "  - BLAS threads: " << blas.threads << " (matmuls are partitioned by the thread pool)\n"
+     << "  - CPU backend: " << cpu_backend_name() << "\n"
      << "  - Thread pool: oneTBB " << TBB_VERSION_MAJOR << "." << TBB_VERSION_MINOR << ", "
      << get_num_threads() << " threads\n"
      << "  - GEMMs: " << cpu::onednn::describe() << "\n"

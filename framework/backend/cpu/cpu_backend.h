@@ -22,10 +22,11 @@ class CpuBackend final : public Backend {
               const Tensor* indices) override;
   using Backend::matmul;
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) override;
-  bool matmul_takes_mixed_bfloat16() const override { return true; }
   void matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) override;
   void round_bf16_and_column_sums(const Tensor& x, const Tensor& low, const Tensor& sums) override;
-  bool attention_takes_mixed_bfloat16() const override { return true; }
+  // Autocast's mixed matmul and attention (oneDNN's bf16 GEMMs, or float32 ones on the
+  // widened operands), and add_layer_norm's and relu_dropout's bfloat16 copies.
+  bool supports(Kernel kernel, DType in, DType out) const override;
   void softmax(const Tensor& x, int64_t dim, bool log, const Tensor& out) override;
   void softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log,
                         const Tensor& grad_x) override;
@@ -34,13 +35,9 @@ class CpuBackend final : public Backend {
   void layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight,
                            const Tensor& mean, const Tensor& rstd, const Tensor& grad_x,
                            const Tensor& grad_weight, const Tensor& grad_bias) override;
-  void add_layer_norm_and_round_bf16(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
-                                     double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
-                                     const Tensor& rstd, const Tensor& low) override;
-  bool add_layer_norm_rounds_bf16() const override { return true; }
   void add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
                       double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
-                      const Tensor& rstd) override;
+                      const Tensor& rstd, const Tensor& low) override;
   void embedding(const Tensor& weight, const Tensor& indices, const Tensor& out) override;
   void embedding_backward(const Tensor& g, const Tensor& indices, int64_t padding_idx,
                           const Tensor& grad_weight) override;
@@ -58,11 +55,9 @@ class CpuBackend final : public Backend {
   void bernoulli(const Tensor& out, uint64_t seed, uint64_t block, double p) override;
   void randint(const Tensor& out, uint64_t seed, uint64_t block, int64_t lo, int64_t hi) override;
   void dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& out) override;
-  void relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y) override;
+  void relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y,
+                    const Tensor& low) override;
   void relu_dropout_backward(const Tensor& g, const Tensor& y, double p, const Tensor& gx) override;
-  void relu_dropout_and_round_bf16(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y,
-                                   const Tensor& low) override;
-  bool relu_dropout_takes_mixed_bfloat16() const override { return true; }
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale,
                  double dropout_p, uint64_t seed, uint64_t block, const Tensor& out, const Tensor& lse) override;
   void attention_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,

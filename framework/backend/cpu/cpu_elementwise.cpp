@@ -311,6 +311,10 @@ void CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, con
   });
 }
 
+bool CpuBackend::supports(Kernel kernel, DType in, DType out) const {
+  return supports_autocast_forms(kernel, in, out);
+}
+
 CpuBackend& cpu_backend() {
   static CpuBackend b;
   return b;

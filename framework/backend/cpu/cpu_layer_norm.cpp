@@ -125,20 +125,14 @@ void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor&
   });
 }
 
-void CpuBackend::add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
-                                double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
-                                const Tensor& rstd) {
-  add_layer_norm_and_round_bf16(x, residual, weight, bias, eps, sum, y, mean, rstd, Tensor());
-}
-
 // add_layer_norm, with each row of y also rounded into low (when defined, float32 only)
 // right after it is written, while it is in L1.
-void CpuBackend::add_layer_norm_and_round_bf16(const Tensor& x, const Tensor& residual, const Tensor& weight,
-                                               const Tensor& bias, double eps, const Tensor& sum, const Tensor& y,
-                                               const Tensor& mean, const Tensor& rstd, const Tensor& low) {
+void CpuBackend::add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                                double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
+                                const Tensor& rstd, const Tensor& low) {
   if (low.defined() && (x.dtype() != kFloat32 || low.dtype() != kBFloat16 || !low.is_contiguous() ||
                         low.shape() != y.shape())) {
-    return Backend::add_layer_norm_and_round_bf16(x, residual, weight, bias, eps, sum, y, mean, rstd, low);
+    return Backend::add_layer_norm(x, residual, weight, bias, eps, sum, y, mean, rstd, low);
   }
   uint16_t* pl = low.defined() ? reinterpret_cast<uint16_t*>(low.data<bfloat16>()) : nullptr;
   const int64_t rows = mean.numel();

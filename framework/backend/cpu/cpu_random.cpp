@@ -162,19 +162,14 @@ void CpuBackend::dropout(const Tensor& x, uint64_t seed, uint64_t block, double 
   });
 }
 
-void CpuBackend::relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y) {
-  relu_dropout_and_round_bf16(x, seed, block, p, y, Tensor());
-}
-
 // relu_dropout, and y's bfloat16 copy into low when low is defined (float32 y only).
-void CpuBackend::relu_dropout_and_round_bf16(const Tensor& x, uint64_t seed, uint64_t block, double p,
-                                             const Tensor& y, const Tensor& low) {
+void CpuBackend::relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y,
+                              const Tensor& low) {
   const bool dense = x.is_contiguous() && y.is_contiguous() && x.dtype() == y.dtype();
-  if (!dense) return low.defined() ? Backend::relu_dropout_and_round_bf16(x, seed, block, p, y, low)
-                                   : Backend::relu_dropout(x, seed, block, p, y);
+  if (!dense) return Backend::relu_dropout(x, seed, block, p, y, low);
   if (low.defined() && (y.dtype() != kFloat32 || low.dtype() != kBFloat16 || !low.is_contiguous() ||
                         low.shape() != y.shape()))
-    return Backend::relu_dropout_and_round_bf16(x, seed, block, p, y, low);
+    return Backend::relu_dropout(x, seed, block, p, y, low);
   uint16_t* pl = low.defined() ? reinterpret_cast<uint16_t*>(low.data<bfloat16>()) : nullptr;
   const uint64_t threshold = bernoulli_threshold(1.0 - p);
   visit_floating("relu_dropout", x.dtype(), [&](auto tag) {

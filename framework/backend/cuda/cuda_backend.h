@@ -33,8 +33,8 @@ class CudaBackend final : public Backend {
   void matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) override;
   // Autocast's mixed product through cublasGemmStridedBatchedEx, and attention's mixed
   // form (bfloat16 q, k, v; float32 scores, outputs and gradients) on such products.
-  bool matmul_takes_mixed_bfloat16() const override { return true; }
-  bool attention_takes_mixed_bfloat16() const override { return true; }
+  // Also add_layer_norm's and relu_dropout's bfloat16 copies, written with each element.
+  bool supports(Kernel kernel, DType in, DType out) const override;
   void softmax(const Tensor& x, int64_t dim, bool log, const Tensor& out) override;
   void softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log,
                         const Tensor& grad_x) override;
@@ -45,12 +45,7 @@ class CudaBackend final : public Backend {
                            const Tensor& grad_weight, const Tensor& grad_bias) override;
   void add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
                       double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
-                      const Tensor& rstd) override;
-  // Each element's bfloat16 copy written with it (cuda_layer_norm.cu).
-  void add_layer_norm_and_round_bf16(const Tensor& x, const Tensor& residual, const Tensor& weight,
-                                     const Tensor& bias, double eps, const Tensor& sum, const Tensor& y,
-                                     const Tensor& mean, const Tensor& rstd, const Tensor& low) override;
-  bool add_layer_norm_rounds_bf16() const override { return true; }
+                      const Tensor& rstd, const Tensor& low) override;
   void embedding(const Tensor& weight, const Tensor& indices, const Tensor& out) override;
   void embedding_backward(const Tensor& g, const Tensor& indices, int64_t padding_idx,
                           const Tensor& grad_weight) override;
@@ -69,11 +64,9 @@ class CudaBackend final : public Backend {
   void randint(const Tensor& out, uint64_t seed, uint64_t block, int64_t lo, int64_t hi) override;
   void dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& out) override;
   // Fused (cuda_dropout.cu); under autocast the backward reads y's bfloat16 copy.
-  void relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y) override;
+  void relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y,
+                    const Tensor& low) override;
   void relu_dropout_backward(const Tensor& g, const Tensor& y, double p, const Tensor& gx) override;
-  void relu_dropout_and_round_bf16(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y,
-                                   const Tensor& low) override;
-  bool relu_dropout_takes_mixed_bfloat16() const override { return true; }
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double scale,
                  double dropout_p, uint64_t seed, uint64_t block, const Tensor& out, const Tensor& lse) override;
   void attention_backward(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,

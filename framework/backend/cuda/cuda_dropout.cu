@@ -124,18 +124,13 @@ void CudaBackend::dropout(const Tensor& x, uint64_t seed, uint64_t block, double
   KILN_CUDA_LAUNCH_CHECK("dropout");
 }
 
-void CudaBackend::relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y) {
-  relu_dropout_and_round_bf16(x, seed, block, p, y, Tensor());
-}
-
 // relu_dropout, and y's bfloat16 copy into low when low is defined (float32 y only).
-void CudaBackend::relu_dropout_and_round_bf16(const Tensor& x, uint64_t seed, uint64_t block, double p,
-                                              const Tensor& y, const Tensor& low) {
+void CudaBackend::relu_dropout(const Tensor& x, uint64_t seed, uint64_t block, double p, const Tensor& y,
+                               const Tensor& low) {
   const bool fused = dense({&x, &y}) && x.dtype() == y.dtype() && wide_floating(y.dtype()) &&
                      (!low.defined() || (y.dtype() == kFloat32 && low.dtype() == kBFloat16 &&
                                          low.is_contiguous() && low.shape() == y.shape()));
-  if (!fused) return low.defined() ? Backend::relu_dropout_and_round_bf16(x, seed, block, p, y, low)
-                                   : Backend::relu_dropout(x, seed, block, p, y);
+  if (!fused) return Backend::relu_dropout(x, seed, block, p, y, low);
   if (y.numel() == 0) return;
   DeviceGuard guard(y);
   bfloat16* pl = low.defined() ? low.data<bfloat16>() : nullptr;

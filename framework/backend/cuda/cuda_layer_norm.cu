@@ -157,20 +157,14 @@ void CudaBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor
   KILN_CUDA_LAUNCH_CHECK("layer_norm");
 }
 
-void CudaBackend::add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
-                                 double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
-                                 const Tensor& rstd) {
-  add_layer_norm_and_round_bf16(x, residual, weight, bias, eps, sum, y, mean, rstd, Tensor());
-}
-
 // add_layer_norm, and y's bfloat16 copy into low (contiguous, y's shape) when defined,
 // written by the thread that writes y's element.
-void CudaBackend::add_layer_norm_and_round_bf16(const Tensor& x, const Tensor& residual, const Tensor& weight,
-                                                const Tensor& bias, double eps, const Tensor& sum, const Tensor& y,
-                                                const Tensor& mean, const Tensor& rstd, const Tensor& low) {
+void CudaBackend::add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                                 double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
+                                 const Tensor& rstd, const Tensor& low) {
   if (low.defined() && (x.dtype() != kFloat32 || low.dtype() != kBFloat16 || !low.is_contiguous() ||
                         low.shape() != y.shape() || !y.is_contiguous()))
-    return Backend::add_layer_norm_and_round_bf16(x, residual, weight, bias, eps, sum, y, mean, rstd, low);
+    return Backend::add_layer_norm(x, residual, weight, bias, eps, sum, y, mean, rstd, low);
   const int64_t rows = mean.numel();
   const int64_t n = rows ? x.numel() / rows : 0;
   if (rows == 0 || n == 0) return;

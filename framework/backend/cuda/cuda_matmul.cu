@@ -66,6 +66,10 @@ int as_int(int64_t v, const Tensor& out) {
 
 }  // namespace
 
+bool CudaBackend::supports(Kernel kernel, DType in, DType out) const {
+  return supports_autocast_forms(kernel, in, out);
+}
+
 void CudaBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, bool accumulate) {
   const int64_t nd = out.dim();
   const int64_t M = out.size(nd - 2), N = out.size(nd - 1), K = a_in.size(nd - 1);
