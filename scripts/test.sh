@@ -49,8 +49,8 @@ meson configure build -Dwerror=true
 # The same suite built by clang++ (Debian's clang 14) with AddressSanitizer and
 # UndefinedBehaviorSanitizer, which must run clean; its readers also carry libFuzzer's
 # coverage (-Dfuzzing=true), and the JSON parser, the safetensors reader, the checkpoint
-# loader, the vocabulary, Ding corpus, tokenizer.json and SentencePiece model readers are
-# then fuzzed for 30 seconds each (seven within the time the sanitizer tests beside them take) from the
+# loader, the vocabulary, Ding corpus, tokenizer.json, GGUF and SentencePiece model readers
+# are then fuzzed for 30 seconds each (eight within the time the sanitizer tests beside them take) from the
 # committed seeds (tests/fuzz; a crash fails the run, its reproducer kept under
 # build-sanitize/fuzz-artifacts/ and its path printed). CPU only: AddressSanitizer and the
 # CUDA runtime do not mix well. -O1 with line tables only: the sanitizers' reports name

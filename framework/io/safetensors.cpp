@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "autograd/grad_mode.h"
+#include "core/float16.h"
 #include "io/json.h"
 #include "ops/ops.h"
 
@@ -44,27 +45,6 @@ const char* file_dtype_name(DType t) {
   return "?";
 }
 
-float half_to_float(uint16_t h) {
-  uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1F, mant = h & 0x3FF;
-  uint32_t bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal: normalise
-      exp = 127 - 15 + 1;
-      while (!(mant & 0x400)) mant <<= 1, --exp;
-      bits = sign | (exp << 23) | ((mant & 0x3FF) << 13);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7F800000u | (mant << 13);
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
 // Decodes n raw elements of file dtype `fd` into the tensor t (contiguous, t's dtype).
 void decode(const FileDType& fd, const char* src, int64_t n, const Tensor& t) {
   std::string name = fd.name;
@@ -93,7 +73,7 @@ void decode(const FileDType& fd, const char* src, int64_t n, const Tensor& t) {
     return;
   }
   float* o = t.data<float>();  // F16
-  for (int64_t i = 0; i < n; ++i) o[i] = half_to_float(load(uint16_t{}, i));
+  for (int64_t i = 0; i < n; ++i) o[i] = float_from_half_bits(load(uint16_t{}, i));
 }
 
 struct Entry {
