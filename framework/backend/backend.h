@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "../core/generator.h"
+#include "quant_blocks.h"
 #include "../core/tensor.h"
 
 namespace kiln {
@@ -263,6 +264,11 @@ class Backend {
                                   const Tensor& mask, const Tensor& out, const Tensor& lse, double scale,
                                   double dropout_p, uint64_t seed, uint64_t block, const Tensor& grad_q,
                                   const Tensor& grad_k, const Tensor& grad_v);
+
+  // out (M, N) = x (M, K) @ wᵀ for w (N, K) in ggml's blocks in host memory: x and out
+  // float32 contiguous on this device. The default dequantises w and runs matmul; the
+  // CPU's keeps w in its blocks (8-bit activations dotted in integers: cpu/quant_matmul.h).
+  virtual void quantized_matmul(const Tensor& x, const QuantizedMatrix& w, const Tensor& out);
 
   // ---- indexing, scatter, scan, sort and sampling
   // Not pure: the base class implements each one by staging through host memory (the

@@ -88,6 +88,9 @@ class BFloat16Staged final : public Backend {
                           const Tensor& out, const Tensor& lse, double scale, double dropout_p, uint64_t seed,
                           uint64_t block, const Tensor& grad_q, const Tensor& grad_k,
                           const Tensor& grad_v) override;
+  void quantized_matmul(const Tensor& x, const QuantizedMatrix& w, const Tensor& out) override {
+    inner_.quantized_matmul(x, w, out);  // float32 x and out: nothing to stage
+  }
   void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out) override;
   void scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, bool accumulate) override;
   void index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, double alpha) override;

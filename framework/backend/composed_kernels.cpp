@@ -350,6 +350,18 @@ void Backend::adam_step(const Tensor& param, const Tensor& grad, const Tensor& e
   binary(BinaryOp::Add, p, step, param);
 }
 
+void Backend::quantized_matmul(const Tensor& x, const QuantizedMatrix& w, const Tensor& out) {
+  const Core c{*this};
+  Tensor host = Tensor::empty({w.rows, w.cols}, TensorOptions(kFloat32));
+  for (int64_t r = 0; r < w.rows; ++r) dequantize_row(w.type, w.row(r), host.data<float>() + r * w.cols, w.cols);
+  Tensor values = host;
+  if (!device().is_cpu()) {
+    values = c.empty(host.shape(), kFloat32);
+    copy(host, values);
+  }
+  matmul(x, transposed(values), out, false);
+}
+
 void Backend::adam_step_many(const std::vector<AdamTensors>& params, const AdamStepParams& hp) {
   for (const AdamTensors& t : params) adam_step(t.param, t.grad, t.exp_avg, t.exp_avg_sq, t.max_exp_avg_sq, hp);
 }

@@ -145,6 +145,11 @@ const char* ggml_type_name(uint32_t id) {
   return unknown;
 }
 
+int64_t QuantizedMatrix::row_bytes() const {
+  const GGMLTypeInfo& info = ggml_type_info(type);
+  return cols / info.block_values * info.block_bytes;
+}
+
 void dequantize_row(GGMLType type, const uint8_t* data, float* x, int64_t n) {
   check_row("dequantize", type, n);
   switch (type) {

@@ -9,6 +9,7 @@
 //                                                        x[j + 16] = (hi(qs[j]) - 8) · d
 //   Q4_1 (20 bytes): d, m, uint8 qs[16];                 x[j] = lo(qs[j]) · d + m, …
 #include <cstdint>
+#include <memory>
 
 namespace kiln {
 
@@ -27,6 +28,19 @@ const GGMLTypeInfo* ggml_type_info(uint32_t id);
 const GGMLTypeInfo& ggml_type_info(GGMLType type);
 // ggml's name of any type id ("q5_k" for 13), "type <id>" for an unknown one.
 const char* ggml_type_name(uint32_t id);
+
+// A (rows, cols) matrix stored row by row in `type`'s blocks (cols a multiple of the
+// block size), in host memory: a GGUF tensor where the mapped file has it, or blocks
+// written by quantize_matrix (ops/quantized.h). `owner` keeps the bytes alive.
+struct QuantizedMatrix {
+  GGMLType type = GGMLType::Q8_0;
+  int64_t rows = 0, cols = 0;
+  const uint8_t* data = nullptr;
+  std::shared_ptr<const void> owner;
+
+  int64_t row_bytes() const;
+  const uint8_t* row(int64_t r) const { return data + r * row_bytes(); }
+};
 
 // x (n) = the n values stored at `data` in `type` (n a multiple of its block size).
 void dequantize_row(GGMLType type, const uint8_t* data, float* x, int64_t n);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../autograd/grad_mode.h"
+#include "../backend/quant_blocks.h"
 #include "../core/generator.h"
 #include "../core/tensor.h"
 #include "tensor_literal.h"

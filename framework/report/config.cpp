@@ -10,6 +10,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/onednn_gemm.h"
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/quant_matmul.h"
 #include "distributed/mpi_transport.h"
 #include "text/sentencepiece.h"
 
@@ -35,6 +36,7 @@ std::string config() {
      << get_num_threads() << " threads\n"
      << "  - GEMMs: " << cpu::onednn::describe() << "\n"
      << "  - autocast bf16: " << cpu::autocast_bf16_path() << "\n"
+     << "  - quantized weights (q8_0, q4_0, q4_1): " << cpu::quant_dot_path_name() << " integer dot products\n"
      << "  - MPI: " << distributed::detail::describe() << "\n"
      << "  - SentencePiece: "
      << (text::SentencePieceTokenizer::available()

@@ -64,6 +64,7 @@ class CpuBackend final : public Backend {
                           const Tensor& out, const Tensor& lse, double scale, double dropout_p, uint64_t seed,
                           uint64_t block, const Tensor& grad_q, const Tensor& grad_k,
                           const Tensor& grad_v) override;
+  void quantized_matmul(const Tensor& x, const QuantizedMatrix& w, const Tensor& out) override;  // quant_matmul.cpp
   // ---- indexing, scatter, scan, sort and sampling:
   // cpu_index.cpp, cpu_cumsum.cpp, cpu_sort.cpp, cpu_multinomial.cpp
   void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out) override;

@@ -1,0 +1,230 @@
+// quantized_matmul (quant_matmul.h): x's rows quantised to 8-bit blocks once, then every
+// weight row dotted with every x row block by block in integers. Hand-written AVX2 and
+// AVX-512 VNNI kernels where the CPU has them (chosen at run time: the build targets any
+// x86-64), a portable loop elsewhere. tests/test_quantized.cpp checks every path the
+// machine can run against the dequantised product.
+#include "backend/cpu/quant_matmul.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/parallel.h"
+#include "core/error.h"
+#include "core/float16.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define KILN_QUANT_X86 1
+#endif
+
+namespace kiln::cpu {
+namespace {
+
+constexpr int kQuantBlock = 32;
+
+// One block of a quantised x row: d and s = d · Σq through float16 as llama.cpp keeps them.
+struct ActBlock {
+  float d, s;
+  int8_t q[kQuantBlock];
+};
+
+// x (K) -> K / 32 blocks: d = max|x| / 127, q = round(x · 127 / max|x|) to nearest even.
+void quantize_activations(const float* x, int64_t K, ActBlock* out) {
+  for (int64_t b = 0; b < K / kQuantBlock; ++b) {
+    const float* v = x + b * kQuantBlock;
+    float amax = 0;
+    for (int j = 0; j < kQuantBlock; ++j) amax = std::max(amax, std::fabs(v[j]));
+    const float d = amax / 127.0f, id = amax != 0 ? 127.0f / amax : 0.0f;
+    int sum = 0;
+    for (int j = 0; j < kQuantBlock; ++j) {
+      const int q = static_cast<int>(std::nearbyint(v[j] * id));
+      out[b].q[j] = static_cast<int8_t>(q);
+      sum += q;
+    }
+    out[b].d = float_from_half_bits(half_bits_from_float(d));
+    out[b].s = float_from_half_bits(half_bits_from_float(d * static_cast<float>(sum)));
+  }
+}
+
+float scale_of(const uint8_t* block) {
+  uint16_t h;
+  std::memcpy(&h, block, 2);
+  return float_from_half_bits(h);
+}
+
+// ---- portable: one weight row (K / 32 blocks) · one x row.
+float dot_portable(GGMLType type, const uint8_t* w, const ActBlock* x, int64_t blocks) {
+  float acc = 0;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const ActBlock& a = x[b];
+    int isum = 0;
+    if (type == GGMLType::Q8_0) {
+      const uint8_t* blk = w + 34 * b;
+      for (int j = 0; j < kQuantBlock; ++j) isum += static_cast<int8_t>(blk[2 + j]) * a.q[j];
+      acc += scale_of(blk) * a.d * static_cast<float>(isum);
+    } else if (type == GGMLType::Q4_0) {
+      const uint8_t* blk = w + 18 * b;
+      for (int j = 0; j < kQuantBlock / 2; ++j)
+        isum += ((blk[2 + j] & 0x0F) - 8) * a.q[j] + ((blk[2 + j] >> 4) - 8) * a.q[j + 16];
+      acc += scale_of(blk) * a.d * static_cast<float>(isum);
+    } else {
+      const uint8_t* blk = w + 20 * b;
+      for (int j = 0; j < kQuantBlock / 2; ++j) isum += (blk[4 + j] & 0x0F) * a.q[j] + (blk[4 + j] >> 4) * a.q[j + 16];
+      acc += scale_of(blk) * a.d * static_cast<float>(isum) + scale_of(blk + 2) * a.s;
+    }
+  }
+  return acc;
+}
+
+#ifdef KILN_QUANT_X86
+
+#define KILN_AVX2_FMA __attribute__((target("avx2,fma,f16c")))
+#define KILN_AVX_VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni")))
+
+// A Q4 block's 16 bytes as 32 unsigned nibbles in value order (low nibbles, then high).
+KILN_AVX2_FMA inline __m256i nibbles(const uint8_t* qs) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i mask = _mm_set1_epi8(0x0F);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask), _mm_and_si128(bytes, mask));
+}
+
+KILN_AVX2_FMA inline float hsum(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+
+// Σ of u8 u · i8 s in 8 int32 lanes: maddubs (pairs to int16; at most 2 · 255 · 127, no
+// saturation for our operands) then madd with ones.
+KILN_AVX2_FMA inline __m256i dot_u8_i8_avx2(__m256i u, __m256i s) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+KILN_AVX_VNNI inline __m256i dot_u8_i8_vnni(__m256i u, __m256i s) {
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+}
+
+// The weight block b of `type` against x block a, as (u8 operand, i8 operand) for the
+// unsigned-by-signed dot: Q4_1's nibbles are unsigned; Q4_0's q - 8 and Q8_0's q are
+// signed, so |w| is dotted with x carrying w's sign.
+#define KILN_QUANT_DOT_BODY(DOT)                                                                   \
+  __m256 acc = _mm256_setzero_ps();                                                               \
+  float extra = 0;                                                                                \
+  for (int64_t b = 0; b < blocks; ++b) {                                                          \
+    const ActBlock& a = x[b];                                                                     \
+    const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q));                  \
+    __m256i isum;                                                                                 \
+    const uint8_t* blk;                                                                           \
+    if (type == GGMLType::Q4_1) {                                                                 \
+      blk = w + 20 * b;                                                                           \
+      isum = DOT(nibbles(blk + 4), qx);                                                           \
+      extra += scale_of(blk + 2) * a.s;                                                           \
+    } else {                                                                                      \
+      __m256i qw;                                                                                 \
+      if (type == GGMLType::Q4_0) {                                                               \
+        blk = w + 18 * b;                                                                         \
+        qw = _mm256_sub_epi8(nibbles(blk + 2), _mm256_set1_epi8(8));                              \
+      } else {                                                                                    \
+        blk = w + 34 * b;                                                                         \
+        qw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));                        \
+      }                                                                                           \
+      isum = DOT(_mm256_sign_epi8(qw, qw), _mm256_sign_epi8(qx, qw));                             \
+    }                                                                                             \
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(blk) * a.d), _mm256_cvtepi32_ps(isum), acc);    \
+  }                                                                                               \
+  return hsum(acc) + extra;
+
+KILN_AVX2_FMA float dot_avx2(GGMLType type, const uint8_t* w, const ActBlock* x, int64_t blocks) {
+  KILN_QUANT_DOT_BODY(dot_u8_i8_avx2)
+}
+KILN_AVX_VNNI float dot_vnni(GGMLType type, const uint8_t* w, const ActBlock* x, int64_t blocks) {
+  KILN_QUANT_DOT_BODY(dot_u8_i8_vnni)
+}
+#undef KILN_QUANT_DOT_BODY
+
+bool quant_has_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                          __builtin_cpu_supports("f16c");
+  return yes;
+}
+bool quant_has_vnni() {
+  static const bool yes = quant_has_avx2() && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  return yes;
+}
+#else
+bool quant_has_avx2() { return false; }
+bool quant_has_vnni() { return false; }
+#endif
+
+using DotFn = float (*)(GGMLType, const uint8_t*, const ActBlock*, int64_t);
+
+QuantDotPath resolve_quant_path(QuantDotPath path) {
+  if (path != QuantDotPath::kBest) return path;
+  if (quant_has_vnni()) return QuantDotPath::kAvxVnni;
+  if (quant_has_avx2()) return QuantDotPath::kAvx2;
+  return QuantDotPath::kPortable;
+}
+
+DotFn dot_for(QuantDotPath path) {
+#ifdef KILN_QUANT_X86
+  if (path == QuantDotPath::kAvxVnni) return dot_vnni;
+  if (path == QuantDotPath::kAvx2) return dot_avx2;
+#endif
+  return dot_portable;
+}
+
+}  // namespace
+
+bool quant_dot_path_available(QuantDotPath path) {
+  switch (path) {
+    case QuantDotPath::kBest:
+    case QuantDotPath::kPortable: return true;
+    case QuantDotPath::kAvx2: return quant_has_avx2();
+    case QuantDotPath::kAvxVnni: return quant_has_vnni();
+  }
+  return false;
+}
+
+const char* quant_dot_path_name() {
+  switch (resolve_quant_path(QuantDotPath::kBest)) {
+    case QuantDotPath::kAvxVnni: return "avx512-vnni";
+    case QuantDotPath::kAvx2: return "avx2";
+    default: return "portable";
+  }
+}
+
+void quantized_matmul(const float* x, int64_t M, int64_t K, const QuantizedMatrix& w, float* y, QuantDotPath path) {
+  KILN_CHECK(w.type == GGMLType::Q8_0 || w.type == GGMLType::Q4_0 || w.type == GGMLType::Q4_1, "quantized_matmul",
+             "weights in ", ggml_type_info(w.type).name, " (expected q8_0, q4_0 or q4_1)");
+  KILN_CHECK(w.cols == K && K % kQuantBlock == 0, "quantized_matmul", "x has ", K, " columns, the weight ", w.cols);
+  KILN_CHECK(quant_dot_path_available(path), "quantized_matmul", "the requested path is not available on this CPU");
+  const DotFn dot = dot_for(resolve_quant_path(path));
+  const int64_t blocks = K / kQuantBlock, N = w.rows, row_bytes = w.row_bytes();
+  std::vector<ActBlock> act(static_cast<size_t>(M * blocks));
+  parallel_for(M, std::max<int64_t>(1, 4096 / std::max<int64_t>(K, 1)), [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m) quantize_activations(x + m * K, K, act.data() + m * blocks);
+  });
+  // Each weight row is read from memory once and dotted with every x row while in cache.
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(M * K, 1));
+  parallel_for(N, grain, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n) {
+      const uint8_t* wr = w.data + n * row_bytes;
+      for (int64_t m = 0; m < M; ++m) y[m * N + n] = dot(w.type, wr, act.data() + m * blocks, blocks);
+    }
+  });
+}
+
+}  // namespace kiln::cpu
+
+namespace kiln::cpu {
+
+void CpuBackend::quantized_matmul(const Tensor& x, const QuantizedMatrix& w, const Tensor& out) {
+  // The plain types have no integer dot: their values, dequantised, through the GEMM.
+  if (w.type != GGMLType::Q8_0 && w.type != GGMLType::Q4_0 && w.type != GGMLType::Q4_1)
+    return Backend::quantized_matmul(x, w, out);
+  cpu::quantized_matmul(x.data<float>(), x.size(0), x.size(1), w, out.data<float>());
+}
+
+}  // namespace kiln::cpu
