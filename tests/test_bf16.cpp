@@ -222,11 +222,6 @@ TEST_CASE("bf16: elementwise ops match torch bit for bit (float32 math, one roun
   check_exact("ew.add_scalar", a + 0.3);
   check_exact("ew.rsub_scalar", 1.1 - a);
   check_exact("ew.maximum", maximum(a, b));
-  check_exact("ew.neg", -a);
-  check_exact("ew.exp", exp(a));
-  check_exact("ew.log", log(p));
-  check_exact("ew.sqrt", sqrt(p));
-  check_exact("ew.tanh", tanh(a));
   // gelu: bit for bit down to x = -3. Below, torch's float32 erf loses its relative
   // accuracy (1 + erf(x/√2) cancels; 7% off at x = -4.9), where Kiln's Φ stays accurate:
   // there Kiln is held to the float64 gelu, rounded, instead.
@@ -237,12 +232,6 @@ TEST_CASE("bf16: elementwise ops match torch bit for bit (float32 math, one roun
     check_bf16("ew.gelu (x < -3, against float64)", where(tail, got, 0.0),
                where(tail, gelu(a.to(kFloat64)).to(kBFloat16), 0.0), 1);
   }
-  check_exact("ew.gelu_tanh", gelu(a, "tanh"));
-  check_exact("ew.relu", relu(a));
-  check_exact("ew.sigmoid", sigmoid(a));
-  check_exact("ew.silu", silu(a));
-  check_exact("ew.pow2", pow(a, 2));
-  check_exact("ew.clamp", clamp(a, -0.7, 1.3));
   check_exact("ew.div_scalar", a / 0.3);  // a true division in float32, not a · (1/0.3)
   check_exact("ew.sub_scalar", a - 0.3);  // the scalar rounded to bfloat16 first, as torch
   // In place: the same values (add_ with alpha computes a + alpha·b in float32 too).

@@ -122,11 +122,9 @@ TEST_CASE("wrong dtypes") {
     CHECK_ERROR(b + b, "[add]", "bool");
     CHECK_ERROR(b * b, "[mul]", "bool");
     CHECK_ERROR(b / b, "[div]", "bool");
-    CHECK_ERROR(-b, "[neg]", "bool");
     CHECK_ERROR(maximum(b, b), "[maximum]", "bool");
   }
   SUBCASE("floating-only ops on integers") {
-    CHECK_ERROR(exp(ones({3}, kInt64)), "[exp]", "int64");
     CHECK_ERROR(softmax(ones({3}, kInt64), 0), "[softmax]", "int64");
     CHECK_ERROR(mean(ones({3}, kBool)), "[mean]", "bool");
     CHECK_ERROR(layer_norm(ones({2, 3}, kInt64), {3}), "[layer_norm]", "int64");
@@ -403,8 +401,6 @@ TEST_CASE("undefined tensors") {
   CHECK_ERROR(u + 1.0, "[add]", "undefined");
   CHECK_ERROR(matmul(ones({2, 2}), u), "[matmul]", "undefined");
   CHECK_ERROR(sum(u), "[sum]", "undefined");
-  CHECK_ERROR(exp(u), "[exp]", "undefined");
-  CHECK_ERROR(relu(u), "undefined");
   CHECK_ERROR(u.view({2}), "[view]", "undefined");
   CHECK_ERROR(u.t(), "undefined");
   CHECK_ERROR(cat({ones({2}), u}), "[cat]", "undefined");
