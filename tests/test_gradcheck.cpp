@@ -155,77 +155,6 @@ In Pm(const Shape& s) { return Pm(R(s)); }
 
 // ------------------------------------------------------------------ elementwise
 
-TEST_CASE("gradcheck: elementwise binary, same shape") {
-  run_table({
-      {"add", [](V x) { return add(x[0], x[1]); }, {R({2, 3}), R({2, 3})}},
-      {"add alpha", [](V x) { return add(x[0], x[1], -2.5); }, {R({2, 3}), R({2, 3})}},
-      {"sub", [](V x) { return sub(x[0], x[1]); }, {R({2, 3}), R({2, 3})}},
-      {"sub alpha", [](V x) { return sub(x[0], x[1], 0.75); }, {R({2, 3}), R({2, 3})}},
-      {"mul", [](V x) { return mul(x[0], x[1]); }, {R({2, 3}), R({2, 3})}},
-      {"div", [](V x) { return div(x[0], x[1]); }, {R({2, 3}), Z({2, 3})}},
-      {"maximum", [](V x) { return maximum(x[0], x[1]); }, {R({2, 3}), R({2, 3})}},
-      {"minimum", [](V x) { return minimum(x[0], x[1]); }, {R({2, 3}), R({2, 3})}},
-      {"same input twice (mul x x)", [](V x) { return mul(x[0], x[0]); }, {R({5})}},
-      {"operators + - * /", [](V x) { return (x[0] + x[1]) * x[0] - x[1] / x[2]; },
-       {R({2, 3}), R({2, 3}), Z({2, 3})}},
-      {"0-d tensors", [](V x) { return mul(x[0], x[1]); }, {R({}), R({})}},
-  });
-}
-
-TEST_CASE("gradcheck: elementwise binary, broadcast") {
-  run_table({
-      {"add (2,3,4)+(4)", [](V x) { return add(x[0], x[1]); }, {R({2, 3, 4}), R({4})}},
-      {"add (2,3,4)+(3,1)", [](V x) { return add(x[0], x[1]); }, {R({2, 3, 4}), R({3, 1})}},
-      {"add (1,3,1)+(2,3,4)", [](V x) { return add(x[0], x[1]); }, {R({1, 3, 1}), R({2, 3, 4})}},
-      {"add alpha (2,3,4)+(1,3,1)", [](V x) { return add(x[0], x[1], 1.5); }, {R({2, 3, 4}), R({1, 3, 1})}},
-      {"sub alpha (2,3,4)-(3,1)", [](V x) { return sub(x[0], x[1], 2.0); }, {R({2, 3, 4}), R({3, 1})}},
-      {"sub (4)-(2,3,4)", [](V x) { return sub(x[0], x[1]); }, {R({4}), R({2, 3, 4})}},
-      {"mul (2,3,4)*(4)", [](V x) { return mul(x[0], x[1]); }, {R({2, 3, 4}), R({4})}},
-      {"mul (2,3,4)*(1,3,1)", [](V x) { return mul(x[0], x[1]); }, {R({2, 3, 4}), R({1, 3, 1})}},
-      {"mul (3,1)*(1,4) both sides", [](V x) { return mul(x[0], x[1]); }, {R({3, 1}), R({1, 4})}},
-      {"mul (2,3)*() scalar tensor", [](V x) { return mul(x[0], x[1]); }, {R({2, 3}), R({})}},
-      {"div (2,3,4)/(3,1)", [](V x) { return div(x[0], x[1]); }, {R({2, 3, 4}), Z({3, 1})}},
-      {"div (4)/(2,3,4)", [](V x) { return div(x[0], x[1]); }, {R({4}), Z({2, 3, 4})}},
-      {"div (2,3,4)/(1,3,1)", [](V x) { return div(x[0], x[1]); }, {R({2, 3, 4}), Z({1, 3, 1})}},
-      {"maximum (2,3,4),(4)", [](V x) { return maximum(x[0], x[1]); }, {R({2, 3, 4}), R({4})}},
-      {"maximum (3,1),(1,3,4)", [](V x) { return maximum(x[0], x[1]); }, {R({3, 1}), R({1, 3, 4})}},
-      {"div (3,1)/(1,4) both sides", [](V x) { return div(x[0], x[1]); }, {R({3, 1}), Z({1, 4})}},
-      {"sub alpha (1,4)-(3,1) both sides", [](V x) { return sub(x[0], x[1], -0.5); }, {R({1, 4}), R({3, 1})}},
-      {"minimum (2,3,4),(1,3,1)", [](V x) { return minimum(x[0], x[1]); }, {R({2, 3, 4}), R({1, 3, 1})}},
-  });
-}
-
-TEST_CASE("gradcheck: elementwise binary, non-contiguous") {
-  run_table({
-      {"add transposed", [](V x) { return add(x[0], x[1]); }, {T({3, 4}), R({3, 4})}},
-      {"add stepped + permuted", [](V x) { return add(x[0], x[1], 0.5); }, {S({2, 3, 4}), Pm({2, 3, 4})}},
-      {"sub permuted, broadcast (4)", [](V x) { return sub(x[0], x[1]); }, {Pm({2, 3, 4}), R({4})}},
-      {"mul transposed both", [](V x) { return mul(x[0], x[1]); }, {T({3, 4}), T({3, 4})}},
-      {"mul stepped, broadcast (3,1)", [](V x) { return mul(x[0], x[1]); }, {S({2, 3, 4}), S({3, 1})}},
-      {"div stepped / transposed", [](V x) { return div(x[0], x[1]); }, {S({3, 4}), T(Z({3, 4}))}},
-      {"div permuted / stepped, broadcast", [](V x) { return div(x[0], x[1]); }, {Pm({2, 3, 4}), S(Z({3, 1}))}},
-      {"maximum permuted", [](V x) { return maximum(x[0], x[1]); }, {Pm({2, 3, 4}), R({2, 3, 4})}},
-      {"minimum transposed", [](V x) { return minimum(x[0], x[1]); }, {T({3, 4}), S({3, 4})}},
-      {"mul of a slice with step in the graph",
-       [](V x) { return mul(x[0].slice(1, 0, 4, 2), x[1].slice(0, 1, 4)); }, {R({3, 4}), R({4, 2})}},
-  });
-}
-
-TEST_CASE("gradcheck: elementwise with a double") {
-  run_table({
-      {"add double", [](V x) { return add(x[0], 1.5); }, {R({2, 3})}},
-      {"sub double", [](V x) { return sub(x[0], 0.25); }, {R({2, 3})}},
-      {"mul double", [](V x) { return mul(x[0], -3.0); }, {R({2, 3})}},
-      {"div double", [](V x) { return div(x[0], 4.0); }, {R({2, 3})}},
-      {"rsub", [](V x) { return rsub(x[0], 2.0); }, {R({2, 3})}},
-      {"rdiv", [](V x) { return rdiv(x[0], 2.0); }, {Z({2, 3})}},
-      {"rdiv transposed", [](V x) { return rdiv(x[0], -1.5); }, {T(Z({3, 4}))}},
-      {"operators with doubles", [](V x) { return 2.0 - (x[0] * 3.0 + 1.0) / 2.0 + 1.0 / (x[0] + 5.0); },
-       {R({2, 3})}},
-      {"mul double permuted", [](V x) { return mul(x[0], 0.5); }, {Pm({2, 3, 4})}},
-  });
-}
-
 // ------------------------------------------------------------------ pointwise math and losses
 
 TEST_CASE("gradcheck: mse_loss, l1_loss, smooth_l1_loss (input and target)") {
@@ -350,30 +279,6 @@ TEST_CASE("gradcheck: cross_entropy and nll_loss with class weights") {
   });
 }
 // ------------------------------------------------------------------ (end of pointwise math and losses)
-
-TEST_CASE("gradcheck: where and masked_fill") {
-  Tensor cond = mask_of({1, 0, 0, 1, 1, 0}, {2, 3});
-  Tensor cond_b = mask_of({1, 0, 1}, {3, 1});  // broadcast over (2, 3, 4)
-  Tensor mask_row = mask_of({0, 1, 1, 0}, {4});
-  Tensor mask_col = mask_of({1, 0, 1}, {3, 1});
-  run_table({
-      {"where same shape", [cond](V x) { return where(cond, x[0], x[1]); }, {R({2, 3}), R({2, 3})}},
-      {"where broadcast cond and b", [cond_b](V x) { return where(cond_b, x[0], x[1]); },
-       {R({2, 3, 4}), R({4})}},
-      {"where broadcast a (1,3,1)", [cond_b](V x) { return where(cond_b, x[0], x[1]); },
-       {R({1, 3, 1}), R({2, 3, 4})}},
-      {"where all three broadcast", [cond_b](V x) { return where(cond_b.unsqueeze(0), x[0], x[1]); },
-       {R({2, 1, 1, 4}), R({1, 3, 1})}},
-      {"where double b", [cond](V x) { return where(cond, x[0], 0.5); }, {R({2, 3})}},
-      {"where transposed", [cond](V x) { return where(cond, x[0], x[1]); }, {T({2, 3}), S({2, 3})}},
-      {"masked_fill same shape", [cond](V x) { return masked_fill(x[0], cond, -2.0); }, {R({2, 3})}},
-      {"masked_fill broadcast (4)", [mask_row](V x) { return masked_fill(x[0], mask_row, 0.0); },
-       {R({2, 3, 4})}},
-      {"masked_fill broadcast (3,1)", [mask_col](V x) { return masked_fill(x[0], mask_col, -1e9); },
-       {R({2, 3, 4})}},
-      {"masked_fill permuted", [mask_col](V x) { return x[0].masked_fill(mask_col, 3.0); }, {Pm({2, 3, 4})}},
-  });
-}
 
 // ------------------------------------------------------------------ reductions
 

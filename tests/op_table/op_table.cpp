@@ -30,25 +30,6 @@ const std::map<std::string, std::string> kNotYetMigrated = {
     {"randn", "test_ops_forward.cpp"},
     {"randint", "test_index_ops.cpp"},
     {"bernoulli", "test_ops_forward.cpp"},
-    {"add", "test_ops_forward.cpp"},
-    {"sub", "test_ops_forward.cpp"},
-    {"mul", "test_ops_forward.cpp"},
-    {"div", "test_ops_forward.cpp"},
-    {"maximum", "test_ops_forward.cpp"},
-    {"minimum", "test_ops_forward.cpp"},
-    {"rsub", "test_gradcheck.cpp"},
-    {"rdiv", "test_gradcheck.cpp"},
-    {"eq", "test_ops_forward.cpp"},
-    {"ne", "test_ops_forward.cpp"},
-    {"lt", "test_ops_forward.cpp"},
-    {"le", "test_ops_forward.cpp"},
-    {"gt", "test_ops_forward.cpp"},
-    {"ge", "test_ops_forward.cpp"},
-    {"logical_not", "test_ops_forward.cpp"},
-    {"logical_and", "test_ops_forward.cpp"},
-    {"logical_or", "test_ops_forward.cpp"},
-    {"where", "test_ops_forward.cpp"},
-    {"masked_fill", "test_ops_forward.cpp"},
     {"sum", "test_ops_forward.cpp"},
     {"mean", "test_ops_forward.cpp"},
     {"var", "test_ops_forward.cpp"},
@@ -118,18 +99,6 @@ const std::map<std::string, std::string> kNotYetMigrated = {
     {"embedding", "test_ops_forward.cpp"},
     {"cross_entropy", "test_ops_forward.cpp"},
     {"linear_cross_entropy", "test_linear_cross_entropy.cpp"},
-    {"operator+", "test_ops_forward.cpp"},
-    {"operator*", "test_ops_forward.cpp"},
-    {"operator/", "test_ops_forward.cpp"},
-    {"operator<", "test_ops_forward.cpp"},
-    {"operator<=", "test_ops_forward.cpp"},
-    {"operator>", "test_ops_forward.cpp"},
-    {"operator>=", "test_ops_forward.cpp"},
-    {"operator==", "test_ops_forward.cpp"},
-    {"operator!=", "test_ops_forward.cpp"},
-    {"operator~", "test_ops_forward.cpp"},
-    {"operator&", "test_ops_forward.cpp"},
-    {"operator|", "test_ops_forward.cpp"},
     {"isnan", "test_predicates.cpp"},
     {"isinf", "test_predicates.cpp"},
     {"isfinite", "test_predicates.cpp"},
@@ -157,6 +126,7 @@ const std::vector<std::pair<std::string, std::vector<OpTest> (*)()>>& families()
   static const std::vector<std::pair<std::string, std::vector<OpTest> (*)()>> f = {
       {"normalization", normalization_rows},
       {"pointwise", pointwise_rows},
+      {"binary", binary_rows},
   };
   return f;
 }
@@ -165,6 +135,7 @@ const std::vector<std::pair<std::string, std::vector<OpTest> (*)()>>& families()
 
 TEST_CASE("op table: normalization") { run_table(normalization_rows()); }
 TEST_CASE("op table: pointwise") { run_table(pointwise_rows()); }
+TEST_CASE("op table: binary") { run_table(binary_rows()); }
 
 TEST_CASE("op table: every op record has a row, or is listed as not yet migrated") {
   std::set<std::string> with_rows;
