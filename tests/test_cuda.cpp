@@ -761,22 +761,6 @@ TEST_SUITE("gpu") {
     });
   }
 
-  TEST_CASE("reductions, forward and backward") {
-    run_table({
-        {"sum all", [](V x, Device) { return sum(x[0]); }, {R({2, 3, 4})}},
-        {"sum dims 0,2", [](V x, Device) { return sum(x[0], {0, 2}); }, {R({2, 3, 4})}},
-        {"sum big rows", [](V x, Device) { return sum(x[0], {1}); }, {R({3, 1000})}},
-        {"sum big columns", [](V x, Device) { return sum(x[0], {0}, true); }, {R({1000, 3})}},
-        {"mean", [](V x, Device) { return mean(x[0], {1}, true); }, {S({3, 40})}},
-        {"var", [](V x, Device) { return var(x[0], {-1}); }, {R({4, 50})}},
-        {"logsumexp", [](V x, Device) { return logsumexp(x[0] * 30.0, {0, 2}); }, {R({2, 3, 4})}},
-        {"amax ties shared", [](V x, Device) { return amax(clamp(x[0], std::nullopt, 0.3), {1}); }, {R({4, 6})}},
-        {"amin all", [](V x, Device) { return amin(x[0]); }, {D({3, 4})}},
-        {"max dim", [](V x, Device) { return max(x[0], 1).values; }, {Pm(D({2, 3, 4}))}},
-        {"min dim keepdim", [](V x, Device) { return min(x[0], 0, true).values; }, {T(D({3, 4}))}},
-    });
-  }
-
   TEST_CASE("matmul in every layout, forward and backward") { run_table(matmul_cases()); }
 
   TEST_CASE("cuBLAS (preferred_blas_library Cublas): every matmul layout, linear's bias broadcast first") {

@@ -111,7 +111,6 @@ TEST_CASE("wrong dtypes") {
   }
   SUBCASE("floating-only ops on integers") {
     CHECK_ERROR(softmax(ones({3}, kInt64), 0), "[softmax]", "int64");
-    CHECK_ERROR(mean(ones({3}, kBool)), "[mean]", "bool");
     CHECK_ERROR(layer_norm(ones({2, 3}, kInt64), {3}), "[layer_norm]", "int64");
     CHECK_ERROR(rand({3}, kInt64), "[rand]", "int64");
     CHECK_ERROR(randn({3}, kBool), "[randn]", "bool");
@@ -128,13 +127,6 @@ TEST_CASE("wrong dtypes") {
 
 TEST_CASE("dims and indices out of range") {
   Tensor x = ones({2, 3});
-  CHECK_ERROR(sum(x, {2}), "[sum]", "dim 2", "2 dimensions");
-  CHECK_ERROR(sum(x, {-3}), "[sum]", "dim -3", "2 dimensions");
-  CHECK_ERROR(sum(x, {0, 0}), "[sum]", "dim 0", "more than once");
-  CHECK_ERROR(mean(x, {5}), "[mean]", "dim 5");
-  CHECK_ERROR(amax(x, {2}), "[amax]", "dim 2");
-  CHECK_ERROR(max(x, 2), "[max]", "dim 2");
-  CHECK_ERROR(argmax(x, -3), "[argmax]", "dim -3");
   CHECK_ERROR(softmax(x, 2), "[softmax]", "dim 2", "2 dimensions");
   CHECK_ERROR(log_softmax(x, -3), "[log_softmax]", "dim -3");
   CHECK_ERROR(x.transpose(0, 2), "[transpose]", "dim 2", "2 dimensions");
@@ -162,8 +154,6 @@ TEST_CASE("0-d tensors have no dim to index, but reductions over dim 0 / -1 are 
   CHECK_ERROR(s.split(1), "[split]", "0-d");
   CHECK_ERROR(split(s, std::vector<int64_t>{1}), "[split]", "0-d");
   CHECK_ERROR(s.chunk(1), "[chunk]", "0-d");
-  CHECK_ERROR(s.sum({1}), "[sum]", "dim 1", "0 dimensions");
-  CHECK_ERROR(s.sum({0, -1}), "[sum]", "more than once");
   // As PyTorch: reducing a 0-d tensor over dim 0 or -1 gives it back.
   CHECK(s.sum({0}).item() == 2.5);
   CHECK(s.sum({0}).dim() == 0);
@@ -377,7 +367,6 @@ TEST_CASE("undefined tensors") {
   CHECK_ERROR(u.detach(), "[tensor]", "undefined");
   CHECK_ERROR(u.to_vector<float>(), "undefined");
   CHECK_ERROR(matmul(ones({2, 2}), u), "[matmul]", "undefined");
-  CHECK_ERROR(sum(u), "[sum]", "undefined");
   CHECK_ERROR(u.view({2}), "[view]", "undefined");
   CHECK_ERROR(u.t(), "undefined");
   CHECK_ERROR(cat({ones({2}), u}), "[cat]", "undefined");

@@ -45,14 +45,6 @@ void check_fx(const Tensor& got, const std::string& name, Tol tol) {
 
 const std::vector<std::string> kTags = {"f64", "f32"};
 
-// ".<d>.k" or ".<d>.n", the suffix of per-dim fixture names.
-std::string dim_key(int64_t d, bool keepdim) {
-  std::string k = ".";
-  k += std::to_string(d);
-  k += keepdim ? ".k" : ".n";
-  return k;
-}
-
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 }  // namespace
@@ -91,74 +83,6 @@ TEST_CASE("column sums of a tall matrix (a bias gradient) are exact to float and
     }
     CHECK(bad == 0);
   }
-}
-
-TEST_CASE("sum/mean/var/logsumexp/amax/amin over dims, with and without keepdim") {
-  const std::vector<std::pair<std::string, std::vector<int64_t>>> dimsets = {
-      {"all", {}},     {"d0", {0}},        {"d1", {1}},        {"d2", {2}},
-      {"dm1", {-1}},   {"d02", {0, 2}},    {"d01", {0, 1}},    {"d12", {1, 2}}};
-  for (const auto& tag : kTags) {
-    const std::string p = "red." + tag + ".";
-    Tensor x = fx(p + "x");  // (2, 3, 4)
-    for (const auto& [dn, dims] : dimsets) {
-      for (bool kd : {false, true}) {
-        const std::string k = std::string(".") + dn + (kd ? ".k" : ".n");
-        check_fx(sum(x, dims, kd), p + "sum" + k);
-        check_fx(mean(x, dims, kd), p + "mean" + k);
-        check_fx(amax(x, dims, kd), p + "amax" + k);
-        check_fx(amin(x, dims, kd), p + "amin" + k);
-        check_fx(var(x, dims, 0, kd), p + "var0" + k);
-        check_fx(var(x, dims, 1, kd), p + "var1" + k);
-        check_fx(logsumexp(x, dims, kd), p + "lse" + k);
-      }
-    }
-    check_fx(x.sum(), p + "sum.all.n");
-    check_fx(x.mean(), p + "mean.all.n");
-    check_fx(x.var(), p + "var1.all.n");
-    check_fx(x.amax({1}), p + "amax.d1.n");
-
-    const std::string l = "lseinf." + tag + ".";
-    Tensor lx = fx(l + "x");  // rows with -inf, all -inf, +inf
-    check_fx(logsumexp(lx, {1}), l + "d1");
-    check_fx(logsumexp(lx, {0}, true), l + "d0k");
-  }
-}
-
-TEST_CASE("max/min along a dim give values and first indices; argmax") {
-  for (const auto& tag : kTags) {
-    const std::string p = "ties." + tag + ".";
-    Tensor x = fx(p + "x");  // (3, 4, 5) small integers: ties everywhere
-    for (int64_t d : {0, 1, 2, -1}) {
-      for (bool kd : {false, true}) {
-        const std::string k = dim_key(d, kd);
-        ValuesIndices mx = max(x, d, kd), mn = min(x, d, kd);
-        check_fx(mx.values, p + "max" + k + ".values");
-        check_fx(mx.indices, p + "max" + k + ".indices");
-        check_fx(mn.values, p + "min" + k + ".values");
-        check_fx(mn.indices, p + "min" + k + ".indices");
-        check_fx(argmax(x, d, kd), p + "argmax" + k);
-        check_fx(x.argmax(d, kd), p + "argmax" + k);
-        // argmin is min's indices.
-        check_matches(p + "argmin" + k, argmin(x, d, kd), fx(p + "min" + k + ".indices"));
-      }
-    }
-    check_fx(argmax(x), p + "argmax_flat");
-    check_fx(x.argmax(), p + "argmax_flat");
-    check_fx(max(x), p + "max_all");
-    check_fx(min(x), p + "min_all");
-  }
-}
-
-TEST_CASE("integer and bool reductions stay integral") {
-  Tensor x = fx("redi.x");  // int64 (2, 3, 4)
-  check_fx(sum(x), "redi.sum");
-  check_fx(sum(x, {1}), "redi.sum_d1");
-  check_fx(amax(x, {2}), "redi.amax_d2");
-  ValuesIndices m = max(x, 0);
-  check_fx(m.values, "redi.max_d0.values");
-  check_fx(m.indices, "redi.max_d0.indices");
-  check_fx(sum(gt(x, 0.0)), "redi.bool_sum");  // bool sums to int64
-  check_fx(sum(x > 0.0, {2}, true), "redi.bool_sum_d2");
 }
 
 // ---------------------------------------------------------------- matmul

@@ -30,16 +30,6 @@ const std::map<std::string, std::string> kNotYetMigrated = {
     {"randn", "test_ops_forward.cpp"},
     {"randint", "test_index_ops.cpp"},
     {"bernoulli", "test_ops_forward.cpp"},
-    {"sum", "test_ops_forward.cpp"},
-    {"mean", "test_ops_forward.cpp"},
-    {"var", "test_ops_forward.cpp"},
-    {"logsumexp", "test_ops_forward.cpp"},
-    {"amax", "test_ops_forward.cpp"},
-    {"amin", "test_ops_forward.cpp"},
-    {"max", "test_ops_forward.cpp"},
-    {"min", "test_ops_forward.cpp"},
-    {"argmax", "test_ops_forward.cpp"},
-    {"argmin", "test_ops_forward.cpp"},
     {"sum_to", "test_gradcheck.cpp"},
     {"matmul", "test_ops_forward.cpp"},
     {"mm", "test_ops_forward.cpp"},
@@ -127,6 +117,7 @@ const std::vector<std::pair<std::string, std::vector<OpTest> (*)()>>& families()
       {"normalization", normalization_rows},
       {"pointwise", pointwise_rows},
       {"binary", binary_rows},
+      {"reductions", reduction_rows},
   };
   return f;
 }
@@ -136,6 +127,7 @@ const std::vector<std::pair<std::string, std::vector<OpTest> (*)()>>& families()
 TEST_CASE("op table: normalization") { run_table(normalization_rows()); }
 TEST_CASE("op table: pointwise") { run_table(pointwise_rows()); }
 TEST_CASE("op table: binary") { run_table(binary_rows()); }
+TEST_CASE("op table: reductions") { run_table(reduction_rows()); }
 
 TEST_CASE("op table: every op record has a row, or is listed as not yet migrated") {
   std::set<std::string> with_rows;

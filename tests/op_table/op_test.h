@@ -107,5 +107,6 @@ void run_table(const std::vector<OpTest>& table);
 std::vector<OpTest> normalization_rows();
 std::vector<OpTest> pointwise_rows();
 std::vector<OpTest> binary_rows();
+std::vector<OpTest> reduction_rows();
 
 }  // namespace kiln::optable
