@@ -267,20 +267,14 @@ TEST_CASE("bf16: reductions accumulate in float32 and round once (within 1 ulp o
   CHECK(sum(ones_row).dtype() == kBFloat16);
 }
 
-TEST_CASE("bf16: softmax, log_softmax, layer_norm, matmul and linear within 1 ulp of torch") {
+TEST_CASE("bf16: log_softmax over the last dim, matmul and linear within 1 ulp of torch") {
   // The same float32 math as torch up to the order of the sums (see above).
   const Tensor s = fx("sm.x");
-  check_1ulp("sm.softmax1", softmax(s, 1));
-  check_1ulp("sm.softmax0", softmax(s, 0));
-  check_1ulp("sm.log_softmax0", log_softmax(s, 0));
   // Over the last dim torch keeps each row's Σ exp and its log in bfloat16 buffers, so
   // its x - max - log Σ carries that rounding, up to half a bfloat16 step of log Σ (2^-6
   // for these rows, log Σ < 4), where Kiln keeps them in float32: one ulp (2^-7
   // relative) plus that, which is several ulps of the results near 0.
   testing::check_matches("sm.log_softmax1", log_softmax(s, 1), fx("sm.log_softmax1"), {0x1p-7, 0x1p-6});
-  const Tensor lx = fx("ln.x");
-  check_1ulp("ln.y", layer_norm(lx, {48}, fx("ln.w"), fx("ln.b")));
-  check_1ulp("ln.y_plain", layer_norm(lx, {48}));
   const Tensor ma = fx("mm.a"), mb = fx("mm.b");
   check_1ulp("mm.ab", matmul(ma, mb));
   check_1ulp("mm.cb", matmul(fx("mm.c"), mb));
@@ -656,14 +650,12 @@ TEST_CASE("bf16: ops refuse what they cannot do, naming bfloat16") {
   CHECK_ERROR_STARTS("[one_hot]", one_hot(idx), "bfloat16");
   CHECK_ERROR_STARTS("[matmul]", matmul(x, ones({3, 2})), "bfloat16", "float32");
   CHECK_ERROR_STARTS("[linear]", linear(x, ones({4, 3})), "bfloat16", "float32");
-  CHECK_ERROR_STARTS("[layer_norm]", layer_norm(x, {3}, ones({3})), "bfloat16", "float32");
   CHECK_ERROR_STARTS("[cross_entropy]", cross_entropy(x, idx), "int64", "bfloat16");
   CHECK_ERROR_STARTS("[gradcheck]",
                      gradcheck([](const std::vector<Tensor>& v) { return sum(v[0]); },
                                {ones({2}, TensorOptions(kBFloat16).requires_grad())}),
                      "float64", "bfloat16");
   // The checks that accept any float say so.
-  CHECK_ERROR_STARTS("[softmax]", softmax(ones({2}, kInt64), 0), "(float32, float64 or bfloat16)", "int64");
   CHECK_ERROR_STARTS("[einsum]", einsum("i,i->", {ones({2}, kInt64), ones({2}, kInt64)}),
                      "(float32, float64 or bfloat16)");
 }

@@ -54,14 +54,6 @@ TEST_CASE("shapes that don't fit") {
     CHECK_ERROR(ones({2, 3}).view({-2, 3}), "[view]", "-2");
     CHECK_ERROR(zeros({2, -1}), "[empty]", "(2, -1)");
   }
-  SUBCASE("layer_norm") {
-    CHECK_ERROR(layer_norm(ones({2, 3}), {4}), "[layer_norm]", "(2, 3)", "(4,)");
-    CHECK_ERROR(layer_norm(ones({2, 3}), {2, 3, 4}), "[layer_norm]", "(2, 3, 4)", "(2, 3)");
-    CHECK_ERROR(layer_norm(ones({2, 3}), {3}, ones({4})), "[layer_norm]", "weight", "(4,)", "(3,)");
-    CHECK_ERROR(layer_norm(ones({2, 3}), {3}, ones({3}), ones({2, 3})), "[layer_norm]", "bias", "(2, 3)",
-                "(3,)");
-    CHECK_ERROR(layer_norm(ones({2, 3}), {3}, ones({3}, kFloat64)), "[layer_norm]", "float64", "float32");
-  }
   SUBCASE("cross_entropy target shape") {
     CHECK_ERROR(cross_entropy(ones({4, 3}), zeros({5}, kInt64)), "[cross_entropy]", "(4,)", "(5,)", "(4, 3)");
   }
@@ -110,8 +102,6 @@ TEST_CASE("wrong dtypes") {
     CHECK_ERROR(matmul(ones({2, 2}), ones({2, 2}, kFloat64)), "[matmul]", "float32", "float64");
   }
   SUBCASE("floating-only ops on integers") {
-    CHECK_ERROR(softmax(ones({3}, kInt64), 0), "[softmax]", "int64");
-    CHECK_ERROR(layer_norm(ones({2, 3}, kInt64), {3}), "[layer_norm]", "int64");
     CHECK_ERROR(rand({3}, kInt64), "[rand]", "int64");
     CHECK_ERROR(randn({3}, kBool), "[randn]", "bool");
   }
@@ -127,8 +117,6 @@ TEST_CASE("wrong dtypes") {
 
 TEST_CASE("dims and indices out of range") {
   Tensor x = ones({2, 3});
-  CHECK_ERROR(softmax(x, 2), "[softmax]", "dim 2", "2 dimensions");
-  CHECK_ERROR(log_softmax(x, -3), "[log_softmax]", "dim -3");
   CHECK_ERROR(x.transpose(0, 2), "[transpose]", "dim 2", "2 dimensions");
   CHECK_ERROR(x.transpose(-3, 0), "[transpose]", "dim -3");
   CHECK_ERROR(x.select(0, 2), "[select]", "index 2", "dim 0", "size 2");
@@ -370,7 +358,6 @@ TEST_CASE("undefined tensors") {
   CHECK_ERROR(u.view({2}), "[view]", "undefined");
   CHECK_ERROR(u.t(), "undefined");
   CHECK_ERROR(cat({ones({2}), u}), "[cat]", "undefined");
-  CHECK_ERROR(softmax(u, 0), "[softmax]", "undefined");
   CHECK_ERROR(embedding(ones({3, 2}), u), "[embedding]", "undefined");
   CHECK_ERROR(cross_entropy(ones({2, 3}), u), "[cross_entropy]", "undefined");
   Tensor a = ones({2});

@@ -595,44 +595,6 @@ TEST_CASE("gradcheck: std and norm") {
 
 // ------------------------------------------------------------------ fused nn
 
-TEST_CASE("gradcheck: softmax and log_softmax") {
-  run_table({
-      {"softmax dim 0", [](V x) { return softmax(x[0], 0); }, {R({2, 3, 4})}},
-      {"softmax dim 1", [](V x) { return softmax(x[0], 1); }, {R({2, 3, 4})}},
-      {"softmax dim -1", [](V x) { return softmax(x[0], -1); }, {R({2, 3, 4})}},
-      {"softmax 1-D", [](V x) { return softmax(x[0], 0); }, {R({5})}},
-      {"softmax transposed", [](V x) { return softmax(x[0], 1); }, {T({3, 4})}},
-      {"softmax permuted dim 1", [](V x) { return x[0].softmax(1); }, {Pm({2, 3, 4})}},
-      {"softmax weighted sum", [](V x) { return softmax(x[0], -1).mul(x[1]).sum({-1}); }, {R({3, 4}), R({3, 4})}},
-      {"log_softmax dim 0", [](V x) { return log_softmax(x[0], 0); }, {R({2, 3, 4})}},
-      {"log_softmax dim 1", [](V x) { return log_softmax(x[0], 1); }, {R({2, 3, 4})}},
-      {"log_softmax dim -1", [](V x) { return log_softmax(x[0], -1); }, {R({2, 3, 4})}},
-      {"log_softmax stepped", [](V x) { return log_softmax(x[0], -1); }, {S({3, 4})}},
-      {"log_softmax large values", [](V x) { return log_softmax(x[0] * 50.0, 1); }, {R({2, 3})}},
-  });
-}
-
-TEST_CASE("gradcheck: layer_norm") {
-  run_table({
-      {"layer_norm last dim, no affine", [](V x) { return layer_norm(x[0], {4}); }, {R({3, 4})}},
-      {"layer_norm last dim, weight", [](V x) { return layer_norm(x[0], {4}, x[1]); }, {R({3, 4}), R({4})}},
-      {"layer_norm last dim, bias", [](V x) { return layer_norm(x[0], {4}, Tensor(), x[1]); }, {R({3, 4}), R({4})}},
-      {"layer_norm last dim, weight and bias", [](V x) { return layer_norm(x[0], {4}, x[1], x[2]); },
-       {R({2, 3, 4}), R({4}), R({4})}},
-      {"layer_norm two dims, no affine", [](V x) { return layer_norm(x[0], {3, 4}); }, {R({2, 3, 4})}},
-      {"layer_norm two dims, weight and bias", [](V x) { return layer_norm(x[0], {3, 2}, x[1], x[2]); },
-       {R({2, 3, 2}), R({3, 2}), R({3, 2})}},
-      {"layer_norm two dims, weight only", [](V x) { return layer_norm(x[0], {2, 3}, x[1]); },
-       {R({2, 2, 3}), R({2, 3})}},
-      {"layer_norm big eps", [](V x) { return layer_norm(x[0], {4}, x[1], x[2], 0.5); }, {R({3, 4}), R({4}), R({4})}},
-      {"layer_norm transposed input", [](V x) { return layer_norm(x[0], {4}, x[1], x[2]); },
-       {T({3, 4}), R({4}), R({4})}},
-      {"layer_norm permuted input, stepped weight", [](V x) { return layer_norm(x[0], {3, 2}, x[1], x[2]); },
-       {Pm({2, 3, 2}), S({3, 2}), T({3, 2})}},
-      {"layer_norm 1-D", [](V x) { return layer_norm(x[0], {5}, x[1], x[2]); }, {R({5}), R({5}), R({5})}},
-  });
-}
-
 TEST_CASE("gradcheck: add_layer_norm and add_layer_norm_with_sum") {
   run_table({
       {"add_layer_norm, no affine", [](V x) { return add_layer_norm(x[0], x[1], {4}); }, {R({3, 4}), R({3, 4})}},

@@ -1,5 +1,7 @@
-// Rows of the normalizations and the rotary embedding (tests/fixtures/llama_ops.txt,
-// written by make_llama_ops_fixtures.py); then rotary_tables and nn::RMSNorm.
+// Rows of the normalizations and the rotary embedding: layer_norm against PyTorch
+// (ops_forward.txt, made by make_op_fixtures.py; bf16.txt), rms_norm and the rotary
+// embedding (llama_ops.txt, written by make_llama_ops_fixtures.py), generated inputs for
+// gradcheck and the CUDA backend; then rotary_tables and nn::RMSNorm.
 #include "op_table/op_test.h"
 
 namespace kiln::optable {
@@ -133,11 +135,96 @@ std::vector<OpTest> rotary_tables_rows() {
   return rows;
 }
 
+std::vector<OpTest> layer_norm_rows() {
+  // (2, 3, 6). y = xhat * w + b: where the two terms cancel, y carries a few ulps of |b|
+  // (both torch's and Kiln's float32 results lie ~1 ulp of |b| from the exact value), so
+  // the absolute floor scales with the bias.
+  auto with_bias = [](OpTest t, const std::string& b) {
+    auto scale = [&](const std::string& tag) {
+      return amax(abs(fixture("ops_forward.txt", "ln." + tag + "." + b))).item();
+    };
+    t.tol64 = {kTol64.rtol, kTol64.atol + kTol64.rtol * scale("f64")};
+    t.tol32 = {kTol32.rtol, kTol32.atol + kTol32.rtol * scale("f32")};
+    return t;
+  };
+  auto fwd = [](const std::string& sample, std::function<Tensor(V)> fn, std::vector<std::string> in,
+                const std::string& out) {
+    return OpTest{.op = "layer_norm",
+                  .sample = sample,
+                  .fn = std::move(fn),
+                  .inputs = std::move(in),
+                  .expected = "ln.{t}." + out,
+                  .file = "ops_forward.txt"};
+  };
+  auto made = [](const std::string& sample, std::function<Tensor(V)> fn, std::vector<In> in) {
+    return OpTest{.op = "layer_norm", .sample = sample, .fn = std::move(fn), .made = std::move(in)};
+  };
+  std::vector<OpTest> rows = {
+      fwd("(2, 3, 6) plain", [](V x) { return layer_norm(x[0], {6}); }, {"ln.{t}.x"}, "plain"),
+      with_bias(fwd("(2, 3, 6) affine", [](V x) { return layer_norm(x[0], {6}, x[1], x[2]); },
+                    {"ln.{t}.x", "ln.{t}.w", "ln.{t}.b"}, "affine"),
+                "b"),
+      fwd("(2, 3, 6) weight only", [](V x) { return layer_norm(x[0], {6}, x[1]); }, {"ln.{t}.x", "ln.{t}.w"},
+          "weight_only"),
+      with_bias(fwd("(2, 3, 6) two dims", [](V x) { return layer_norm(x[0], {3, 6}, x[1], x[2]); },
+                    {"ln.{t}.x", "ln.{t}.w2", "ln.{t}.b2"}, "two_dims"),
+                "b2"),
+      fwd("(2, 3, 6) eps 0.5", [](V x) { return layer_norm(x[0], {6}, Tensor(), Tensor(), 0.5); }, {"ln.{t}.x"},
+          "eps"),
+      made("last dim, no affine", [](V x) { return layer_norm(x[0], {4}); }, {R({3, 4})}),
+      made("last dim, weight", [](V x) { return layer_norm(x[0], {4}, x[1]); }, {R({3, 4}), R({4})}),
+      made("last dim, bias", [](V x) { return layer_norm(x[0], {4}, Tensor(), x[1]); }, {R({3, 4}), R({4})}),
+      made("last dim, weight and bias", [](V x) { return layer_norm(x[0], {4}, x[1], x[2]); },
+           {R({2, 3, 4}), R({4}), R({4})}),
+      made("two dims, no affine", [](V x) { return layer_norm(x[0], {3, 4}); }, {R({2, 3, 4})}),
+      made("two dims, weight and bias", [](V x) { return layer_norm(x[0], {3, 2}, x[1], x[2]); },
+           {R({2, 3, 2}), R({3, 2}), R({3, 2})}),
+      made("two dims, weight only", [](V x) { return layer_norm(x[0], {2, 3}, x[1]); }, {R({2, 2, 3}), R({2, 3})}),
+      made("big eps", [](V x) { return layer_norm(x[0], {4}, x[1], x[2], 0.5); }, {R({3, 4}), R({4}), R({4})}),
+      made("transposed input", [](V x) { return layer_norm(x[0], {4}, x[1], x[2]); }, {T({3, 4}), R({4}), R({4})}),
+      made("permuted input, stepped weight", [](V x) { return layer_norm(x[0], {3, 2}, x[1], x[2]); },
+           {Pm({2, 3, 2}), S({3, 2}), T({3, 2})}),
+      made("1-D", [](V x) { return layer_norm(x[0], {5}, x[1], x[2]); }, {R({5}), R({5}), R({5})}),
+      made("(2, 3, 16) weight and bias", [](V x) { return layer_norm(x[0], {16}, x[1], x[2]); },
+           {R({2, 3, 16}), R({16}), R({16})}),
+      made("weight only, 700 wide", [](V x) { return layer_norm(x[0], {700}, x[1]); }, {R({5, 700}), R({700})}),
+      made("bias only, permuted", [](V x) { return layer_norm(x[0], {3, 2}, Tensor(), x[1]); },
+           {Pm({2, 3, 2}), S({3, 2})}),
+  };
+  // bfloat16: the same float32 math as torch up to the order of the sums, within 1 ulp.
+  for (const bool affine : {true, false})
+    rows.push_back({.op = "layer_norm",
+                    .sample = affine ? "bfloat16 affine" : "bfloat16 plain",
+                    .fn = [affine](V x) { return affine ? layer_norm(x[0], {48}, x[1], x[2]) : layer_norm(x[0], {48}); },
+                    .tags = {"bf16"},
+                    .gradcheck = false,  // a bfloat16 sample: see the generated rows
+                    .zero_size = false,
+                    .cuda = false,
+                    .bf16_inputs = affine ? std::vector<std::string>{"ln.x", "ln.w", "ln.b"} : std::vector<std::string>{"ln.x"},
+                    .bf16_expected = affine ? "ln.y" : "ln.y_plain",
+                    .bf16_ulps = 1});
+  const Tensor x23 = ones({2, 3}), bf = ones({2, 3}, kBFloat16);
+  rows[0].errors = {
+      {"normalized_shape not at the end", [x23] { layer_norm(x23, {4}); }, {"[layer_norm]", "(2, 3)", "(4,)"}},
+      {"more dims than the input", [x23] { layer_norm(x23, {2, 3, 4}); }, {"[layer_norm]", "(2, 3, 4)", "(2, 3)"}},
+      {"weight of the wrong shape", [x23] { layer_norm(x23, {3}, ones({4})); },
+       {"[layer_norm]", "weight", "(4,)", "(3,)"}},
+      {"bias of the wrong shape", [x23] { layer_norm(x23, {3}, ones({3}), ones({2, 3})); },
+       {"[layer_norm]", "bias", "(2, 3)", "(3,)"}},
+      {"weight of another dtype", [x23] { layer_norm(x23, {3}, ones({3}, kFloat64)); },
+       {"[layer_norm]", "float64", "float32"}},
+      {"a float32 weight for bfloat16", [bf] { layer_norm(bf, {3}, ones({3})); },
+       {"[layer_norm]", "bfloat16", "float32"}},
+      {"int64", [] { layer_norm(ones({2, 3}, kInt64), {3}); }, {"[layer_norm]", "int64"}},
+  };
+  return rows;
+}
+
 }  // namespace
 
 std::vector<OpTest> normalization_rows() {
   std::vector<OpTest> rows = rms_norm_rows();
-  for (auto* more : {&rotary_rows, &rotary_tables_rows})
+  for (auto* more : {&rotary_rows, &rotary_tables_rows, &layer_norm_rows})
     for (OpTest& t : (*more)()) rows.push_back(std::move(t));
   return rows;
 }

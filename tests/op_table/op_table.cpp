@@ -77,10 +77,6 @@ const std::map<std::string, std::string> kNotYetMigrated = {
     {"topk", "test_index_ops.cpp"},
     {"multinomial", "test_index_ops.cpp"},
     {"one_hot", "test_index_ops.cpp"},
-    {"softmax", "test_ops_forward.cpp"},
-    {"log_softmax", "test_ops_forward.cpp"},
-    {"safe_softmax", "test_gradcheck.cpp"},
-    {"layer_norm", "test_ops_forward.cpp"},
     {"add_layer_norm", "test_fusions.cpp"},
     {"add_layer_norm_with_sum", "test_fusions.cpp"},
     {"dropout", "test_ops_forward.cpp"},
@@ -118,6 +114,7 @@ const std::vector<std::pair<std::string, std::vector<OpTest> (*)()>>& families()
       {"pointwise", pointwise_rows},
       {"binary", binary_rows},
       {"reductions", reduction_rows},
+      {"softmax", softmax_rows},
   };
   return f;
 }
@@ -128,6 +125,7 @@ TEST_CASE("op table: normalization") { run_table(normalization_rows()); }
 TEST_CASE("op table: pointwise") { run_table(pointwise_rows()); }
 TEST_CASE("op table: binary") { run_table(binary_rows()); }
 TEST_CASE("op table: reductions") { run_table(reduction_rows()); }
+TEST_CASE("op table: softmax") { run_table(softmax_rows()); }
 
 TEST_CASE("op table: every op record has a row, or is listed as not yet migrated") {
   std::set<std::string> with_rows;

@@ -108,5 +108,6 @@ std::vector<OpTest> normalization_rows();
 std::vector<OpTest> pointwise_rows();
 std::vector<OpTest> binary_rows();
 std::vector<OpTest> reduction_rows();
+std::vector<OpTest> softmax_rows();
 
 }  // namespace kiln::optable
