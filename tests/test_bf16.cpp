@@ -267,7 +267,7 @@ TEST_CASE("bf16: reductions accumulate in float32 and round once (within 1 ulp o
   CHECK(sum(ones_row).dtype() == kBFloat16);
 }
 
-TEST_CASE("bf16: log_softmax over the last dim, matmul and linear within 1 ulp of torch") {
+TEST_CASE("bf16: log_softmax over the last dim within 2^-6 of torch") {
   // The same float32 math as torch up to the order of the sums (see above).
   const Tensor s = fx("sm.x");
   // Over the last dim torch keeps each row's Σ exp and its log in bfloat16 buffers, so
@@ -275,12 +275,6 @@ TEST_CASE("bf16: log_softmax over the last dim, matmul and linear within 1 ulp o
   // for these rows, log Σ < 4), where Kiln keeps them in float32: one ulp (2^-7
   // relative) plus that, which is several ulps of the results near 0.
   testing::check_matches("sm.log_softmax1", log_softmax(s, 1), fx("sm.log_softmax1"), {0x1p-7, 0x1p-6});
-  const Tensor ma = fx("mm.a"), mb = fx("mm.b");
-  check_1ulp("mm.ab", matmul(ma, mb));
-  check_1ulp("mm.cb", matmul(fx("mm.c"), mb));
-  check_1ulp("mm.bt", matmul(mb.t(), ma.t()));
-  check_1ulp("mm.linear", linear(ma, mb.t(), fx("mm.lin_b")));
-  CHECK(matmul(ma, mb).dtype() == kBFloat16);
 }
 
 TEST_CASE("bf16: cat, transpose, slicing, indexing, gather, sort and cumsum match torch") {
@@ -648,8 +642,6 @@ TEST_CASE("bf16: ops refuse what they cannot do, naming bfloat16") {
   CHECK_ERROR_STARTS("[embedding]", embedding(ones({4, 2}, kBFloat16), idx), "int64", "bfloat16");
   CHECK_ERROR_STARTS("[gather]", gather(x, 1, ones({2, 1}, kBFloat16)), "bfloat16");
   CHECK_ERROR_STARTS("[one_hot]", one_hot(idx), "bfloat16");
-  CHECK_ERROR_STARTS("[matmul]", matmul(x, ones({3, 2})), "bfloat16", "float32");
-  CHECK_ERROR_STARTS("[linear]", linear(x, ones({4, 3})), "bfloat16", "float32");
   CHECK_ERROR_STARTS("[cross_entropy]", cross_entropy(x, idx), "int64", "bfloat16");
   CHECK_ERROR_STARTS("[gradcheck]",
                      gradcheck([](const std::vector<Tensor>& v) { return sum(v[0]); },

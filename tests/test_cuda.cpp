@@ -759,8 +759,6 @@ TEST_SUITE("gpu") {
     });
   }
 
-  TEST_CASE("matmul in every layout, forward and backward") { run_table(matmul_cases()); }
-
   TEST_CASE("cuBLAS (preferred_blas_library Cublas): every matmul layout, linear's bias broadcast first") {
     PreferredBlas plain(cuda::BlasLibrary::Cublas);
     std::vector<Case> cases = matmul_cases();

@@ -85,25 +85,6 @@ TEST_CASE("column sums of a tall matrix (a bias gradient) are exact to float and
   }
 }
 
-// ---------------------------------------------------------------- matmul
-TEST_CASE("matmul covers every torch.matmul shape case") {
-  for (const char* k : {"vv", "mv", "vm", "mm", "bm", "mb", "vb", "bv", "bb", "bcast", "bcast1"}) {
-    for (const auto& tag : kTags) {
-      const std::string p = std::string("mm.") + k + "." + tag + ".";
-      check_fx(matmul(fx(p + "a"), fx(p + "b")), p + "out");
-    }
-  }
-  for (const auto& tag : kTags) {
-    // Transposed (non-contiguous) operands: a (4, 3) and b (5, 4) used as a^T @ b^T.
-    const std::string p = "mm.t." + tag + ".";
-    Tensor a = fx(p + "a"), b = fx(p + "b");
-    check_fx(matmul(a.t(), b.t()), p + "out");
-    check_fx(mm(a.t(), b.t()), p + "out");
-    check_fx(a.t().matmul(b.t()), p + "out");
-    check_fx(bmm(fx("mm.bb." + tag + ".a"), fx("mm.bb." + tag + ".b")), "mm.bb." + tag + ".out");
-  }
-}
-
 // ---------------------------------------------------------------- fused nn ops
 TEST_CASE("scaled_dot_product_attention matches torch's formula, forward and backward") {
   for (const auto& tag : kTags) {

@@ -31,10 +31,6 @@ const std::map<std::string, std::string> kNotYetMigrated = {
     {"randint", "test_index_ops.cpp"},
     {"bernoulli", "test_ops_forward.cpp"},
     {"sum_to", "test_gradcheck.cpp"},
-    {"matmul", "test_ops_forward.cpp"},
-    {"mm", "test_ops_forward.cpp"},
-    {"bmm", "test_ops_forward.cpp"},
-    {"linear", "test_gradcheck.cpp"},
     {"view", "test_gradcheck.cpp"},
     {"reshape", "test_ops_forward.cpp"},
     {"flatten", "test_gradcheck.cpp"},
@@ -115,6 +111,7 @@ const std::vector<std::pair<std::string, std::vector<OpTest> (*)()>>& families()
       {"binary", binary_rows},
       {"reductions", reduction_rows},
       {"softmax", softmax_rows},
+      {"matmul", matmul_rows},
   };
   return f;
 }
@@ -126,6 +123,7 @@ TEST_CASE("op table: pointwise") { run_table(pointwise_rows()); }
 TEST_CASE("op table: binary") { run_table(binary_rows()); }
 TEST_CASE("op table: reductions") { run_table(reduction_rows()); }
 TEST_CASE("op table: softmax") { run_table(softmax_rows()); }
+TEST_CASE("op table: matmul") { run_table(matmul_rows()); }
 
 TEST_CASE("op table: every op record has a row, or is listed as not yet migrated") {
   std::set<std::string> with_rows;

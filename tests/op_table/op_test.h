@@ -109,5 +109,6 @@ std::vector<OpTest> pointwise_rows();
 std::vector<OpTest> binary_rows();
 std::vector<OpTest> reduction_rows();
 std::vector<OpTest> softmax_rows();
+std::vector<OpTest> matmul_rows();
 
 }  // namespace kiln::optable
