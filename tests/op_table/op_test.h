@@ -110,5 +110,6 @@ std::vector<OpTest> binary_rows();
 std::vector<OpTest> reduction_rows();
 std::vector<OpTest> softmax_rows();
 std::vector<OpTest> matmul_rows();
+std::vector<OpTest> loss_rows();
 
 }  // namespace kiln::optable
