@@ -214,6 +214,10 @@ std::vector<OpTest> made_rows() {
       made("weight, 1000 classes", [=](V x) { return cross_entropy(x[0], wide(x[0]), wide_w(x[0]), 3, 0.1, RD::Sum); },
            {R({6, 1000})}),
   };
+  // 1000 classes are for the CUDA kernels' tiling; gradcheck's dense Jacobian of 6000
+  // logits would take seconds for what the small rows check already.
+  for (OpTest& t : rows)
+    if (t.sample.find("1000 classes") != std::string::npos) t.gradcheck = false;
   return rows;
 }
 

@@ -187,7 +187,16 @@ std::vector<OpTest> layer_norm_rows() {
       made("1-D", [](V x) { return layer_norm(x[0], {5}, x[1], x[2]); }, {R({5}), R({5}), R({5})}),
       made("(2, 3, 16) weight and bias", [](V x) { return layer_norm(x[0], {16}, x[1], x[2]); },
            {R({2, 3, 16}), R({16}), R({16})}),
-      made("weight only, 700 wide", [](V x) { return layer_norm(x[0], {700}, x[1]); }, {R({5, 700}), R({700})}),
+      // 700 wide is for the CUDA kernels' tiling: the CUDA check only (gradcheck's dense
+      // Jacobian, 3500 x 4200, would take seconds for what the small rows check already).
+      [] {
+        OpTest t{.op = "layer_norm",
+                 .sample = "weight only, 700 wide",
+                 .fn = [](V x) { return layer_norm(x[0], {700}, x[1]); },
+                 .made = {R({5, 700}), R({700})},
+                 .gradcheck = false};
+        return t;
+      }(),
       made("bias only, permuted", [](V x) { return layer_norm(x[0], {3, 2}, Tensor(), x[1]); },
            {Pm({2, 3, 2}), S({3, 2})}),
   };
