@@ -1,4 +1,5 @@
-// The gradient-check table: every differentiable op of ops/ops.h, in float64, against
+// The gradient-check table: the differentiable ops not yet in the op table (tests/op_table,
+// which gradchecks each of its rows), in float64, against
 // central differences with gradcheck's default tolerances (eps 1e-6, atol 1e-5,
 // rtol 1e-3, never loosened here). Each row is a name, the function of the inputs and
 // the inputs' shapes and kinds; each runs as its own SUBCASE so a failure names the op.

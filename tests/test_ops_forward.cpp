@@ -1,4 +1,5 @@
-// Forward values of every op against PyTorch: tests/fixtures/ops_forward.txt holds the
+// Forward values against PyTorch of the ops not yet in the op table (tests/op_table, whose
+// rows read the same file): tests/fixtures/ops_forward.txt holds the
 // inputs and torch's outputs (made by tests/fixtures/make_op_fixtures.py, which says how
 // to regenerate it). Results must match in shape, dtype and value. Ops with nothing to
 // ask torch (factories, conversions) are checked against numbers worked out by hand.
