@@ -508,30 +508,6 @@ TEST_CASE("gradcheck: einsum") {
   });
 }
 
-TEST_CASE("gradcheck: std and norm") {
-  constexpr double inf = std::numeric_limits<double>::infinity();
-  run_table({
-      {"std all", [](V x) { return kiln::std(x[0]); }, {R({2, 3})}},
-      {"std dim 1", [](V x) { return kiln::std(x[0], {1}); }, {R({2, 3, 4})}},
-      {"std dims -1, -2 correction 0 keepdim", [](V x) { return kiln::std(x[0], {-1, -2}, 0, true); },
-       {R({2, 3, 4})}},
-      {"std dim 0 transposed", [](V x) { return kiln::std(x[0], {0}); }, {T({3, 4})}},
-      {"std correction 2 permuted (method)", [](V x) { return x[0].std({1, 2}, 2); }, {Pm({2, 3, 4})}},
-      {"norm 2 all", [](V x) { return norm(x[0]); }, {R({2, 3})}},
-      {"norm 2 dim -1 keepdim", [](V x) { return norm(x[0], 2.0, {-1}, true); }, {R({2, 3, 4})}},
-      {"norm 2 stepped (method)", [](V x) { return x[0].norm(2.0, {0}); }, {S({3, 4})}},
-      {"norm 1", [](V x) { return norm(x[0], 1.0, {1}); }, {Z({2, 3})}},
-      {"norm inf dim 1", [](V x) { return norm(x[0], inf, {1}); }, {D({2, 3, 4})}},
-      {"norm -inf dim 0 transposed", [](V x) { return norm(x[0], -inf, {0}); }, {T(D({3, 4}))}},
-      {"norm 0 (no gradient)", [](V x) { return norm(x[0], 0.0, {1}); }, {Z({2, 3})}},
-      {"norm 0.5", [](V x) { return norm(x[0], 0.5, {-1}); }, {Z({2, 3})}},
-      {"norm 3 dims 0, 2", [](V x) { return norm(x[0], 3.0, {0, 2}); }, {R({2, 3, 4})}},
-      {"norm -1", [](V x) { return norm(x[0], -1.0); }, {Z({2, 3})}},
-      {"norm 1.5 transposed", [](V x) { return norm(x[0], 1.5, {1}, true); }, {T(Z({3, 4}))}},
-      {"norm 4 permuted", [](V x) { return norm(x[0], 4.0, {-2}); }, {Pm({2, 3, 4})}},
-  });
-}
-
 // ------------------------------------------------------------------ fused nn
 
 TEST_CASE("gradcheck: add_layer_norm and add_layer_norm_with_sum") {

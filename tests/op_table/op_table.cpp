@@ -61,8 +61,6 @@ const std::map<std::string, std::string> kNotYetMigrated = {
     {"roll", "test_shape_ops.cpp"},
     {"outer", "test_shape_ops.cpp"},
     {"einsum", "test_shape_ops.cpp"},
-    {"std", "test_shape_ops.cpp"},
-    {"norm", "test_shape_ops.cpp"},
     {"gather", "test_index_ops.cpp"},
     {"scatter", "test_index_ops.cpp"},
     {"scatter_add", "test_index_ops.cpp"},
@@ -112,6 +110,7 @@ const std::vector<std::pair<std::string, std::vector<OpTest> (*)()>>& families()
       {"softmax", softmax_rows},
       {"matmul", matmul_rows},
       {"losses", loss_rows},
+      {"std and norm", norm_rows},
   };
   return f;
 }
@@ -125,6 +124,7 @@ TEST_CASE("op table: reductions") { run_table(reduction_rows()); }
 TEST_CASE("op table: softmax") { run_table(softmax_rows()); }
 TEST_CASE("op table: matmul") { run_table(matmul_rows()); }
 TEST_CASE("op table: losses") { run_table(loss_rows()); }
+TEST_CASE("op table: std and norm") { run_table(norm_rows()); }
 
 TEST_CASE("op table: every op record has a row, or is listed as not yet migrated") {
   std::set<std::string> with_rows;

@@ -78,7 +78,7 @@ struct OpTest {
   // Either fixture names with {t} for the dtype tag (f64, f32) ...
   std::vector<std::string> inputs = {};
   std::string expected = {};           // the output's fixture name
-  std::string upstream = {};           // g of sum(out * g); "1" for sum(out)
+  std::string upstream = {};           // g of sum(out * g): a fixture, or a number ("1": sum(out))
   std::vector<std::string> grads = {};  // d/d input of sum(out * g), one per input
   // ... or generated inputs (then there are no fixtures to compare with).
   std::vector<In> made = {};
@@ -111,5 +111,6 @@ std::vector<OpTest> reduction_rows();
 std::vector<OpTest> softmax_rows();
 std::vector<OpTest> matmul_rows();
 std::vector<OpTest> loss_rows();
+std::vector<OpTest> norm_rows();
 
 }  // namespace kiln::optable
