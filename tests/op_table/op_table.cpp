@@ -53,14 +53,6 @@ const std::map<std::string, std::string> kNotYetMigrated = {
     {"to_device", "test_gradcheck.cpp"},
     {"to", "test_ops_forward.cpp"},
     {"t", "test_ops_forward.cpp"},
-    {"triu", "test_shape_ops.cpp"},
-    {"tril", "test_shape_ops.cpp"},
-    {"repeat", "test_shape_ops.cpp"},
-    {"repeat_interleave", "test_shape_ops.cpp"},
-    {"flip", "test_shape_ops.cpp"},
-    {"roll", "test_shape_ops.cpp"},
-    {"outer", "test_shape_ops.cpp"},
-    {"einsum", "test_shape_ops.cpp"},
     {"gather", "test_index_ops.cpp"},
     {"scatter", "test_index_ops.cpp"},
     {"scatter_add", "test_index_ops.cpp"},
@@ -111,6 +103,7 @@ const std::vector<std::pair<std::string, std::vector<OpTest> (*)()>>& families()
       {"matmul", matmul_rows},
       {"losses", loss_rows},
       {"std and norm", norm_rows},
+      {"structure", structure_rows},
   };
   return f;
 }
@@ -125,6 +118,7 @@ TEST_CASE("op table: softmax") { run_table(softmax_rows()); }
 TEST_CASE("op table: matmul") { run_table(matmul_rows()); }
 TEST_CASE("op table: losses") { run_table(loss_rows()); }
 TEST_CASE("op table: std and norm") { run_table(norm_rows()); }
+TEST_CASE("op table: structure") { run_table(structure_rows()); }
 
 TEST_CASE("op table: every op record has a row, or is listed as not yet migrated") {
   std::set<std::string> with_rows;

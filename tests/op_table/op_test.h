@@ -112,5 +112,6 @@ std::vector<OpTest> softmax_rows();
 std::vector<OpTest> matmul_rows();
 std::vector<OpTest> loss_rows();
 std::vector<OpTest> norm_rows();
+std::vector<OpTest> structure_rows();
 
 }  // namespace kiln::optable
