@@ -25,23 +25,7 @@ TEST_CASE("every message starts with the op in brackets") {
 }
 
 TEST_CASE("shapes that don't fit") {
-  SUBCASE("cat and stack") {
-    CHECK_ERROR(cat({ones({2, 3}), ones({2, 4})}, 0), "[cat]", "(2, 3)", "(2, 4)");
-    CHECK_ERROR(cat({ones({2, 3}), ones({2})}, 0), "[cat]", "1 dimensions", "expected 2");
-    CHECK_ERROR(cat({}, 0), "[cat]", "non-empty");
-    CHECK_ERROR(cat({ones({2, 3}), ones({2, 3})}, 2), "[cat]", "dim 2", "2 dimensions");
-    CHECK_ERROR(stack({ones({2, 3}), ones({3, 2})}), "[stack]", "(2, 3)", "(3, 2)");
-  }
-  SUBCASE("expand") {
-    CHECK_ERROR(ones({2, 3}).expand({4, 5}), "[expand]", "(4, 5)", "(2, 3)");
-    CHECK_ERROR(ones({2, 3}).expand({3}), "[expand]", "(1)", "(2)");
-    CHECK_ERROR(ones({3}).expand({-1, 3}), "[expand]", "-1", "(-1, 3)");
-  }
-  SUBCASE("view and reshape with the wrong number of elements") {
-    CHECK_ERROR(ones({2, 3}).view({4, 4}), "[view]", "(4, 4)", "(2, 3)", "6 elements");
-    CHECK_ERROR(ones({2, 3}).reshape({4, -1}), "[reshape]", "(4, -1)", "(2, 3)");
-    CHECK_ERROR(ones({2, 3}).view({-1, -1}), "[view]", "(-1, -1)", "only one");
-    CHECK_ERROR(ones({2, 3}).view({-2, 3}), "[view]", "-2");
+  SUBCASE("a factory with a negative size") {
     CHECK_ERROR(zeros({2, -1}), "[empty]", "(2, -1)");
   }
   SUBCASE("backward with a gradient of the wrong shape") {
@@ -49,13 +33,7 @@ TEST_CASE("shapes that don't fit") {
     Tensor y = x * 2.0;
     CHECK_ERROR(y.backward(ones({3, 2})), "[backward]", "(3, 2)", "(2, 3)");
   }
-  SUBCASE("split, chunk, narrow, permute, in-place") {
-    CHECK_ERROR(split(ones({5}), std::vector<int64_t>{2, 2}), "[split]", "(2, 2)", "5");
-    CHECK_ERROR(ones({5}).chunk(0), "[chunk]", "0");
-    CHECK_ERROR(ones({5}).split(0), "[split]", "0");
-    CHECK_ERROR(ones({5}).narrow(0, 3, 3), "[narrow]", "3", "5");
-    CHECK_ERROR(ones({2, 3}).permute({0, 0}), "[permute]", "repeated");
-    CHECK_ERROR(ones({2, 3}).permute({0}), "[permute]", "1", "2");
+  SUBCASE("in-place") {
     Tensor a = ones({2, 3});
     CHECK_ERROR(a.add_(ones({4, 3})), "[add_]", "(2, 3)", "(4, 3)");
     CHECK_ERROR(a.add_(ones({2, 2, 3})), "[add_]", "(2, 3)", "(2, 2, 3)");
@@ -93,17 +71,6 @@ TEST_CASE("wrong dtypes") {
 
 TEST_CASE("dims and indices out of range") {
   Tensor x = ones({2, 3});
-  CHECK_ERROR(x.transpose(0, 2), "[transpose]", "dim 2", "2 dimensions");
-  CHECK_ERROR(x.transpose(-3, 0), "[transpose]", "dim -3");
-  CHECK_ERROR(x.select(0, 2), "[select]", "index 2", "dim 0", "size 2");
-  CHECK_ERROR(x.select(1, -4), "[select]", "index -4", "dim 1", "size 3");
-  CHECK_ERROR(x.select(2, 0), "[select]", "dim 2");
-  CHECK_ERROR(scalar_tensor(1.0).select(0, 0), "[select]", "0-d");
-  CHECK_ERROR(x.unsqueeze(3), "[unsqueeze]", "dim 3", "3 dimensions");
-  CHECK_ERROR(x.squeeze(2), "[squeeze]", "dim 2");
-  CHECK_ERROR(x.slice(2, 0, 1), "[slice]", "dim 2");
-  CHECK_ERROR(x.slice(0, 0, 1, 0), "[slice]", "step", "0");
-  CHECK_ERROR(x.flatten(1, 0), "[flatten]", "start_dim 1", "end_dim 0");
   CHECK_ERROR(x.size(2), "[size]", "dim 2");
   CHECK_ERROR(x.at({2, 0}), "[at]", "index 2", "size 2");
   CHECK_ERROR(x.at({0}), "[at]", "expected 2 indices", "(2, 3)");
@@ -114,10 +81,6 @@ TEST_CASE("0-d tensors have no dim to index, but reductions over dim 0 / -1 are 
   Tensor s = scalar_tensor(2.5);
   CHECK_ERROR(s.size(0), "[size]", "no dimensions");
   CHECK_ERROR(s.stride(-1), "[stride]", "no dimensions");
-  CHECK_ERROR(s.narrow(0, 0, 1), "[narrow]", "0-d");
-  CHECK_ERROR(s.split(1), "[split]", "0-d");
-  CHECK_ERROR(split(s, std::vector<int64_t>{1}), "[split]", "0-d");
-  CHECK_ERROR(s.chunk(1), "[chunk]", "0-d");
   // As PyTorch: reducing a 0-d tensor over dim 0 or -1 gives it back.
   CHECK(s.sum({0}).item() == 2.5);
   CHECK(s.sum({0}).dim() == 0);
@@ -131,10 +94,6 @@ TEST_CASE("0-d tensors have no dim to index, but reductions over dim 0 / -1 are 
 }
 
 TEST_CASE("sizes that overflow or are negative") {
-  CHECK_ERROR(ones({1}).expand({-2}), "[expand]", "-2");
-  CHECK_ERROR(ones({1, 3}).expand({-5, 3}), "[expand]", "-5");
-  CHECK_ERROR(ones({5}).narrow(0, 2, INT64_MAX), "[narrow]", "exceeds", "5");
-  CHECK_ERROR(ones({3}).select(0, INT64_MIN), "[select]", "out of range");
   CHECK_ERROR(Device("cuda:99999999999"), "[device]", "'cuda:99999999999'");
 }
 
@@ -149,11 +108,9 @@ TEST_CASE("embedding index out of range") {
   CHECK_ERROR(embedding(wg, from_vector<int64_t>({7}, {1})), "[embedding]", "index 7");
 }
 
-TEST_CASE("view of a non-contiguous tensor that needs a copy") {
+TEST_CASE("reshape of a non-contiguous tensor copies; a view that keeps the layout is fine") {
+  // (view's refusal is an error case of the op table's view rows)
   Tensor x = arange(0, 6, 1, kFloat32).reshape({2, 3});
-  CHECK_ERROR(x.t().view({6}), "[view]", "(6,)", "(3, 2)", "(1, 3)", "reshape");
-  CHECK_ERROR(x.t().view({-1}), "[view]", "(6,)", "(3, 2)");
-  // reshape copies instead, and a view that keeps the layout is fine.
   CHECK(x.t().reshape({6}).to_vector<float>() == std::vector<float>{0, 3, 1, 4, 2, 5});
   CHECK(error_of([&] { x.t().view({3, 2}); }).empty());
 }
@@ -309,9 +266,7 @@ TEST_CASE("undefined tensors") {
   CHECK_ERROR(u.grad(), "[tensor]", "undefined");
   CHECK_ERROR(u.detach(), "[tensor]", "undefined");
   CHECK_ERROR(u.to_vector<float>(), "undefined");
-  CHECK_ERROR(u.view({2}), "[view]", "undefined");
   CHECK_ERROR(u.t(), "undefined");
-  CHECK_ERROR(cat({ones({2}), u}), "[cat]", "undefined");
   CHECK_ERROR(embedding(ones({3, 2}), u), "[embedding]", "undefined");
   Tensor a = ones({2});
   CHECK_ERROR(a.copy_(u), "[copy_]", "undefined");
@@ -457,18 +412,6 @@ TEST_CASE("memory that cannot be had is an OutOfMemoryError naming op, shape and
     register_allocator(DeviceType::CUDA, nullptr);
     CHECK(msg.rfind("[empty] cannot allocate a tensor of shape (2, 3) and dtype float64: 48 bytes", 0) == 0);
     CHECK(msg.find("cuda:0") != std::string::npos);
-  }
-}
-
-TEST_CASE("messages name the op that was called and every shape it got") {
-  SUBCASE("expand") {
-    CHECK_ERROR_STARTS("[expand]", ones({2, 3}).expand({3}), "(3,)", "(2, 3)");
-    CHECK_ERROR_STARTS("[expand]", ones({2, 3}).expand({-1, 2, 3}), "(-1, 2, 3)", "(2, 3)");
-    CHECK_ERROR_STARTS("[expand]", ones({1, 3}).expand({-2, 3}), "(-2, 3)", "(1, 3)");
-  }
-  SUBCASE("cat") {
-    CHECK_ERROR_STARTS("[cat]", cat({ones({2, 3}), ones({2})}), "(2, 3)", "(2,)");
-    CHECK_ERROR_STARTS("[cat]", cat({ones({})}), "()");
   }
 }
 

@@ -230,36 +230,10 @@ TEST_CASE("embedding picks rows") {
 }
 
 // ---------------------------------------------------------------- shape ops
-TEST_CASE("cat/stack/split/chunk and transposed copies") {
-  for (const auto& tag : kTags) {
-    const std::string p = "shp." + tag + ".";
-    Tensor a = fx(p + "a"), b = fx(p + "b"), c = fx(p + "c"), s = fx(p + "s"), t = fx(p + "t");
-    check_fx(cat({a, b}, 1), p + "cat1");
-    check_fx(cat({a, c, a}, 0), p + "cat0");
-    check_fx(cat({a, b, a}, -1), p + "catm1");
-    for (int64_t d : {0, 1, 2}) check_fx(stack({a, a * 2.0, a * 3.0}, d), p + "stack" + std::to_string(d));
-
-    auto check_parts = [&](const std::vector<Tensor>& parts, const std::string& name, size_t n) {
-      REQUIRE_MESSAGE(parts.size() == n, name << ": " << parts.size() << " parts, torch gives " << n);
-      for (size_t i = 0; i < n; ++i) check_fx(parts[i], p + name + "." + std::to_string(i));
-    };
-    check_parts(split(s, 2, 0), "split2", 3);  // (5, 4) -> 2, 2, 1 rows
-    check_parts(split(s, std::vector<int64_t>{1, 3}, 1), "splitsz", 2);
-    check_parts(chunk(s, 3, 1), "chunk3", 2);  // 4 columns in chunks of 2: only 2 chunks
-    check_parts(chunk(s, 2, 0), "chunk2", 2);
-    check_parts(s.split(2, 0), "split2", 3);
-
-    Tensor tr = t.transpose(0, 2);
-    CHECK_FALSE(tr.is_contiguous());
-    Tensor trc = tr.contiguous();
-    CHECK(trc.is_contiguous());
-    check_fx(trc, p + "tr02");
-    check_fx(t.transpose(1, 2).contiguous(), p + "tr12");
-    check_fx(transpose(t, 1, 2).clone(), p + "tr12");
-    check_fx(permute(t, {2, 0, 1}).contiguous(), p + "perm");
-    check_fx(tr + sum(tr, {0}, true), p + "tr_add");
-    check_fx(sum(t.transpose(1, 2), {1}), p + "tr_sum");
-  }
+TEST_CASE("transpose gives a view, contiguous a copy (their values are rows of tests/op_table)") {
+  const Tensor tr = fx("shp.f64.t").transpose(0, 2);
+  CHECK_FALSE(tr.is_contiguous());
+  CHECK(tr.contiguous().is_contiguous());
 }
 
 // ---------------------------------------------------------------- by hand

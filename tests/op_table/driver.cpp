@@ -150,6 +150,7 @@ void check_gradcheck(const OpTest& t) {
   GradcheckOptions opts;
   opts.raise_exception = false;
   for (const auto* in : {&leaves, &strided}) {
+    if (in == &strided && !t.strided) continue;
     const GradcheckResult r = gradcheck_result(t.fn, *in, opts);
     CHECK_MESSAGE(r.ok, name_of(t), std::string(in == &leaves ? "" : " (non-contiguous)"), ": ", r.message);
   }

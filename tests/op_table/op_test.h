@@ -86,7 +86,8 @@ struct OpTest {
   std::vector<std::string> tags = {"f64", "f32"};       // the dtypes the fixtures hold
   std::vector<std::string> grad_tags = {"f64", "f32"};  // those with gradient fixtures
   Tol tol64 = kTol64, tol32 = kTol32;
-  bool gradcheck = true;  // float64 gradcheck, contiguous and non-contiguous
+  bool gradcheck = true;  // float64 gradcheck on the inputs ...
+  bool strided = true;    // ... and on non-contiguous copies of them
   bool zero_size = true;  // a zero-size first input gives an empty output
   bool cuda = true;       // the CUDA backend against the CPU's (forward and backward)
   double bf16_rtol = 0;   // bfloat16 against float32: |d| <= rtol * max|out| (0: none)
@@ -113,5 +114,6 @@ std::vector<OpTest> matmul_rows();
 std::vector<OpTest> loss_rows();
 std::vector<OpTest> norm_rows();
 std::vector<OpTest> structure_rows();
+std::vector<OpTest> shape_rows();
 
 }  // namespace kiln::optable
