@@ -857,26 +857,9 @@ TEST_SUITE("gpu") {
     check_same("index_add_ in place", y, from_vector<float>({0, 0, 2, 0, 0, 2}, {2, 3}));
   }
 
-  TEST_CASE("fused nn ops, forward and backward") {
+  TEST_CASE("losses, linear_cross_entropy and dropout, forward and backward") {
     using RD = Reduction;
     run_table({
-        {"add_layer_norm", [](V x, Device) { return add_layer_norm(x[0], x[1], {16}, x[2], x[3]); },
-         {R({2, 3, 16}), R({2, 3, 16}), R({16}), R({16})}},
-        {"add_layer_norm wide, strided residual", [](V x, Device) { return add_layer_norm(x[0], x[1], {700}, x[2]); },
-         {R({5, 700}), S({5, 700}), R({700})}},
-        {"add_layer_norm_with_sum", [](V x, Device) {
-           SumAndNorm r = add_layer_norm_with_sum(x[0], x[1], {3, 4}, Tensor(), x[2]);
-           return cat({r.sum.reshape({-1}) * 0.5, r.norm.reshape({-1})}, 0);
-         }, {R({2, 3, 4}), R({2, 3, 4}), R({3, 4})}},
-        {"embedding", [](V x, Device d) { return embedding(x[0], ids({0, 2, 4, 2, 1, 0}, {2, 3}, d)); },
-         {R({5, 3})}},
-        {"embedding padding_idx", [](V x, Device d) { return embedding(x[0], ids({0, 2, 4, 2, 1, 2}, {2, 3}, d), 2); },
-         {R({5, 3})}},
-        {"embedding many repeats", [](V x, Device d) {
-           std::vector<int64_t> v(400);
-           for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>((i * 7) % 5);
-           return embedding(x[0], ids(v, {20, 20}, d), -1);
-         }, {T({5, 8})}},
         {"nll_loss", [](V x, Device d) { return nn::nll_loss(log_softmax(x[0], 1), ids({2, 0, 1}, {3}, d)); },
          {R({3, 4})}},
         {"linear_cross_entropy chunks of 2, ignore, smoothing", [](V x, Device d) {

@@ -220,15 +220,6 @@ TEST_CASE("relu_dropout: the backend's fused pass has the bits of relu then drop
   }
 }
 
-TEST_CASE("embedding picks rows") {
-  Tensor idx = fx("emb.idx");  // (2, 3) with repeats
-  for (const auto& tag : kTags) {
-    const std::string p = "emb." + tag + ".";
-    check_fx(embedding(fx(p + "w"), idx), p + "out");
-    check_fx(embedding(fx(p + "w"), idx, 3), p + "out");  // padding_idx changes no value
-  }
-}
-
 // ---------------------------------------------------------------- shape ops
 TEST_CASE("transpose gives a view, contiguous a copy (their values are rows of tests/op_table)") {
   const Tensor tr = fx("shp.f64.t").transpose(0, 2);

@@ -115,5 +115,6 @@ std::vector<OpTest> loss_rows();
 std::vector<OpTest> norm_rows();
 std::vector<OpTest> structure_rows();
 std::vector<OpTest> shape_rows();
+std::vector<OpTest> embedding_and_fused_rows();
 
 }  // namespace kiln::optable
