@@ -344,67 +344,6 @@ TEST_CASE("gradcheck: incoming gradient expanded or non-contiguous") {
 
 // ------------------------------------------------------------------ fused nn
 
-TEST_CASE("gradcheck: scaled_dot_product_attention") {
-  // Masks allow at least one key per query here (fully masked queries: the next test case).
-  const Tensor allowed = from_vector<bool>({1, 1, 0, 1, 0, 1, 0, 1, 1, 1, 0, 0, 1, 0, 1}, {3, 5});
-  const Tensor key_ok = from_vector<bool>({1, 1, 1, 0, 0, 1, 1, 1, 1, 0}, {2, 1, 1, 5});
-  const Tensor bias = from_vector<double>({0.3, -1.0, 0.0, 2.0, -0.5}, {5});
-  run_table({
-      {"sdpa 4-D", [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2]); },
-       {R({2, 2, 3, 4}), R({2, 2, 5, 4}), R({2, 2, 5, 3})}},
-      {"sdpa 3-D with bool mask",
-       [allowed](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], allowed); },
-       {R({2, 3, 4}), R({2, 5, 4}), R({2, 5, 2})}},
-      {"sdpa 2-D with float mask",
-       [bias](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], bias); },
-       {R({3, 4}), R({5, 4}), R({5, 3})}},
-      {"sdpa causal, scale 0.7",
-       [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), 0.0, true, 0.7); },
-       {R({1, 2, 4, 3}), R({1, 2, 4, 3}), R({1, 2, 4, 3})}},
-      {"sdpa heads inside rows (N, L, H, E) with key padding",
-       [key_ok](V x) {
-         return scaled_dot_product_attention(x[0].transpose(1, 2), x[1].transpose(1, 2), x[2].transpose(1, 2),
-                                             key_ok);
-       },
-       {R({2, 3, 2, 4}), R({2, 5, 2, 4}), R({2, 5, 2, 3})}},
-      {"sdpa transposed value", [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2].transpose(-2, -1)); },
-       {R({2, 3, 4}), R({2, 5, 4}), R({2, 3, 5})}},
-      {"sdpa dropout 0.3",
-       [key_ok](V x) {
-         Generator g(7);  // the same mask at every evaluation
-         return scaled_dot_product_attention(x[0], x[1], x[2], key_ok, 0.3, false, std::nullopt, &g);
-       },
-       {R({2, 2, 3, 4}), R({2, 2, 5, 4}), R({2, 2, 5, 3})}},
-      {"sdpa float mask with a gradient",
-       [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], x[3]); },
-       {R({2, 3, 4}), R({2, 5, 4}), R({2, 5, 2}), R({3, 5})}},
-      // q, k, v chunks of one projection (N, L, 3·H·E), heads inside the rows: the
-      // gradients are written into the projection's buffer (ops/attention.cpp).
-      {"sdpa q, k, v chunks of one projection, causal",
-       [](V x) {
-         std::vector<Tensor> qkv = chunk(matmul(x[0], x[1]), 3, -1);  // (2, 4, 6) each
-         auto heads = [](const Tensor& t) { return t.reshape({2, 4, 2, 3}).transpose(1, 2); };
-         return scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), Tensor(), 0.0, true);
-       },
-       {R({2, 4, 5}), R({5, 18})}},
-      {"sdpa k, v chunks of one projection, dropout 0.2",
-       [key_ok](V x) {
-         Generator g(3);
-         std::vector<Tensor> kv = chunk(matmul(x[1], x[2]), 2, -1);  // (2, 5, 8) each
-         auto heads = [](const Tensor& t, int64_t L) { return t.reshape({2, L, 2, 4}).transpose(1, 2); };
-         return scaled_dot_product_attention(heads(x[0], 3), heads(kv[0], 5), heads(kv[1], 5), key_ok, 0.2, false,
-                                             std::nullopt, &g);
-       },
-       {R({2, 3, 8}), R({2, 5, 6}), R({6, 16})}},
-      {"sdpa q, k, v chunks, one of them used again",
-       [](V x) {
-         std::vector<Tensor> qkv = chunk(x[0], 3, -1);  // (3, 4) each of a leaf
-         return add(scaled_dot_product_attention(qkv[0], qkv[1], qkv[2]), mul(qkv[1], qkv[2]));
-       },
-       {R({3, 12})}},
-  });
-}
-
 TEST_CASE("scaled_dot_product_attention writes q, k, v's gradients into the projection they are chunks of") {
   // The node's inputs: the projection itself where q, k, v (or k, v) tile it, else q, k, v.
   manual_seed(5);
@@ -457,70 +396,7 @@ TEST_CASE("scaled_dot_product_attention writes q, k, v's gradients into the proj
 }
 
 // ---- attention: a query that may attend to nothing gives zeros and zero gradients
-TEST_CASE("gradcheck: scaled_dot_product_attention with a fully masked query") {
-  // Row 1 of 3 may attend to no key (torch's bool convention: true = may attend).
-  const Tensor allowed = from_vector<bool>({1, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 1}, {3, 5});
-  // The same row made -inf in an additive mask, on top of a mask that has a gradient.
-  const Tensor dead_row = from_vector<double>({0, 0, 0, 0, 0, -INFINITY, -INFINITY, -INFINITY, -INFINITY,
-                                               -INFINITY, 0, 0, 0, 0, 0}, {3, 5});
-  run_table({
-      {"sdpa fully masked query, bool mask",
-       [allowed](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], allowed); },
-       {R({2, 3, 4}), R({2, 5, 4}), R({2, 5, 2})}},
-      {"sdpa fully masked query, transposed query, heads",
-       [allowed](V x) { return scaled_dot_product_attention(x[0].transpose(-2, -1), x[1], x[2], allowed); },
-       {R({2, 2, 4, 3}), R({2, 2, 5, 4}), R({2, 2, 5, 3})}},
-      {"sdpa fully masked query, float mask with a gradient",
-       [dead_row](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], x[3] + dead_row); },
-       {R({2, 3, 4}), R({2, 5, 4}), R({2, 5, 2}), R({3, 5})}},
-      {"sdpa fully masked query, dropout 0.3",
-       [allowed](V x) {
-         Generator g(11);  // the same mask at every evaluation
-         return scaled_dot_product_attention(x[0], x[1], x[2], allowed, 0.3, false, std::nullopt, &g);
-       },
-       {R({2, 3, 4}), R({2, 5, 4}), R({2, 5, 2})}},
-  });
-}
 // ---- end of the fully masked query
-
-TEST_CASE("gradcheck: dropout") {
-  run_table({
-      {"dropout p 0.4",
-       [](V x) {
-         Generator g(123);  // the same mask at every evaluation
-         return dropout(x[0], 0.4, true, &g);
-       },
-       {R({3, 4})}},
-      {"dropout p 0.5 transposed",
-       [](V x) {
-         Generator g(123);
-         return dropout(x[0], 0.5, true, &g);
-       },
-       {T({3, 4})}},
-      {"dropout p 0.2 then mul",
-       [](V x) {
-         Generator g(123);
-         return dropout(x[0], 0.2, true, &g).mul(x[1]);
-       },
-       {R({2, 3}), R({2, 3})}},
-      {"relu_dropout p 0.3",
-       [](V x) {
-         Generator g(123);
-         return relu_dropout(x[0], 0.3, true, &g);
-       },
-       {Z({3, 4})}},
-      {"relu_dropout transposed then mul",
-       [](V x) {
-         Generator g(9);
-         return relu_dropout(x[0], 0.5, true, &g).mul(x[1]);
-       },
-       {T(Z({3, 4})), R({3, 4})}},
-      {"relu_dropout eval (relu)", [](V x) { return relu_dropout(x[0], 0.3, false); }, {Z({3, 4})}},
-      {"dropout eval (identity)", [](V x) { return dropout(x[0], 0.4, false) * 2.0; }, {R({3, 4})}},
-      {"dropout p 0", [](V x) { return dropout(x[0], 0.0) * 2.0; }, {R({3, 4})}},
-      {"dropout p 1", [](V x) { return dropout(x[0], 1.0).add(x[0]); }, {R({3, 4})}},
-  });
-}
 
 // ------------------------------------------------------------------ indexing, scatter, scan,
 // sort

@@ -95,6 +95,8 @@ std::vector<OpTest> made_rows() {
       made("linear", "without bias", [](V x) { return linear(x[0], x[1]); }, {R({3, 4}), T({5, 4})}),
       made("linear", "1-D input, stepped weight", [](V x) { return linear(x[0], x[1], x[2]); },
            {R({4}), S({5, 4}), R({5})}),
+      made("linear", "1-D input, no bias, transposed weight", [](V x) { return linear(x[0], x[1]); },
+           {R({16}), T({24, 16})}),
       made("linear", "transposed input", [](V x) { return linear(x[0], x[1], x[2]); }, {T({3, 4}), R({2, 4}), R({2})}),
       // The input's gradient already has a buffer (the other branch's) when linear's
       // backward runs, which then accumulates into it; likewise a weight used twice.

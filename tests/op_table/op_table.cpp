@@ -40,9 +40,6 @@ const std::map<std::string, std::string> kNotYetMigrated = {
     {"topk", "test_index_ops.cpp"},
     {"multinomial", "test_index_ops.cpp"},
     {"one_hot", "test_index_ops.cpp"},
-    {"dropout", "test_ops_forward.cpp"},
-    {"relu_dropout", "test_ops_forward.cpp"},
-    {"scaled_dot_product_attention", "test_ops_forward.cpp"},
     {"linear_cross_entropy", "test_linear_cross_entropy.cpp"},
     {"isnan", "test_predicates.cpp"},
     {"isinf", "test_predicates.cpp"},
@@ -80,6 +77,7 @@ const std::vector<std::pair<std::string, std::vector<OpTest> (*)()>>& families()
       {"structure", structure_rows},
       {"shape", shape_rows},
       {"embedding and fused", embedding_and_fused_rows},
+      {"attention and dropout", attention_rows},
   };
   return f;
 }
@@ -97,6 +95,7 @@ TEST_CASE("op table: std and norm") { run_table(norm_rows()); }
 TEST_CASE("op table: structure") { run_table(structure_rows()); }
 TEST_CASE("op table: shape") { run_table(shape_rows()); }
 TEST_CASE("op table: embedding and fused") { run_table(embedding_and_fused_rows()); }
+TEST_CASE("op table: attention and dropout") { run_table(attention_rows()); }
 
 TEST_CASE("op table: every op record has a row, or is listed as not yet migrated") {
   std::set<std::string> with_rows;

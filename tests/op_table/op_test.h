@@ -86,6 +86,7 @@ struct OpTest {
   std::vector<std::string> tags = {"f64", "f32"};       // the dtypes the fixtures hold
   std::vector<std::string> grad_tags = {"f64", "f32"};  // those with gradient fixtures
   Tol tol64 = kTol64, tol32 = kTol32;
+  std::vector<Tol> grad_tol32 = {};  // float32 gradients' own tolerances, one per input (else tol32)
   bool gradcheck = true;  // float64 gradcheck on the inputs ...
   bool strided = true;    // ... and on non-contiguous copies of them
   bool zero_size = true;  // a zero-size first input gives an empty output
@@ -116,5 +117,6 @@ std::vector<OpTest> norm_rows();
 std::vector<OpTest> structure_rows();
 std::vector<OpTest> shape_rows();
 std::vector<OpTest> embedding_and_fused_rows();
+std::vector<OpTest> attention_rows();
 
 }  // namespace kiln::optable
