@@ -209,9 +209,9 @@ TEST_CASE("bf16: conversions of tricky values match torch bit for bit") {
   check_exact("conv.literal", tensor({{0.1, 1.0 / 3}, {1e-3, 300.7}}, kBFloat16));
 }
 
-TEST_CASE("bf16: gelu and the in-place ops match torch bit for bit (float32 math, one rounding)") {
+TEST_CASE("bf16: gelu matches torch bit for bit down to -3, float64's gelu below (float32 math, one rounding)") {
   // The other elementwise ops are rows of the op table (tests/op_table).
-  const Tensor a = fx("ew.a"), b = fx("ew.b");
+  const Tensor a = fx("ew.a");
   // gelu: bit for bit down to x = -3. Below, torch's float32 erf loses its relative
   // accuracy (1 + erf(x/√2) cancels; 7% off at x = -4.9), where Kiln's Φ stays accurate:
   // there Kiln is held to the float64 gelu, rounded, instead.
@@ -222,22 +222,6 @@ TEST_CASE("bf16: gelu and the in-place ops match torch bit for bit (float32 math
     check_bf16("ew.gelu (x < -3, against float64)", where(tail, got, 0.0),
                where(tail, gelu(a.to(kFloat64)).to(kBFloat16), 0.0), 1);
   }
-  // In place: the same values (add_ with alpha computes a + alpha·b in float32 too).
-  Tensor c = a.clone();
-  c.add_(b, 0.3);
-  check_exact("ew.add_alpha", c);
-  c = a.clone();
-  c.sub_(b, 1.7);
-  check_exact("ew.sub_alpha", c);
-  c = a.clone();
-  c.mul_(0.1);
-  check_exact("ew.mul_scalar", c);
-  c = a.clone();
-  c.add_(0.3);
-  check_exact("ew.add_scalar", c);
-  c = a.clone();
-  c.div_(0.3);
-  check_exact("ew.div_scalar", c);
 }
 
 TEST_CASE("bf16: mixed dtypes promote as torch") {

@@ -48,15 +48,6 @@ const std::map<std::string, std::string> kNotYetMigrated = {
     {"any", "test_predicates.cpp"},
     {"allclose", "test_shape_ops.cpp"},
     {"equal", "test_tensor.cpp"},
-    {"add_", "test_gradcheck.cpp"},
-    {"sub_", "test_gradcheck.cpp"},
-    {"mul_", "test_gradcheck.cpp"},
-    {"div_", "test_gradcheck.cpp"},
-    {"copy_", "test_gradcheck.cpp"},
-    {"fill_", "test_tensor.cpp"},
-    {"zero_", "test_gradcheck.cpp"},
-    {"clamp_", "test_gradcheck.cpp"},
-    {"masked_fill_", "test_gradcheck.cpp"},
     {"uniform_", "test_tensor.cpp"},
     {"normal_", "test_tensor.cpp"},
     {"scatter_", "test_index_ops.cpp"},
@@ -78,6 +69,7 @@ const std::vector<std::pair<std::string, std::vector<OpTest> (*)()>>& families()
       {"shape", shape_rows},
       {"embedding and fused", embedding_and_fused_rows},
       {"attention and dropout", attention_rows},
+      {"in place", inplace_rows},
   };
   return f;
 }
@@ -96,6 +88,7 @@ TEST_CASE("op table: structure") { run_table(structure_rows()); }
 TEST_CASE("op table: shape") { run_table(shape_rows()); }
 TEST_CASE("op table: embedding and fused") { run_table(embedding_and_fused_rows()); }
 TEST_CASE("op table: attention and dropout") { run_table(attention_rows()); }
+TEST_CASE("op table: in place") { run_table(inplace_rows()); }
 
 TEST_CASE("op table: every op record has a row, or is listed as not yet migrated") {
   std::set<std::string> with_rows;

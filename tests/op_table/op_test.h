@@ -118,5 +118,6 @@ std::vector<OpTest> structure_rows();
 std::vector<OpTest> shape_rows();
 std::vector<OpTest> embedding_and_fused_rows();
 std::vector<OpTest> attention_rows();
+std::vector<OpTest> inplace_rows();
 
 }  // namespace kiln::optable
