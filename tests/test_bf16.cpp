@@ -209,24 +209,9 @@ TEST_CASE("bf16: conversions of tricky values match torch bit for bit") {
   check_exact("conv.literal", tensor({{0.1, 1.0 / 3}, {1e-3, 300.7}}, kBFloat16));
 }
 
-TEST_CASE("bf16: elementwise ops match torch bit for bit (float32 math, one rounding)") {
-  const Tensor a = fx("ew.a"), b = fx("ew.b"), row = fx("ew.row"), p = fx("ew.p");
-  check_exact("ew.add", a + b);
-  check_exact("ew.sub", a - b);
-  check_exact("ew.mul", a * b);
-  check_exact("ew.div", a / b);
-  check_exact("ew.add_row", a + row);
-  check_exact("ew.add_alpha", add(a, b, 0.3));
-  check_exact("ew.sub_alpha", sub(a, b, 1.7));
-  check_exact("ew.mul_scalar", a * 0.1);
-  check_exact("ew.add_scalar", a + 0.3);
-  check_exact("ew.rsub_scalar", 1.1 - a);
-  check_exact("ew.maximum", maximum(a, b));
-  check_exact("ew.neg", -a);
-  check_exact("ew.exp", exp(a));
-  check_exact("ew.log", log(p));
-  check_exact("ew.sqrt", sqrt(p));
-  check_exact("ew.tanh", tanh(a));
+TEST_CASE("bf16: gelu matches torch bit for bit down to -3, float64's gelu below (float32 math, one rounding)") {
+  // The other elementwise ops are rows of the op table (tests/op_table).
+  const Tensor a = fx("ew.a");
   // gelu: bit for bit down to x = -3. Below, torch's float32 erf loses its relative
   // accuracy (1 + erf(x/√2) cancels; 7% off at x = -4.9), where Kiln's Φ stays accurate:
   // there Kiln is held to the float64 gelu, rounded, instead.
@@ -237,30 +222,6 @@ TEST_CASE("bf16: elementwise ops match torch bit for bit (float32 math, one roun
     check_bf16("ew.gelu (x < -3, against float64)", where(tail, got, 0.0),
                where(tail, gelu(a.to(kFloat64)).to(kBFloat16), 0.0), 1);
   }
-  check_exact("ew.gelu_tanh", gelu(a, "tanh"));
-  check_exact("ew.relu", relu(a));
-  check_exact("ew.sigmoid", sigmoid(a));
-  check_exact("ew.silu", silu(a));
-  check_exact("ew.pow2", pow(a, 2));
-  check_exact("ew.clamp", clamp(a, -0.7, 1.3));
-  check_exact("ew.div_scalar", a / 0.3);  // a true division in float32, not a · (1/0.3)
-  check_exact("ew.sub_scalar", a - 0.3);  // the scalar rounded to bfloat16 first, as torch
-  // In place: the same values (add_ with alpha computes a + alpha·b in float32 too).
-  Tensor c = a.clone();
-  c.add_(b, 0.3);
-  check_exact("ew.add_alpha", c);
-  c = a.clone();
-  c.sub_(b, 1.7);
-  check_exact("ew.sub_alpha", c);
-  c = a.clone();
-  c.mul_(0.1);
-  check_exact("ew.mul_scalar", c);
-  c = a.clone();
-  c.add_(0.3);
-  check_exact("ew.add_scalar", c);
-  c = a.clone();
-  c.div_(0.3);
-  check_exact("ew.div_scalar", c);
 }
 
 TEST_CASE("bf16: mixed dtypes promote as torch") {
@@ -277,34 +238,8 @@ TEST_CASE("bf16: mixed dtypes promote as torch") {
   CHECK(equal(c, fx("mix.add_f32").to(kBFloat16)));
 }
 
-TEST_CASE("bf16: comparisons and where match torch") {
-  const Tensor a = fx("ew.a"), b = fx("ew.b");
-  CHECK(equal(lt(a, b), fx("cmp.lt")));
-  CHECK(lt(a, b).dtype() == kBool);
-  CHECK(equal(eq(a, where(gt(a, 0.0), a, b)), fx("cmp.eq")));
-  CHECK(equal(gt(a, 0.1), fx("cmp.gt_scalar")));
-  CHECK(equal(eq(a, 0.1), fx("cmp.eq_scalar")));  // 0.1 is compared as bfloat16, as torch
-  check_exact("cmp.where", where(gt(a, b), a, b));
-  check_exact("cmp.where_scalar", where(gt(a, 0.0), a, 0.3));
-  check_exact("cmp.masked_fill", masked_fill(a, lt(a, 0.0), 0.1));
-}
-
-TEST_CASE("bf16: reductions accumulate in float32 and round once (within 1 ulp of torch)") {
-  // Kiln sums in another order than torch's vectorised cascade: the float32 sums differ in
-  // their last bits, which moves a bfloat16 rounding now and then; max is exact.
-  const Tensor x = fx("red.x");
-  check_1ulp("red.sum", sum(x));
-  check_1ulp("red.sum1", sum(x, {1}));
-  check_1ulp("red.sum0", sum(x, {0}));
-  check_1ulp("red.mean", mean(x));
-  check_1ulp("red.mean1", mean(x, {1}));
-  check_1ulp("red.mean0", mean(x, {0}, true));
-  check_exact("red.amax1", amax(x, {1}));
-  check_exact("red.max0", max(x, 0).values);
-  CHECK(equal(argmax(x, 1), fx("red.argmax1")));
-  check_1ulp("red.var1", var(x, {1}));
-  check_1ulp("red.std0", kiln::std(x, {0}));
-  check_1ulp("red.norm1", norm(x, 2.0, {1}));
+TEST_CASE("bf16: a sum rounds once, not once per partial sum") {
+  // (The reductions against torch are rows of the op table, tests/op_table.)
   // One rounding, not one per partial sum: 4096 ones plus one sum exactly in float32 but
   // not in bfloat16, whose steps past 256 are 2.
   Tensor ones_row = ones({4097}, kBFloat16);
@@ -312,26 +247,14 @@ TEST_CASE("bf16: reductions accumulate in float32 and round once (within 1 ulp o
   CHECK(sum(ones_row).dtype() == kBFloat16);
 }
 
-TEST_CASE("bf16: softmax, log_softmax, layer_norm, matmul and linear within 1 ulp of torch") {
+TEST_CASE("bf16: log_softmax over the last dim within 2^-6 of torch") {
   // The same float32 math as torch up to the order of the sums (see above).
   const Tensor s = fx("sm.x");
-  check_1ulp("sm.softmax1", softmax(s, 1));
-  check_1ulp("sm.softmax0", softmax(s, 0));
-  check_1ulp("sm.log_softmax0", log_softmax(s, 0));
   // Over the last dim torch keeps each row's Σ exp and its log in bfloat16 buffers, so
   // its x - max - log Σ carries that rounding, up to half a bfloat16 step of log Σ (2^-6
   // for these rows, log Σ < 4), where Kiln keeps them in float32: one ulp (2^-7
   // relative) plus that, which is several ulps of the results near 0.
   testing::check_matches("sm.log_softmax1", log_softmax(s, 1), fx("sm.log_softmax1"), {0x1p-7, 0x1p-6});
-  const Tensor lx = fx("ln.x");
-  check_1ulp("ln.y", layer_norm(lx, {48}, fx("ln.w"), fx("ln.b")));
-  check_1ulp("ln.y_plain", layer_norm(lx, {48}));
-  const Tensor ma = fx("mm.a"), mb = fx("mm.b");
-  check_1ulp("mm.ab", matmul(ma, mb));
-  check_1ulp("mm.cb", matmul(fx("mm.c"), mb));
-  check_1ulp("mm.bt", matmul(mb.t(), ma.t()));
-  check_1ulp("mm.linear", linear(ma, mb.t(), fx("mm.lin_b")));
-  CHECK(matmul(ma, mb).dtype() == kBFloat16);
 }
 
 TEST_CASE("bf16: cat, transpose, slicing, indexing, gather, sort and cumsum match torch") {
@@ -696,22 +619,11 @@ TEST_CASE("bf16: a kernel reached around backend_for refuses bfloat16, naming it
 TEST_CASE("bf16: ops refuse what they cannot do, naming bfloat16") {
   Tensor x = ones({2, 3}, kBFloat16);
   Tensor idx = tensor({0, 1}).to(kBFloat16);
-  CHECK_ERROR_STARTS("[embedding]", embedding(ones({4, 2}, kBFloat16), idx), "int64", "bfloat16");
   CHECK_ERROR_STARTS("[gather]", gather(x, 1, ones({2, 1}, kBFloat16)), "bfloat16");
-  CHECK_ERROR_STARTS("[where]", where(x, x, x), "bool", "bfloat16");
-  CHECK_ERROR_STARTS("[masked_fill]", masked_fill(x, x, 0.0), "bool", "bfloat16");
-  CHECK_ERROR_STARTS("[logical_and]", logical_and(x, x), "bool", "bfloat16");
   CHECK_ERROR_STARTS("[one_hot]", one_hot(idx), "bfloat16");
-  CHECK_ERROR_STARTS("[matmul]", matmul(x, ones({3, 2})), "bfloat16", "float32");
-  CHECK_ERROR_STARTS("[linear]", linear(x, ones({4, 3})), "bfloat16", "float32");
-  CHECK_ERROR_STARTS("[layer_norm]", layer_norm(x, {3}, ones({3})), "bfloat16", "float32");
-  CHECK_ERROR_STARTS("[cross_entropy]", cross_entropy(x, idx), "int64", "bfloat16");
   CHECK_ERROR_STARTS("[gradcheck]",
                      gradcheck([](const std::vector<Tensor>& v) { return sum(v[0]); },
                                {ones({2}, TensorOptions(kBFloat16).requires_grad())}),
                      "float64", "bfloat16");
   // The checks that accept any float say so.
-  CHECK_ERROR_STARTS("[softmax]", softmax(ones({2}, kInt64), 0), "(float32, float64 or bfloat16)", "int64");
-  CHECK_ERROR_STARTS("[einsum]", einsum("i,i->", {ones({2}, kInt64), ones({2}, kInt64)}),
-                     "(float32, float64 or bfloat16)");
 }

@@ -1,7 +1,8 @@
-// Forward values of every op against PyTorch: tests/fixtures/ops_forward.txt holds the
-// inputs and torch's outputs (made by tests/fixtures/make_op_fixtures.py, which says how
-// to regenerate it). Results must match in shape, dtype and value. Ops with nothing to
-// ask torch (factories, conversions) are checked against numbers worked out by hand.
+// What ops promise beyond their rows in the op table (tests/op_table, whose rows read
+// tests/fixtures/ops_forward.txt, made by tests/fixtures/make_op_fixtures.py): sums that
+// do not depend on the thread count, dropout's stream and fused paths, views against
+// copies, and the ops with nothing to ask torch (factories, conversions, promotion),
+// checked against numbers worked out by hand.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -37,199 +38,16 @@ void check_matches(const std::string& what, const Tensor& got, const Tensor& ref
   kiln::testing::check_matches(what, got, ref, tol_for(ref.dtype()));
 }
 
-// Compares got with the fixture of that name.
-void check_fx(const Tensor& got, const std::string& name) { check_matches(name, got, fx(name)); }
-void check_fx(const Tensor& got, const std::string& name, Tol tol) {
-  kiln::testing::check_matches(name, got, fx(name), tol);
-}
-
 const std::vector<std::string> kTags = {"f64", "f32"};
-
-// ".<d>.k" or ".<d>.n", the suffix of per-dim fixture names.
-std::string dim_key(int64_t d, bool keepdim) {
-  std::string k = ".";
-  k += std::to_string(d);
-  k += keepdim ? ".k" : ".n";
-  return k;
-}
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 }  // namespace
 
-// ---------------------------------------------------------------- elementwise binary
-TEST_CASE("add/sub/mul/div/maximum/minimum broadcast like torch") {
-  for (const auto& tag : kTags) {
-    const std::string p = "bin." + tag + ".";
-    Tensor a = fx(p + "a"), b = fx(p + "b");  // (2, 3, 4) with (3, 1)
-    check_fx(add(a, b), p + "add");
-    check_fx(a + b, p + "add");
-    check_fx(add(a, b, 2.5), p + "add_alpha");
-    check_fx(sub(a, b), p + "sub");
-    check_fx(a - b, p + "sub");
-    check_fx(sub(a, b, 0.5), p + "sub_alpha");
-    check_fx(mul(a, b), p + "mul");
-    check_fx(a * b, p + "mul");
-    check_fx(div(a, b), p + "div");
-    check_fx(a / b, p + "div");
-    check_fx(maximum(a, b), p + "maximum");
-    check_fx(minimum(a, b), p + "minimum");
-    // b on the left broadcasts the same way.
-    check_fx(add(b, a), p + "add");
-    check_fx(maximum(b, a), p + "maximum");
-
-    const std::string o = "outer." + tag + ".";
-    Tensor c = fx(o + "a"), d = fx(o + "b");  // (1, 4) with (3, 1) -> (3, 4)
-    check_fx(add(c, d), o + "add");
-    check_fx(mul(c, d), o + "mul");
-    check_fx(div(c, d), o + "div");
-
-    const std::string s = "scal." + tag + ".";
-    check_fx(a + 1.5, s + "add");
-    check_fx(a - 1.5, s + "sub");
-    check_fx(a * -2.25, s + "mul");
-    check_fx(a / 3.0, s + "div");
-    check_fx(2.0 - a, s + "rsub");
-    check_fx(2.0 / a, s + "rdiv");
-    check_fx(-a, s + "neg");
-    check_fx(1.5 + a, s + "add");
-    check_fx(-2.25 * a, s + "mul");
-
-    const std::string e = "extnan." + tag + ".";
-    check_fx(maximum(fx(e + "a"), fx(e + "b")), e + "maximum");
-    check_fx(minimum(fx(e + "a"), fx(e + "b")), e + "minimum");
-  }
-}
-
-TEST_CASE("integer arithmetic and type promotion follow torch") {
-  Tensor a = fx("int.a"), b = fx("int.b");  // int64 (3, 4) and (3, 1)
-  REQUIRE(a.dtype() == kInt64);
-  check_fx(add(a, b), "int.add");
-  check_fx(sub(a, b), "int.sub");
-  check_fx(mul(a, b), "int.mul");
-  check_fx(div(a, b), "int.div");  // true division gives float32
-  check_fx(maximum(a, b), "int.maximum");
-  check_fx(add(a, fx("bin.f32.b")), "int.add_f32");
-  check_fx(mul(a, fx("bin.f64.b")), "int.mul_f64");
-  check_fx(a + 2.0, "int.add_scalar");  // an integral scalar keeps int64
-  check_fx(a * 3.0, "int.mul_scalar");
-  check_fx(a * 0.5, "int.mul_half");  // a fractional one gives float32
-  check_fx(a / 4.0, "int.div_scalar");
-  check_fx(-a, "int.neg");
-  check_fx(abs(a), "int.abs");
-  check_fx(relu(a), "int.relu");
-  check_fx(clamp(a, -2.5, 3.5), "int.clamp");  // fractional bounds: float32, as torch
-  check_matches("clamp int64 integral bounds", clamp(a, -2.0, 3.0),
+// ---------------------------------------------------------------- elementwise
+TEST_CASE("clamp of int64 with integral bounds keeps int64") {
+  check_matches("clamp int64 integral bounds", clamp(fx("int.a"), -2.0, 3.0),
                 from_vector<int64_t>({-2, -2, -2, -2, -2, -1, 0, 1, 2, 3, 3, 3}, {3, 4}));
-  check_fx(add(fx("bin.f32.a"), fx("bin.f64.b")), "mixed.add");  // float32 with float64
-}
-
-// ---------------------------------------------------------------- elementwise unary
-TEST_CASE("unary ops match torch, including NaN, inf and -0") {
-  for (const auto& tag : kTags) {
-    const std::string u = "un." + tag + ".";
-    Tensor x = fx(u + "x");  // linspace(-3, 3, 25)
-    check_fx(exp(x), u + "exp");
-    check_fx(abs(x), u + "abs");
-    check_fx(tanh(x), u + "tanh");
-    check_fx(sigmoid(x), u + "sigmoid");
-    check_fx(relu(x), u + "relu");
-    check_fx(clamp(x, -1.0, 2.0), u + "clamp");
-    check_fx(clamp(x, -0.5, std::nullopt), u + "clamp_min");
-    check_fx(clamp(x, std::nullopt, 0.5), u + "clamp_max");
-    check_fx(clamp(x, 2.0, -1.0), u + "clamp_crossed");
-    check_fx(pow(x, 3.0), u + "pow3");
-    check_fx(pow(x, 2.0), u + "pow2");
-    check_fx(pow(x, 2.5), u + "pow_frac");
-    check_fx(pow(x, 0.0), u + "pow0");
-    check_fx(x.exp(), u + "exp");
-
-    const std::string p = "pos." + tag + ".";
-    Tensor xp = fx(p + "x");  // 0, -1, then linspace(0.1, 5, 18)
-    check_fx(log(xp), p + "log");
-    check_fx(sqrt(xp), p + "sqrt");
-    check_fx(rsqrt(xp), p + "rsqrt");
-    check_fx(pow(xp, 0.5), p + "pow_half");
-    check_fx(pow(xp, -1.0), p + "pow_neg");
-    check_fx(pow(xp, 1.7), p + "pow_frac");
-
-    const std::string g = "gelu." + tag + ".";
-    Tensor xg = fx(g + "x");  // linspace(-5, 5, 41)
-    // For x << 0, 1 + erf(x/√2) (and 1 + tanh(…)) cancel: torch computes the same
-    // formula in the same precision, so the result carries a few ulps of |x|·1, not of
-    // the tiny result; hence an absolute floor of the inputs' scale (|x| <= 5).
-    Tol gt = tag == "f64" ? Tol{1e-12, 5 * 1e-15} : Tol{1e-6, 5 * 2e-7};
-    check_fx(gelu(xg), g + "none", gt);
-    check_fx(gelu(xg, "tanh"), g + "tanh", gt);
-
-    const std::string s = "sp." + tag + ".";
-    Tensor sp = fx(s + "x");  // nan, inf, -inf, 0, -0, 1
-    check_fx(exp(sp), s + "exp");
-    check_fx(log(sp), s + "log");
-    check_fx(sqrt(sp), s + "sqrt");
-    check_fx(abs(sp), s + "abs");
-    check_fx(tanh(sp), s + "tanh");
-    check_fx(sigmoid(sp), s + "sigmoid");
-    check_fx(relu(sp), s + "relu");
-    check_fx(clamp(sp, -2.0, 0.5), s + "clamp");
-    check_fx(gelu(sp), s + "gelu");
-  }
-}
-
-// ---------------------------------------------------------------- comparisons, where
-TEST_CASE("comparisons give bool tensors and broadcast") {
-  for (const auto& tag : kTags) {
-    const std::string p = "cmp." + tag + ".";
-    Tensor a = fx(p + "a"), b = fx(p + "b");  // (3, 4) and (4), halves: many ties
-    check_fx(eq(a, b), p + "eq");
-    check_fx(ne(a, b), p + "ne");
-    check_fx(lt(a, b), p + "lt");
-    check_fx(le(a, b), p + "le");
-    check_fx(gt(a, b), p + "gt");
-    check_fx(ge(a, b), p + "ge");
-    check_fx(a < b, p + "lt");
-    check_fx(a <= b, p + "le");
-    check_fx(a > b, p + "gt");
-    check_fx(a >= b, p + "ge");
-    check_fx(eq(a, 0.5), p + "eq_scalar");
-    check_fx(ne(a, 0.5), p + "ne_scalar");
-    check_fx(lt(a, 0.5), p + "lt_scalar");
-    check_fx(le(a, 0.5), p + "le_scalar");
-    check_fx(gt(a, 0.5), p + "gt_scalar");
-    check_fx(ge(a, 0.5), p + "ge_scalar");
-    check_fx(a > 0.5, p + "gt_scalar");
-  }
-  Tensor ia = fx("cmpi.a"), ib = fx("cmpi.b");
-  check_fx(eq(ia, ib), "cmpi.eq");
-  check_fx(ne(ia, ib), "cmpi.ne");
-  check_fx(lt(ia, ib), "cmpi.lt");
-  check_fx(le(ia, ib), "cmpi.le");
-  check_fx(gt(ia, ib), "cmpi.gt");
-  check_fx(ge(ia, ib), "cmpi.ge");
-  check_fx(lt(ia, 0.5), "cmpi.lt_frac");
-  check_fx(ge(ia, fx("cmp.f64.b")), "cmpi.ge_float");
-  // Logical ops on their results.
-  Tensor lt_ab = lt(ia, ib), eq_ab = eq(ia, ib);
-  check_matches("logical_or", logical_or(lt_ab, eq_ab), fx("cmpi.le"));
-  check_matches("logical_not", logical_not(le(ia, ib)), fx("cmpi.gt"));
-  check_matches("logical_and", logical_and(le(ia, ib), ge(ia, ib)), fx("cmpi.eq"));
-}
-
-TEST_CASE("where and masked_fill") {
-  Tensor cond = fx("where.cond"), mask = fx("mfill.mask");
-  REQUIRE(cond.dtype() == kBool);
-  for (const auto& tag : kTags) {
-    const std::string p = "where." + tag + ".";
-    Tensor a = fx(p + "a"), b = fx(p + "b");  // cond (3, 1), a (3, 4), b (4)
-    check_fx(where(cond, a, b), p + "out");
-    check_fx(where(cond, a, -1.5), p + "scalar");
-    const std::string m = "mfill." + tag + ".";
-    Tensor x = fx(m + "x");  // (2, 3, 4), mask (3, 4)
-    check_fx(masked_fill(x, mask, 7.25), m + "value");
-    check_fx(x.masked_fill(mask, -kInf), m + "neginf");
-  }
-  check_fx(where(cond, fx("int.a"), 0.5), "where.int_frac");
-  check_fx(where(cond, fx("int.a"), fx("where.f64.b")), "where.int_float");
 }
 
 // ---------------------------------------------------------------- reductions
@@ -262,142 +80,7 @@ TEST_CASE("column sums of a tall matrix (a bias gradient) are exact to float and
   }
 }
 
-TEST_CASE("sum/mean/var/logsumexp/amax/amin over dims, with and without keepdim") {
-  const std::vector<std::pair<std::string, std::vector<int64_t>>> dimsets = {
-      {"all", {}},     {"d0", {0}},        {"d1", {1}},        {"d2", {2}},
-      {"dm1", {-1}},   {"d02", {0, 2}},    {"d01", {0, 1}},    {"d12", {1, 2}}};
-  for (const auto& tag : kTags) {
-    const std::string p = "red." + tag + ".";
-    Tensor x = fx(p + "x");  // (2, 3, 4)
-    for (const auto& [dn, dims] : dimsets) {
-      for (bool kd : {false, true}) {
-        const std::string k = std::string(".") + dn + (kd ? ".k" : ".n");
-        check_fx(sum(x, dims, kd), p + "sum" + k);
-        check_fx(mean(x, dims, kd), p + "mean" + k);
-        check_fx(amax(x, dims, kd), p + "amax" + k);
-        check_fx(amin(x, dims, kd), p + "amin" + k);
-        check_fx(var(x, dims, 0, kd), p + "var0" + k);
-        check_fx(var(x, dims, 1, kd), p + "var1" + k);
-        check_fx(logsumexp(x, dims, kd), p + "lse" + k);
-      }
-    }
-    check_fx(x.sum(), p + "sum.all.n");
-    check_fx(x.mean(), p + "mean.all.n");
-    check_fx(x.var(), p + "var1.all.n");
-    check_fx(x.amax({1}), p + "amax.d1.n");
-
-    const std::string l = "lseinf." + tag + ".";
-    Tensor lx = fx(l + "x");  // rows with -inf, all -inf, +inf
-    check_fx(logsumexp(lx, {1}), l + "d1");
-    check_fx(logsumexp(lx, {0}, true), l + "d0k");
-  }
-}
-
-TEST_CASE("max/min along a dim give values and first indices; argmax") {
-  for (const auto& tag : kTags) {
-    const std::string p = "ties." + tag + ".";
-    Tensor x = fx(p + "x");  // (3, 4, 5) small integers: ties everywhere
-    for (int64_t d : {0, 1, 2, -1}) {
-      for (bool kd : {false, true}) {
-        const std::string k = dim_key(d, kd);
-        ValuesIndices mx = max(x, d, kd), mn = min(x, d, kd);
-        check_fx(mx.values, p + "max" + k + ".values");
-        check_fx(mx.indices, p + "max" + k + ".indices");
-        check_fx(mn.values, p + "min" + k + ".values");
-        check_fx(mn.indices, p + "min" + k + ".indices");
-        check_fx(argmax(x, d, kd), p + "argmax" + k);
-        check_fx(x.argmax(d, kd), p + "argmax" + k);
-        // argmin is min's indices.
-        check_matches(p + "argmin" + k, argmin(x, d, kd), fx(p + "min" + k + ".indices"));
-      }
-    }
-    check_fx(argmax(x), p + "argmax_flat");
-    check_fx(x.argmax(), p + "argmax_flat");
-    check_fx(max(x), p + "max_all");
-    check_fx(min(x), p + "min_all");
-  }
-}
-
-TEST_CASE("integer and bool reductions stay integral") {
-  Tensor x = fx("redi.x");  // int64 (2, 3, 4)
-  check_fx(sum(x), "redi.sum");
-  check_fx(sum(x, {1}), "redi.sum_d1");
-  check_fx(amax(x, {2}), "redi.amax_d2");
-  ValuesIndices m = max(x, 0);
-  check_fx(m.values, "redi.max_d0.values");
-  check_fx(m.indices, "redi.max_d0.indices");
-  check_fx(sum(gt(x, 0.0)), "redi.bool_sum");  // bool sums to int64
-  check_fx(sum(x > 0.0, {2}, true), "redi.bool_sum_d2");
-}
-
-// ---------------------------------------------------------------- matmul
-TEST_CASE("matmul covers every torch.matmul shape case") {
-  for (const char* k : {"vv", "mv", "vm", "mm", "bm", "mb", "vb", "bv", "bb", "bcast", "bcast1"}) {
-    for (const auto& tag : kTags) {
-      const std::string p = std::string("mm.") + k + "." + tag + ".";
-      check_fx(matmul(fx(p + "a"), fx(p + "b")), p + "out");
-    }
-  }
-  for (const auto& tag : kTags) {
-    // Transposed (non-contiguous) operands: a (4, 3) and b (5, 4) used as a^T @ b^T.
-    const std::string p = "mm.t." + tag + ".";
-    Tensor a = fx(p + "a"), b = fx(p + "b");
-    check_fx(matmul(a.t(), b.t()), p + "out");
-    check_fx(mm(a.t(), b.t()), p + "out");
-    check_fx(a.t().matmul(b.t()), p + "out");
-    check_fx(bmm(fx("mm.bb." + tag + ".a"), fx("mm.bb." + tag + ".b")), "mm.bb." + tag + ".out");
-  }
-}
-
 // ---------------------------------------------------------------- fused nn ops
-TEST_CASE("softmax and log_softmax over every dim, with masked rows") {
-  for (const auto& tag : kTags) {
-    const std::string p = "sm." + tag + ".";
-    Tensor x = fx(p + "x");  // (2, 3, 5)
-    for (int64_t d : {0, 1, 2, -1}) {
-      check_fx(softmax(x, d), p + "softmax." + std::to_string(d));
-      check_fx(log_softmax(x, d), p + "log_softmax." + std::to_string(d));
-    }
-    check_fx(x.softmax(-1), p + "softmax.-1");
-    check_fx(x.log_softmax(1), p + "log_softmax.1");
-    // -inf entries as attention masks make: probability 0 (log -inf); a fully masked row
-    // gives NaN and a row with one survivor gives 1, as in torch.
-    const std::string m = "smmask." + tag + ".";
-    check_fx(softmax(fx(m + "x"), -1), m + "softmax");
-    check_fx(log_softmax(fx(m + "x"), -1), m + "log_softmax");
-  }
-}
-
-TEST_CASE("scaled_dot_product_attention matches torch's formula, forward and backward") {
-  for (const auto& tag : kTags) {
-    const std::string p = "sdpa." + tag + ".";
-    const Tensor q0 = fx(p + "q"), k0 = fx(p + "k"), v0 = fx(p + "v"), g = fx(p + "g");
-    const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>>>
-        cases = {
-            {"plain", [](auto& q, auto& k, auto& v) { return scaled_dot_product_attention(q, k, v); }},
-            {"bool", [](auto& q, auto& k, auto& v) { return scaled_dot_product_attention(q, k, v, fx("sdpa.allowed")); }},
-            {"float", [p](auto& q, auto& k, auto& v) { return scaled_dot_product_attention(q, k, v, fx(p + "bias")); }},
-            {"scale",
-             [](auto& q, auto& k, auto& v) { return scaled_dot_product_attention(q, k, v, Tensor(), 0.0, false, 0.3); }},
-        };
-    for (const auto& [name, f] : cases) {
-      Tensor q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_(), v = v0.clone().requires_grad_();
-      Tensor out = f(q, k, v);
-      check_fx(out, p + name + ".out");
-      out.backward(g);
-      // The fused backward takes D = <g, out> per query where torch takes <dP, P>: equal
-      // in exact arithmetic, but dS = P (dP - D) cancels terms of size |g||v| ~ 1, so a
-      // float32 grad of q or k is good to a few ulps of those terms, not of itself.
-      const Tol score_grad = tag == "f32" ? Tol{1e-6, 1e-6} : kTol64;
-      check_fx(q.grad(), p + name + ".gq", score_grad);
-      check_fx(k.grad(), p + name + ".gk", score_grad);
-      check_fx(v.grad(), p + name + ".gv");
-    }
-    const Tensor k3 = k0.narrow(2, 0, 3), v3 = v0.narrow(2, 0, 3);
-    check_fx(scaled_dot_product_attention(q0, k3, v3, Tensor(), 0.0, true), p + "causal.out");
-  }
-}
-
 TEST_CASE("scaled_dot_product_attention with dropout equals its unfused formula under the same generator") {
   // The fused kernel numbers the (N, H, L, S) weights as a contiguous tensor and draws
   // dropout's stream from the same Philox counters, so one seed gives one mask.
@@ -501,83 +184,11 @@ TEST_CASE("relu_dropout: the backend's fused pass has the bits of relu then drop
   }
 }
 
-TEST_CASE("layer_norm with and without affine parameters") {
-  for (const auto& tag : kTags) {
-    const std::string p = "ln." + tag + ".";
-    Tensor x = fx(p + "x");  // (2, 3, 6)
-    // y = xhat * w + b: where the two terms cancel, y carries a few ulps of |b| (both
-    // torch's and Kiln's float32 results lie ~1 ulp of |b| from the exact value), so
-    // the absolute floor scales with the bias.
-    Tol base = tol_for(x.dtype());
-    auto with_bias = [&](const Tensor& b) { return Tol{base.rtol, base.atol + base.rtol * amax(abs(b)).item()}; };
-    check_fx(layer_norm(x, {6}), p + "plain");
-    check_fx(layer_norm(x, {6}, fx(p + "w"), fx(p + "b")), p + "affine", with_bias(fx(p + "b")));
-    check_fx(layer_norm(x, {6}, fx(p + "w")), p + "weight_only");
-    check_fx(layer_norm(x, {3, 6}, fx(p + "w2"), fx(p + "b2")), p + "two_dims", with_bias(fx(p + "b2")));
-    check_fx(layer_norm(x, {6}, Tensor(), Tensor(), 0.5), p + "eps");
-  }
-}
-
-TEST_CASE("embedding picks rows") {
-  Tensor idx = fx("emb.idx");  // (2, 3) with repeats
-  for (const auto& tag : kTags) {
-    const std::string p = "emb." + tag + ".";
-    check_fx(embedding(fx(p + "w"), idx), p + "out");
-    check_fx(embedding(fx(p + "w"), idx, 3), p + "out");  // padding_idx changes no value
-  }
-}
-
-TEST_CASE("cross_entropy: reductions, ignore_index, label smoothing, (N, C, d) and (C)") {
-  Tensor t = fx("ce.t"), t2 = fx("ce.t2"), t3 = fx("ce.t3"), t1 = fx("ce.t1");
-  for (const auto& tag : kTags) {
-    const std::string p = "ce." + tag + ".";
-    Tensor x = fx(p + "x"), x3 = fx(p + "x3"), x1 = fx(p + "x1");
-    for (const char* red : {"none", "mean", "sum"}) {
-      Reduction r = reduction_from_string(red);
-      const std::string q = p + red;
-      check_fx(cross_entropy(x, t, -100, 0.0, r), q);
-      check_fx(cross_entropy(x, t, -100, 0.1, r), q + ".ls");
-      check_fx(cross_entropy(x, t2, 2, 0.0, r), q + ".ign2");
-      check_fx(cross_entropy(x, t2, 2, 0.1, r), q + ".ign2ls");
-      check_fx(cross_entropy(x3, t3, -100, 0.0, r), q + ".nd");
-      check_fx(cross_entropy(x3, t3, -100, 0.1, r), q + ".ndls");
-      check_fx(cross_entropy(x1, t1, -100, 0.0, r), q + ".1d");
-    }
-    check_fx(cross_entropy(x, t), p + "mean");  // the defaults
-  }
-}
-
 // ---------------------------------------------------------------- shape ops
-TEST_CASE("cat/stack/split/chunk and transposed copies") {
-  for (const auto& tag : kTags) {
-    const std::string p = "shp." + tag + ".";
-    Tensor a = fx(p + "a"), b = fx(p + "b"), c = fx(p + "c"), s = fx(p + "s"), t = fx(p + "t");
-    check_fx(cat({a, b}, 1), p + "cat1");
-    check_fx(cat({a, c, a}, 0), p + "cat0");
-    check_fx(cat({a, b, a}, -1), p + "catm1");
-    for (int64_t d : {0, 1, 2}) check_fx(stack({a, a * 2.0, a * 3.0}, d), p + "stack" + std::to_string(d));
-
-    auto check_parts = [&](const std::vector<Tensor>& parts, const std::string& name, size_t n) {
-      REQUIRE_MESSAGE(parts.size() == n, name << ": " << parts.size() << " parts, torch gives " << n);
-      for (size_t i = 0; i < n; ++i) check_fx(parts[i], p + name + "." + std::to_string(i));
-    };
-    check_parts(split(s, 2, 0), "split2", 3);  // (5, 4) -> 2, 2, 1 rows
-    check_parts(split(s, std::vector<int64_t>{1, 3}, 1), "splitsz", 2);
-    check_parts(chunk(s, 3, 1), "chunk3", 2);  // 4 columns in chunks of 2: only 2 chunks
-    check_parts(chunk(s, 2, 0), "chunk2", 2);
-    check_parts(s.split(2, 0), "split2", 3);
-
-    Tensor tr = t.transpose(0, 2);
-    CHECK_FALSE(tr.is_contiguous());
-    Tensor trc = tr.contiguous();
-    CHECK(trc.is_contiguous());
-    check_fx(trc, p + "tr02");
-    check_fx(t.transpose(1, 2).contiguous(), p + "tr12");
-    check_fx(transpose(t, 1, 2).clone(), p + "tr12");
-    check_fx(permute(t, {2, 0, 1}).contiguous(), p + "perm");
-    check_fx(tr + sum(tr, {0}, true), p + "tr_add");
-    check_fx(sum(t.transpose(1, 2), {1}), p + "tr_sum");
-  }
+TEST_CASE("transpose gives a view, contiguous a copy (their values are rows of tests/op_table)") {
+  const Tensor tr = fx("shp.f64.t").transpose(0, 2);
+  CHECK_FALSE(tr.is_contiguous());
+  CHECK(tr.contiguous().is_contiguous());
 }
 
 // ---------------------------------------------------------------- by hand
