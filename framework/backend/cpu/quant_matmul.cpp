@@ -55,26 +55,47 @@ float scale_of(const uint8_t* block) {
   return float_from_half_bits(h);
 }
 
-// ---- portable: one weight row (K / 32 blocks) · one x row.
-float dot_portable(GGMLType type, const uint8_t* w, const ActBlock* x, int64_t blocks) {
-  float acc = 0;
+// A weight row unpacked once per call, then dotted with every x row: 32 int8 values a
+// block (Q4_0's q - 8, Q8_0's q, Q4_1's unsigned nibbles 0..15), the scales d and, for
+// Q4_1, the minimums m as floats.
+struct RowScratch {
+  std::vector<int8_t> q;
+  std::vector<float> d, m;
+  explicit RowScratch(int64_t blocks)
+      : q(static_cast<size_t>(blocks * kQuantBlock)), d(static_cast<size_t>(blocks)), m(static_cast<size_t>(blocks)) {}
+};
+
+// ---- portable
+void unpack_portable(GGMLType type, const uint8_t* w, int64_t blocks, RowScratch& r) {
   for (int64_t b = 0; b < blocks; ++b) {
-    const ActBlock& a = x[b];
-    int isum = 0;
+    int8_t* q = r.q.data() + b * kQuantBlock;
     if (type == GGMLType::Q8_0) {
       const uint8_t* blk = w + 34 * b;
-      for (int j = 0; j < kQuantBlock; ++j) isum += static_cast<int8_t>(blk[2 + j]) * a.q[j];
-      acc += scale_of(blk) * a.d * static_cast<float>(isum);
-    } else if (type == GGMLType::Q4_0) {
-      const uint8_t* blk = w + 18 * b;
-      for (int j = 0; j < kQuantBlock / 2; ++j)
-        isum += ((blk[2 + j] & 0x0F) - 8) * a.q[j] + ((blk[2 + j] >> 4) - 8) * a.q[j + 16];
-      acc += scale_of(blk) * a.d * static_cast<float>(isum);
+      std::memcpy(q, blk + 2, kQuantBlock);
+      r.d[b] = scale_of(blk);
     } else {
-      const uint8_t* blk = w + 20 * b;
-      for (int j = 0; j < kQuantBlock / 2; ++j) isum += (blk[4 + j] & 0x0F) * a.q[j] + (blk[4 + j] >> 4) * a.q[j + 16];
-      acc += scale_of(blk) * a.d * static_cast<float>(isum) + scale_of(blk + 2) * a.s;
+      const bool q4_1 = type == GGMLType::Q4_1;
+      const uint8_t* blk = w + (q4_1 ? 20 : 18) * b;
+      const uint8_t* qs = blk + (q4_1 ? 4 : 2);
+      const int offset = q4_1 ? 0 : 8;
+      for (int j = 0; j < kQuantBlock / 2; ++j) {
+        q[j] = static_cast<int8_t>((qs[j] & 0x0F) - offset);
+        q[j + kQuantBlock / 2] = static_cast<int8_t>((qs[j] >> 4) - offset);
+      }
+      r.d[b] = scale_of(blk);
+      r.m[b] = q4_1 ? scale_of(blk + 2) : 0.0f;
     }
+  }
+}
+
+float dot_portable(const RowScratch& r, const ActBlock* x, int64_t blocks, bool with_min) {
+  float acc = 0;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int8_t* q = r.q.data() + b * kQuantBlock;
+    int isum = 0;
+    for (int j = 0; j < kQuantBlock; ++j) isum += q[j] * x[b].q[j];
+    acc += r.d[b] * x[b].d * static_cast<float>(isum);
+    if (with_min) acc += r.m[b] * x[b].s;
   }
   return acc;
 }
@@ -91,14 +112,40 @@ KILN_AVX2_FMA inline __m256i nibbles(const uint8_t* qs) {
   return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask), _mm_and_si128(bytes, mask));
 }
 
+KILN_AVX2_FMA inline float half_f16c(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+KILN_AVX2_FMA void unpack_avx2(GGMLType type, const uint8_t* w, int64_t blocks, RowScratch& r) {
+  for (int64_t b = 0; b < blocks; ++b) {
+    auto* q = reinterpret_cast<__m256i*>(r.q.data() + b * kQuantBlock);
+    if (type == GGMLType::Q8_0) {
+      const uint8_t* blk = w + 34 * b;
+      _mm256_storeu_si256(q, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)));
+      r.d[b] = half_f16c(blk);
+    } else if (type == GGMLType::Q4_0) {
+      const uint8_t* blk = w + 18 * b;
+      _mm256_storeu_si256(q, _mm256_sub_epi8(nibbles(blk + 2), _mm256_set1_epi8(8)));
+      r.d[b] = half_f16c(blk);
+    } else {
+      const uint8_t* blk = w + 20 * b;
+      _mm256_storeu_si256(q, nibbles(blk + 4));
+      r.d[b] = half_f16c(blk);
+      r.m[b] = half_f16c(blk + 2);
+    }
+  }
+}
+
 KILN_AVX2_FMA inline float hsum(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
 
-// Σ of u8 u · i8 s in 8 int32 lanes: maddubs (pairs to int16; at most 2 · 255 · 127, no
-// saturation for our operands) then madd with ones.
+// Σ of u8 u · i8 s in 8 int32 lanes: maddubs (pairs to int16; at most 2 · 127 · 127, no
+// saturation for our operands) then madd with ones; or VNNI's vpdpbusd in one step.
 KILN_AVX2_FMA inline __m256i dot_u8_i8_avx2(__m256i u, __m256i s) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 }
@@ -106,40 +153,25 @@ KILN_AVX_VNNI inline __m256i dot_u8_i8_vnni(__m256i u, __m256i s) {
   return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
 }
 
-// The weight block b of `type` against x block a, as (u8 operand, i8 operand) for the
-// unsigned-by-signed dot: Q4_1's nibbles are unsigned; Q4_0's q - 8 and Q8_0's q are
-// signed, so |w| is dotted with x carrying w's sign.
-#define KILN_QUANT_DOT_BODY(DOT)                                                                   \
-  __m256 acc = _mm256_setzero_ps();                                                               \
-  float extra = 0;                                                                                \
-  for (int64_t b = 0; b < blocks; ++b) {                                                          \
-    const ActBlock& a = x[b];                                                                     \
-    const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q));                  \
-    __m256i isum;                                                                                 \
-    const uint8_t* blk;                                                                           \
-    if (type == GGMLType::Q4_1) {                                                                 \
-      blk = w + 20 * b;                                                                           \
-      isum = DOT(nibbles(blk + 4), qx);                                                           \
-      extra += scale_of(blk + 2) * a.s;                                                           \
-    } else {                                                                                      \
-      __m256i qw;                                                                                 \
-      if (type == GGMLType::Q4_0) {                                                               \
-        blk = w + 18 * b;                                                                         \
-        qw = _mm256_sub_epi8(nibbles(blk + 2), _mm256_set1_epi8(8));                              \
-      } else {                                                                                    \
-        blk = w + 34 * b;                                                                         \
-        qw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));                        \
-      }                                                                                           \
-      isum = DOT(_mm256_sign_epi8(qw, qw), _mm256_sign_epi8(qx, qw));                             \
-    }                                                                                             \
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(scale_of(blk) * a.d), _mm256_cvtepi32_ps(isum), acc);    \
-  }                                                                                               \
-  return hsum(acc) + extra;
+// An unpacked row against one x row. Q4_1's values are unsigned and dot as they are; the
+// signed ones dot as |w| with x carrying w's sign. Two accumulators halve the FMA chain.
+#define KILN_QUANT_DOT_BODY(DOT)                                                               \
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                              \
+  float extra = 0;                                                                            \
+  for (int64_t b = 0; b < blocks; ++b) {                                                      \
+    const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].q));           \
+    const __m256i qw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.q.data() + b * kQuantBlock)); \
+    const __m256i isum = with_min ? DOT(qw, qx) : DOT(_mm256_sign_epi8(qw, qw), _mm256_sign_epi8(qx, qw)); \
+    const __m256 scaled = _mm256_mul_ps(_mm256_set1_ps(r.d[b] * x[b].d), _mm256_cvtepi32_ps(isum)); \
+    if (b & 1) acc1 = _mm256_add_ps(acc1, scaled); else acc0 = _mm256_add_ps(acc0, scaled);    \
+    if (with_min) extra += r.m[b] * x[b].s;                                                    \
+  }                                                                                           \
+  return hsum(_mm256_add_ps(acc0, acc1)) + extra;
 
-KILN_AVX2_FMA float dot_avx2(GGMLType type, const uint8_t* w, const ActBlock* x, int64_t blocks) {
+KILN_AVX2_FMA float dot_avx2(const RowScratch& r, const ActBlock* x, int64_t blocks, bool with_min) {
   KILN_QUANT_DOT_BODY(dot_u8_i8_avx2)
 }
-KILN_AVX_VNNI float dot_vnni(GGMLType type, const uint8_t* w, const ActBlock* x, int64_t blocks) {
+KILN_AVX_VNNI float dot_vnni(const RowScratch& r, const ActBlock* x, int64_t blocks, bool with_min) {
   KILN_QUANT_DOT_BODY(dot_u8_i8_vnni)
 }
 #undef KILN_QUANT_DOT_BODY
@@ -158,7 +190,8 @@ bool quant_has_avx2() { return false; }
 bool quant_has_vnni() { return false; }
 #endif
 
-using DotFn = float (*)(GGMLType, const uint8_t*, const ActBlock*, int64_t);
+using UnpackFn = void (*)(GGMLType, const uint8_t*, int64_t, RowScratch&);
+using DotFn = float (*)(const RowScratch&, const ActBlock*, int64_t, bool);
 
 QuantDotPath resolve_quant_path(QuantDotPath path) {
   if (path != QuantDotPath::kBest) return path;
@@ -167,12 +200,12 @@ QuantDotPath resolve_quant_path(QuantDotPath path) {
   return QuantDotPath::kPortable;
 }
 
-DotFn dot_for(QuantDotPath path) {
+std::pair<UnpackFn, DotFn> kernels_for(QuantDotPath path) {
 #ifdef KILN_QUANT_X86
-  if (path == QuantDotPath::kAvxVnni) return dot_vnni;
-  if (path == QuantDotPath::kAvx2) return dot_avx2;
+  if (path == QuantDotPath::kAvxVnni) return {unpack_avx2, dot_vnni};
+  if (path == QuantDotPath::kAvx2) return {unpack_avx2, dot_avx2};
 #endif
-  return dot_portable;
+  return {unpack_portable, dot_portable};
 }
 
 }  // namespace
@@ -200,18 +233,21 @@ void quantized_matmul(const float* x, int64_t M, int64_t K, const QuantizedMatri
              "weights in ", ggml_type_info(w.type).name, " (expected q8_0, q4_0 or q4_1)");
   KILN_CHECK(w.cols == K && K % kQuantBlock == 0, "quantized_matmul", "x has ", K, " columns, the weight ", w.cols);
   KILN_CHECK(quant_dot_path_available(path), "quantized_matmul", "the requested path is not available on this CPU");
-  const DotFn dot = dot_for(resolve_quant_path(path));
+  const auto [unpack, dot] = kernels_for(resolve_quant_path(path));
   const int64_t blocks = K / kQuantBlock, N = w.rows, row_bytes = w.row_bytes();
+  const bool with_min = w.type == GGMLType::Q4_1;
   std::vector<ActBlock> act(static_cast<size_t>(M * blocks));
   parallel_for(M, std::max<int64_t>(1, 4096 / std::max<int64_t>(K, 1)), [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m) quantize_activations(x + m * K, K, act.data() + m * blocks);
   });
-  // Each weight row is read from memory once and dotted with every x row while in cache.
+  // Each weight row is read from memory and unpacked once, then dotted with every x row
+  // while it is in cache.
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(M * K, 1));
   parallel_for(N, grain, [&](int64_t n0, int64_t n1) {
+    RowScratch row(blocks);
     for (int64_t n = n0; n < n1; ++n) {
-      const uint8_t* wr = w.data + n * row_bytes;
-      for (int64_t m = 0; m < M; ++m) y[m * N + n] = dot(w.type, wr, act.data() + m * blocks, blocks);
+      unpack(w.type, w.data + n * row_bytes, blocks, row);
+      for (int64_t m = 0; m < M; ++m) y[m * N + n] = dot(row, act.data() + m * blocks, blocks, with_min);
     }
   });
 }
