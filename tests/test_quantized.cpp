@@ -89,19 +89,24 @@ TEST_CASE("quantized_linear stays within its 8-bit activations' bound of the flo
 
 TEST_CASE("every quantized dot path of this CPU gives the portable path's products") {
   manual_seed(3);
+  // 1 and 2 rows take the fused kernels (blocks read in place), 5 and 9 the unpacked rows
+  // with tiles of four and a remainder.
   for (GGMLType t : kQuantized) {
-    CAPTURE(ggml_type_info(t).name);
-    const QuantizedMatrix q = quantize_matrix(randn({37, 160}), t);
-    const Tensor x = randn({5, 160});
-    Tensor want = empty({5, 37});
-    cpu::quantized_matmul(x.data<float>(), 5, 160, q, want.data<float>(), cpu::QuantDotPath::kPortable);
-    for (const auto path : {cpu::QuantDotPath::kAvx2, cpu::QuantDotPath::kAvxVnni, cpu::QuantDotPath::kBest}) {
-      if (!cpu::quant_dot_path_available(path)) continue;
-      CAPTURE(static_cast<int>(path));
-      Tensor got = empty({5, 37});
-      cpu::quantized_matmul(x.data<float>(), 5, 160, q, got.data<float>(), path);
-      // The same integer sums, scaled and added in another order.
-      testing::check_matches("path", got, want, {1e-5, 1e-5});
+    for (const int64_t M : {int64_t{1}, int64_t{2}, int64_t{5}, int64_t{9}}) {
+      CAPTURE(ggml_type_info(t).name);
+      CAPTURE(M);
+      const QuantizedMatrix q = quantize_matrix(randn({37, 160}), t);
+      const Tensor x = randn({M, 160});
+      Tensor want = empty({M, 37});
+      cpu::quantized_matmul(x.data<float>(), M, 160, q, want.data<float>(), cpu::QuantDotPath::kPortable);
+      for (const auto path : {cpu::QuantDotPath::kAvx2, cpu::QuantDotPath::kAvxVnni, cpu::QuantDotPath::kBest}) {
+        if (!cpu::quant_dot_path_available(path)) continue;
+        CAPTURE(static_cast<int>(path));
+        Tensor got = empty({M, 37});
+        cpu::quantized_matmul(x.data<float>(), M, 160, q, got.data<float>(), path);
+        // The same integer sums, scaled and added in another order.
+        testing::check_matches("path", got, want, {1e-5, 1e-5});
+      }
     }
   }
   MESSAGE("quantized dot path on this CPU: ", std::string(cpu::quant_dot_path_name()));

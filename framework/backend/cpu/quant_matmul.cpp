@@ -153,28 +153,86 @@ KILN_AVX_VNNI inline __m256i dot_u8_i8_vnni(__m256i u, __m256i s) {
   return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
 }
 
-// An unpacked row against one x row. Q4_1's values are unsigned and dot as they are; the
-// signed ones dot as |w| with x carrying w's sign. Two accumulators halve the FMA chain.
-#define KILN_QUANT_DOT_BODY(DOT)                                                               \
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                              \
-  float extra = 0;                                                                            \
-  for (int64_t b = 0; b < blocks; ++b) {                                                      \
-    const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].q));           \
-    const __m256i qw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.q.data() + b * kQuantBlock)); \
-    const __m256i isum = with_min ? DOT(qw, qx) : DOT(_mm256_sign_epi8(qw, qw), _mm256_sign_epi8(qx, qw)); \
-    const __m256 scaled = _mm256_mul_ps(_mm256_set1_ps(r.d[b] * x[b].d), _mm256_cvtepi32_ps(isum)); \
-    if (b & 1) acc1 = _mm256_add_ps(acc1, scaled); else acc0 = _mm256_add_ps(acc0, scaled);    \
-    if (with_min) extra += r.m[b] * x[b].s;                                                    \
-  }                                                                                           \
+// An unpacked weight row against every x row, four x rows at a time so that each loaded
+// weight vector (and, for the signed types, |w|) serves four dots: y[m · N + n] for all m.
+// Q4_1's values are unsigned and dot as they are; the signed ones dot as |w| with x
+// carrying w's sign.
+#define KILN_QUANT_ROWS_BODY(DOT)                                                                   \
+  int64_t m = 0;                                                                                   \
+  for (; m + 4 <= M; m += 4) {                                                                     \
+    const ActBlock* xs[4] = {act + m * blocks, act + (m + 1) * blocks, act + (m + 2) * blocks,     \
+                             act + (m + 3) * blocks};                                              \
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()}; \
+    float extra[4] = {0, 0, 0, 0};                                                                 \
+    for (int64_t b = 0; b < blocks; ++b) {                                                         \
+      const __m256i qw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.q.data() + b * kQuantBlock)); \
+      const __m256i uw = with_min ? qw : _mm256_sign_epi8(qw, qw);                                 \
+      for (int i = 0; i < 4; ++i) {                                                                \
+        const ActBlock& a = xs[i][b];                                                              \
+        const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q));              \
+        const __m256i isum = DOT(uw, with_min ? qx : _mm256_sign_epi8(qx, qw));                    \
+        acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(r.d[b] * a.d), _mm256_cvtepi32_ps(isum), acc[i]);  \
+        if (with_min) extra[i] += r.m[b] * a.s;                                                    \
+      }                                                                                            \
+    }                                                                                              \
+    for (int i = 0; i < 4; ++i) y[(m + i) * N + n] = hsum(acc[i]) + extra[i];                      \
+  }                                                                                                \
+  for (; m < M; ++m) {                                                                             \
+    const ActBlock* x = act + m * blocks;                                                          \
+    __m256 acc = _mm256_setzero_ps();                                                              \
+    float extra = 0;                                                                               \
+    for (int64_t b = 0; b < blocks; ++b) {                                                         \
+      const __m256i qw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.q.data() + b * kQuantBlock)); \
+      const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].q));              \
+      const __m256i isum = with_min ? DOT(qw, qx) : DOT(_mm256_sign_epi8(qw, qw), _mm256_sign_epi8(qx, qw)); \
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(r.d[b] * x[b].d), _mm256_cvtepi32_ps(isum), acc);       \
+      if (with_min) extra += r.m[b] * x[b].s;                                                      \
+    }                                                                                              \
+    y[m * N + n] = hsum(acc) + extra;                                                              \
+  }
+
+KILN_AVX2_FMA void rows_avx2(const RowScratch& r, const ActBlock* act, int64_t M, int64_t blocks, int64_t n,
+                             int64_t N, float* y, bool with_min) {
+  KILN_QUANT_ROWS_BODY(dot_u8_i8_avx2)
+}
+KILN_AVX_VNNI void rows_vnni(const RowScratch& r, const ActBlock* act, int64_t M, int64_t blocks, int64_t n,
+                             int64_t N, float* y, bool with_min) {
+  KILN_QUANT_ROWS_BODY(dot_u8_i8_vnni)
+}
+#undef KILN_QUANT_ROWS_BODY
+
+// One weight row straight from its blocks against one x row (the decode case: nothing to
+// reuse, so nothing is unpacked to memory). kType: the GGMLType's id.
+#define KILN_QUANT_FUSED_BODY(DOT)                                                                  \
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                                   \
+  float extra = 0;                                                                                 \
+  constexpr int64_t kBytes = kType == 8 ? 34 : kType == 2 ? 18 : 20;                               \
+  for (int64_t b = 0; b < blocks; ++b) {                                                           \
+    const uint8_t* blk = w + kBytes * b;                                                           \
+    const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].q));                \
+    __m256i isum;                                                                                  \
+    if constexpr (kType == 3) {                                                                    \
+      isum = DOT(nibbles(blk + 4), qx);                                                            \
+      extra += half_f16c(blk + 2) * x[b].s;                                                        \
+    } else {                                                                                       \
+      const __m256i qw = kType == 2 ? _mm256_sub_epi8(nibbles(blk + 2), _mm256_set1_epi8(8))        \
+                                    : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)); \
+      isum = DOT(_mm256_sign_epi8(qw, qw), _mm256_sign_epi8(qx, qw));                              \
+    }                                                                                              \
+    const __m256 v = _mm256_mul_ps(_mm256_set1_ps(half_f16c(blk) * x[b].d), _mm256_cvtepi32_ps(isum)); \
+    if (b & 1) acc1 = _mm256_add_ps(acc1, v); else acc0 = _mm256_add_ps(acc0, v);                  \
+  }                                                                                                \
   return hsum(_mm256_add_ps(acc0, acc1)) + extra;
 
-KILN_AVX2_FMA float dot_avx2(const RowScratch& r, const ActBlock* x, int64_t blocks, bool with_min) {
-  KILN_QUANT_DOT_BODY(dot_u8_i8_avx2)
+template <int kType>
+KILN_AVX2_FMA float fused_avx2(const uint8_t* w, const ActBlock* x, int64_t blocks) {
+  KILN_QUANT_FUSED_BODY(dot_u8_i8_avx2)
 }
-KILN_AVX_VNNI float dot_vnni(const RowScratch& r, const ActBlock* x, int64_t blocks, bool with_min) {
-  KILN_QUANT_DOT_BODY(dot_u8_i8_vnni)
+template <int kType>
+KILN_AVX_VNNI float fused_vnni(const uint8_t* w, const ActBlock* x, int64_t blocks) {
+  KILN_QUANT_FUSED_BODY(dot_u8_i8_vnni)
 }
-#undef KILN_QUANT_DOT_BODY
+#undef KILN_QUANT_FUSED_BODY
 
 bool quant_has_avx2() {
   static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
@@ -191,7 +249,13 @@ bool quant_has_vnni() { return false; }
 #endif
 
 using UnpackFn = void (*)(GGMLType, const uint8_t*, int64_t, RowScratch&);
-using DotFn = float (*)(const RowScratch&, const ActBlock*, int64_t, bool);
+using RowsFn = void (*)(const RowScratch&, const ActBlock*, int64_t, int64_t, int64_t, int64_t, float*, bool);
+using FusedFn = float (*)(const uint8_t*, const ActBlock*, int64_t);
+
+void rows_portable(const RowScratch& r, const ActBlock* act, int64_t M, int64_t blocks, int64_t n, int64_t N,
+                   float* y, bool with_min) {
+  for (int64_t m = 0; m < M; ++m) y[m * N + n] = dot_portable(r, act + m * blocks, blocks, with_min);
+}
 
 QuantDotPath resolve_quant_path(QuantDotPath path) {
   if (path != QuantDotPath::kBest) return path;
@@ -200,12 +264,25 @@ QuantDotPath resolve_quant_path(QuantDotPath path) {
   return QuantDotPath::kPortable;
 }
 
-std::pair<UnpackFn, DotFn> kernels_for(QuantDotPath path) {
+struct Kernels {
+  UnpackFn unpack;
+  RowsFn rows;
+  FusedFn fused;  // nullptr: unpack, then rows
+};
+
+Kernels kernels_for(QuantDotPath path, GGMLType type) {
 #ifdef KILN_QUANT_X86
-  if (path == QuantDotPath::kAvxVnni) return {unpack_avx2, dot_vnni};
-  if (path == QuantDotPath::kAvx2) return {unpack_avx2, dot_avx2};
+  auto pick = [type](FusedFn q8, FusedFn q40, FusedFn q41) {
+    return type == GGMLType::Q8_0 ? q8 : type == GGMLType::Q4_0 ? q40 : q41;
+  };
+  if (path == QuantDotPath::kAvxVnni)
+    return {unpack_avx2, rows_vnni, pick(fused_vnni<8>, fused_vnni<2>, fused_vnni<3>)};
+  if (path == QuantDotPath::kAvx2)
+    return {unpack_avx2, rows_avx2, pick(fused_avx2<8>, fused_avx2<2>, fused_avx2<3>)};
+#else
+  (void)type;
 #endif
-  return {unpack_portable, dot_portable};
+  return {unpack_portable, rows_portable, nullptr};
 }
 
 }  // namespace
@@ -233,21 +310,27 @@ void quantized_matmul(const float* x, int64_t M, int64_t K, const QuantizedMatri
              "weights in ", ggml_type_info(w.type).name, " (expected q8_0, q4_0 or q4_1)");
   KILN_CHECK(w.cols == K && K % kQuantBlock == 0, "quantized_matmul", "x has ", K, " columns, the weight ", w.cols);
   KILN_CHECK(quant_dot_path_available(path), "quantized_matmul", "the requested path is not available on this CPU");
-  const auto [unpack, dot] = kernels_for(resolve_quant_path(path));
+  const Kernels k = kernels_for(resolve_quant_path(path), w.type);
   const int64_t blocks = K / kQuantBlock, N = w.rows, row_bytes = w.row_bytes();
   const bool with_min = w.type == GGMLType::Q4_1;
   std::vector<ActBlock> act(static_cast<size_t>(M * blocks));
   parallel_for(M, std::max<int64_t>(1, 4096 / std::max<int64_t>(K, 1)), [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m) quantize_activations(x + m * K, K, act.data() + m * blocks);
   });
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(M * K, 1));
+  if (k.fused && M < 4) {  // each weight row used once or twice: dotted from its blocks
+    return parallel_for(N, grain, [&](int64_t n0, int64_t n1) {
+      for (int64_t n = n0; n < n1; ++n)
+        for (int64_t m = 0; m < M; ++m) y[m * N + n] = k.fused(w.data + n * row_bytes, act.data() + m * blocks, blocks);
+    });
+  }
   // Each weight row is read from memory and unpacked once, then dotted with every x row
   // while it is in cache.
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(M * K, 1));
   parallel_for(N, grain, [&](int64_t n0, int64_t n1) {
     RowScratch row(blocks);
     for (int64_t n = n0; n < n1; ++n) {
-      unpack(w.type, w.data + n * row_bytes, blocks, row);
-      for (int64_t m = 0; m < M; ++m) y[m * N + n] = dot(row, act.data() + m * blocks, blocks, with_min);
+      k.unpack(w.type, w.data + n * row_bytes, blocks, row);
+      k.rows(row, act.data(), M, blocks, n, N, y, with_min);
     }
   });
 }
