@@ -32,13 +32,6 @@ const std::map<std::string, std::string> kNotYetMigrated = {
     {"bernoulli", "test_tensor.cpp"},
     {"multinomial", "test_index_ops.cpp"},
     {"linear_cross_entropy", "test_linear_cross_entropy.cpp"},
-    {"isnan", "test_predicates.cpp"},
-    {"isinf", "test_predicates.cpp"},
-    {"isfinite", "test_predicates.cpp"},
-    {"all", "test_predicates.cpp"},
-    {"any", "test_predicates.cpp"},
-    {"allclose", "test_shape_ops.cpp"},
-    {"equal", "test_tensor.cpp"},
     {"uniform_", "test_tensor.cpp"},
     {"normal_", "test_tensor.cpp"},
     {"quantize_matrix", "test_quantized.cpp"},
@@ -62,6 +55,7 @@ const std::vector<std::pair<std::string, std::vector<OpTest> (*)()>>& families()
       {"attention and dropout", attention_rows},
       {"in place", inplace_rows},
       {"indexing", indexing_rows},
+      {"predicates", predicate_rows},
   };
   return f;
 }
@@ -82,6 +76,7 @@ TEST_CASE("op table: embedding and fused") { run_table(embedding_and_fused_rows(
 TEST_CASE("op table: attention and dropout") { run_table(attention_rows()); }
 TEST_CASE("op table: in place") { run_table(inplace_rows()); }
 TEST_CASE("op table: indexing") { run_table(indexing_rows()); }
+TEST_CASE("op table: predicates") { run_table(predicate_rows()); }
 
 TEST_CASE("op table: every op record has a row, or is listed as not yet migrated") {
   std::set<std::string> with_rows;

@@ -123,5 +123,6 @@ std::vector<OpTest> embedding_and_fused_rows();
 std::vector<OpTest> attention_rows();
 std::vector<OpTest> inplace_rows();
 std::vector<OpTest> indexing_rows();
+std::vector<OpTest> predicate_rows();
 
 }  // namespace kiln::optable
