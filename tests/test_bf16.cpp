@@ -73,7 +73,6 @@ void check_bf16(const std::string& what, const Tensor& got, const Tensor& ref, i
 
 // The exact case: the fixture's input through `op` matches the fixture's output.
 void check_exact(const std::string& name, const Tensor& got) { check_bf16(name, got, fx(name)); }
-void check_1ulp(const std::string& name, const Tensor& got) { check_bf16(name, got, fx(name), 1); }
 
 // round-to-nearest-even of a float32 to bfloat16 written independently of the library:
 // the two neighbours on the bfloat16 grid and the distance to each, in double.
@@ -257,16 +256,13 @@ TEST_CASE("bf16: log_softmax over the last dim within 2^-6 of torch") {
   testing::check_matches("sm.log_softmax1", log_softmax(s, 1), fx("sm.log_softmax1"), {0x1p-7, 0x1p-6});
 }
 
-TEST_CASE("bf16: cat, transpose, slicing, indexing, gather, sort and cumsum match torch") {
+TEST_CASE("bf16: cat, transpose, slicing and indexing match torch") {
   const Tensor a = fx("ew.a"), b = fx("ew.b");
   check_exact("st.cat", cat({a, b}, 0));
   check_exact("st.cat1", cat({a, b.slice(1, 0, 5)}, 1));
   check_exact("st.t", a.t().contiguous());
   check_exact("st.index", a.slice(1, 3, 20, 4).contiguous());
   check_exact("st.index_select", index_select(a, 0, fx("st.idx")));
-  check_exact("st.gather", gather(a, 1, fx("st.gidx")));
-  check_exact("st.sort", a.sort(1).values);
-  check_1ulp("st.cumsum", a.slice(1, 0, 6).cumsum(1));
   // Mixed into cat: promoted as torch.
   CHECK(cat({a, a.to(kFloat32)}, 0).dtype() == kFloat32);
 }
@@ -330,11 +326,6 @@ TEST_CASE("bf16: item, at, set, to_vector, and printing as torch") {
   CHECK_ERROR_STARTS("[item]", full({}, kNaN, kBFloat16).item<int64_t>(), "nan", "bfloat16");
   CHECK_ERROR_STARTS("[data]", x.data<float>(), "bfloat16", "float32");
   CHECK(x.data<bfloat16>()[1].bits == 0x4020);
-  // The comparisons tests use, across dtypes: by value.
-  CHECK(equal(tensor({0.5, 2.0}, kBFloat16), tensor({0.5, 2.0})));
-  CHECK_FALSE(equal(tensor({0.1}, kBFloat16), tensor({0.1})));  // 0.10009765625 != 0.1f
-  CHECK(allclose(tensor({0.1}, kBFloat16), tensor({0.1}), 1e-3, 0));
-  CHECK_FALSE(allclose(tensor({0.1}, kBFloat16), tensor({0.1}), 1e-4, 0));
 }
 
 TEST_CASE("bf16: copy_ between bfloat16 and every dtype, any strides") {
@@ -618,9 +609,6 @@ TEST_CASE("bf16: a kernel reached around backend_for refuses bfloat16, naming it
 
 TEST_CASE("bf16: ops refuse what they cannot do, naming bfloat16") {
   Tensor x = ones({2, 3}, kBFloat16);
-  Tensor idx = tensor({0, 1}).to(kBFloat16);
-  CHECK_ERROR_STARTS("[gather]", gather(x, 1, ones({2, 1}, kBFloat16)), "bfloat16");
-  CHECK_ERROR_STARTS("[one_hot]", one_hot(idx), "bfloat16");
   CHECK_ERROR_STARTS("[gradcheck]",
                      gradcheck([](const std::vector<Tensor>& v) { return sum(v[0]); },
                                {ones({2}, TensorOptions(kBFloat16).requires_grad())}),

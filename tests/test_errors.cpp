@@ -313,7 +313,6 @@ TEST_CASE("sizes whose product overflows int64 are refused by the op that was ca
   }
   SUBCASE("indexing") {
     Tensor idx = zeros({1}, kInt64).expand({int64_t{1} << 20});
-    CHECK_ERROR_STARTS("[one_hot]", one_hot(idx, int64_t{1} << 44), "overflows int64");
     CHECK_ERROR_STARTS("[embedding]", embedding(huge({2, int64_t{1} << 44}), idx), "overflows int64");
     CHECK_ERROR_STARTS("[index_select]", index_select(huge({1, k62}, kInt64), 0, zeros({2}, kInt64)),
                        "overflows int64");
@@ -346,7 +345,6 @@ TEST_CASE("memory that cannot be had is an OutOfMemoryError naming op, shape and
   CHECK_ERROR_STARTS("[matmul]", matmul(huge({1 << 20, 1}), huge({1, 1 << 20})), "cannot allocate", "(1048576, 1048576)");
   CHECK_ERROR_STARTS("[add]", add(huge({1 << 20, 1}), huge({1 << 20})), "cannot allocate");
   CHECK_ERROR_STARTS("[cat]", cat({huge({n}), huge({n})}), "cannot allocate");
-  CHECK_ERROR_STARTS("[one_hot]", one_hot(zeros({1 << 20}, kInt64), 1 << 20), "cannot allocate");
   CHECK_ERROR_STARTS("[embedding]", embedding(huge({2, 1 << 20}), zeros({1 << 20}, kInt64)), "cannot allocate");
   // A total once built in a std::vector (std::bad_alloc).
   CHECK_ERROR_STARTS("[repeat_interleave]", repeat_interleave(tensor({n, int64_t{1}})), "cannot allocate");
@@ -458,14 +456,9 @@ TEST_CASE("NaN and infinities through the row ops") {
     Tensor targets = tensor({int64_t{0}, int64_t{0}, int64_t{0}, int64_t{1}});
     check_special("cross_entropy", cross_entropy(logits, targets, -100, 0.0, Reduction::None),
                   {kNaN, kInf, 0.0, 1e30}, 1e-6, 1e-30);
-    check_special("cumsum", cumsum(tensor({1.0, kNaN, 2.0, kInf, -kInf}, o), 0), {1, kNaN, kNaN, kNaN, kNaN}, 0, 0);
-    ValuesIndices s = sort(tensor({kNaN, 1.0, -kInf, kInf, 0.0}, o));
-    check_special("sort", s.values, {-kInf, 0, 1, kInf, kNaN}, 0, 0);
-    CHECK(s.indices.to_vector<int64_t>() == std::vector<int64_t>{2, 4, 1, 3, 0});
     CHECK_ERROR_STARTS("[multinomial]", multinomial(tensor({kNaN, 1.0}, o), 1), "nan");
     CHECK_ERROR_STARTS("[multinomial]", multinomial(tensor({kInf, 1.0}, o), 1), "inf");
     CHECK_ERROR_STARTS("[embedding]", embedding(ones({2, 2}, o), tensor({kNaN}, o)), "int64");
-    CHECK_ERROR_STARTS("[one_hot]", one_hot(tensor({kNaN}, o)), "int64");
   }
   // Finite weights whose sum overflows: sampled as the same weights scaled down (both
   // categories drawn), not always the last.

@@ -147,10 +147,8 @@ In D(const Shape& s) { return {s, Kind::Distinct}; }
 In Sm(const Shape& s) { return {s, Kind::Small}; }
 In T(In in) { in.layout = Layout::Transposed; return in; }
 In S(In in) { in.layout = Layout::Stepped; return in; }
-In Pm(In in) { in.layout = Layout::Permuted; return in; }
 In T(const Shape& s) { return T(R(s)); }
 In S(const Shape& s) { return S(R(s)); }
-In Pm(const Shape& s) { return Pm(R(s)); }
 
 }  // namespace
 
@@ -397,72 +395,6 @@ TEST_CASE("scaled_dot_product_attention writes q, k, v's gradients into the proj
 
 // ---- attention: a query that may attend to nothing gives zeros and zero gradients
 // ---- end of the fully masked query
-
-// ------------------------------------------------------------------ indexing, scatter, scan,
-// sort
-
-TEST_CASE("gradcheck: gather, scatter, scatter_add, index_add") {
-  Tensor g_idx = index_of({3, 0, 0, 2, 1, 1}, {3, 2});         // repeats: gradients add up
-  Tensor g_idx0 = index_of({2, 0, 1, 1, 0, 2, 2, 1}, {2, 2, 2});  // (2, 2, 2) into (3, 4, 2) along dim 0
-  Tensor g_wide = index_of({0, 3, 3, 1, 2, 0, 0, 0, 1, 2, 3, 3, 2, 1, 0}, {3, 5});  // longer than x along dim
-  Tensor s_idx = index_of({4, 0, 2, 1, 3, 0, 2, 4, 1}, {3, 3});  // distinct in each row
-  Tensor s_idx0 = index_of({1, 0, 2, 2, 0, 2, 1, 0}, {2, 4});    // distinct in each column (dim 0, size 3)
-  Tensor a_idx = index_of({4, 4, 0, 2, 4, 1, 0, 0, 3, 3, 2, 2}, {3, 4});  // repeats sum
-  Tensor a_idx3 = index_of({1, 1, 0, 1, 0, 0, 1, 0, 1, 1, 1, 1}, {3, 2, 2});
-  Tensor i_idx = index_of({0, 2, 0, 4}, {4});
-  run_table({
-      {"gather dim 1, repeated indices", [g_idx](V x) { return gather(x[0], 1, g_idx); }, {R({3, 4})}},
-      {"gather dim 0, 3-D, smaller index", [g_idx0](V x) { return gather(x[0], 0, g_idx0); }, {R({3, 4, 2})}},
-      {"gather index longer than x along dim", [g_wide](V x) { return x[0].gather(-1, g_wide); }, {R({3, 4})}},
-      {"gather transposed x", [g_idx](V x) { return gather(x[0], 1, g_idx); }, {T({3, 4})}},
-      {"gather then transpose", [g_idx](V x) { return gather(x[0], 1, g_idx).t(); }, {S({3, 4})}},
-      {"gather 0-d", [](V x) { return gather(x[0], 0, index_of({0, 0}, {2})); }, {R({})}},
-      {"scatter src, x and src", [s_idx](V x) { return scatter(x[0], 1, s_idx, x[1]); }, {R({3, 5}), R({3, 3})}},
-      {"scatter src larger than index", [s_idx](V x) { return scatter(x[0], 1, s_idx, x[1]); },
-       {R({3, 5}), R({4, 4})}},
-      {"scatter dim 0, transposed x, stepped src", [s_idx0](V x) { return scatter(x[0], 0, s_idx0, x[1]); },
-       {T({3, 4}), S({2, 4})}},
-      {"scatter value", [s_idx](V x) { return scatter(x[0], 1, s_idx, 0.75); }, {R({3, 5})}},
-      {"scatter value permuted", [s_idx0](V x) { return x[0].scatter(0, s_idx0.unsqueeze(2), -1.0); },
-       {Pm({3, 4, 2})}},
-      {"scatter_add, x and src, repeats", [a_idx](V x) { return scatter_add(x[0], 1, a_idx, x[1]); },
-       {R({3, 5}), R({3, 4})}},
-      {"scatter_add src larger, transposed", [a_idx](V x) { return x[0].scatter_add(1, a_idx, x[1]); },
-       {T({3, 5}), T({4, 6})}},
-      {"scatter_add dim 0, 3-D", [a_idx3](V x) { return scatter_add(x[0], 0, a_idx3, x[1]); },
-       {R({2, 2, 2}), R({3, 2, 2})}},
-      {"index_add, x and source, repeats", [i_idx](V x) { return index_add(x[0], 0, i_idx, x[1]); },
-       {R({5, 3}), R({4, 3})}},
-      {"index_add alpha 2.5", [i_idx](V x) { return index_add(x[0], 0, i_idx, x[1], 2.5); }, {R({5, 3}), R({4, 3})}},
-      {"index_add dim 1, transposed and stepped",
-       [](V x) { return x[0].index_add(1, index_of({2, 0, 2}, {3}), x[1], -0.5); }, {T({4, 3}), S({4, 3})}},
-      {"index_add 0-d index", [](V x) { return index_add(x[0], 1, index_of({1}, {}), x[1]); }, {R({2, 3}), R({2, 1})}},
-  });
-}
-
-TEST_CASE("gradcheck: cumsum, sort, topk") {
-  run_table({
-      {"cumsum dim 0", [](V x) { return cumsum(x[0], 0); }, {R({2, 3, 4})}},
-      {"cumsum dim 1", [](V x) { return cumsum(x[0], 1); }, {R({2, 3, 4})}},
-      {"cumsum dim 2", [](V x) { return cumsum(x[0], 2); }, {R({2, 3, 4})}},
-      {"cumsum dim -1 method", [](V x) { return x[0].cumsum(-1); }, {R({2, 3, 4})}},
-      {"cumsum transposed dim 0", [](V x) { return cumsum(x[0], 0); }, {T({3, 4})}},
-      {"cumsum transposed dim 1", [](V x) { return cumsum(x[0], 1); }, {T({3, 4})}},
-      {"cumsum permuted dim 1", [](V x) { return cumsum(x[0], 1); }, {Pm({2, 3, 4})}},
-      {"cumsum stepped, then transpose", [](V x) { return cumsum(x[0], 0).t(); }, {S({3, 4})}},
-      {"cumsum 0-d", [](V x) { return cumsum(x[0], 0); }, {R({})}},
-      {"cumsum dtype float64", [](V x) { return cumsum(x[0], 1, kFloat64); }, {R({2, 3})}},
-      {"cumsum twice (second order path)", [](V x) { return cumsum(cumsum(x[0], 0), 0); }, {R({4})}},
-      {"sort values dim 1", [](V x) { return sort(x[0], 1).values; }, {D({3, 4})}},
-      {"sort values dim 0 descending", [](V x) { return sort(x[0], 0, true).values; }, {D({3, 4})}},
-      {"sort values permuted, method", [](V x) { return x[0].sort(-1, false, true).values; }, {Pm(D({2, 3, 4}))}},
-      {"sort values 0-d", [](V x) { return sort(x[0]).values; }, {R({})}},
-      {"topk values k 2", [](V x) { return topk(x[0], 2).values; }, {D({3, 5})}},
-      {"topk values smallest dim 0", [](V x) { return topk(x[0], 2, 0, false).values; }, {D({3, 5})}},
-      {"topk values transposed, method", [](V x) { return x[0].topk(3, 1).values; }, {T(D({4, 5}))}},
-      {"topk all k", [](V x) { return topk(x[0], 4).values; }, {D({2, 4})}},
-  });
-}
 
 TEST_CASE("embedding: the padding row's gradient is exactly zero") {
   for (int64_t pad : {2, -3}) {

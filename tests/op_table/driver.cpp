@@ -18,7 +18,7 @@ namespace {
 const std::map<std::string, std::string> kScripts = {
     {"llama_ops.txt", "make_llama_ops_fixtures.py"}, {"ops_forward.txt", "make_op_fixtures.py"},
     {"math_ops.txt", "make_math_fixtures.py"},       {"shape_ops.txt", "make_shape_fixtures.py"},
-    {"bf16.txt", "make_bf16_fixtures.py"},
+    {"bf16.txt", "make_bf16_fixtures.py"},           {"index_ops.txt", "make_index_fixtures.py"},
 };
 
 // "rms.{t}.x" -> "rms.f64.x"
@@ -107,7 +107,7 @@ std::vector<Tensor> inputs_of(const OpTest& t, const std::string& tag, const Dev
 std::string name_of(const OpTest& t) { return t.op + " " + t.sample; }
 
 void check_forward_and_grads(const OpTest& t) {
-  if (t.expected.empty() && t.upstream.empty()) return;
+  if (t.expected.empty() && t.upstream.empty() && !t.want.defined()) return;
   for (const std::string& tag : t.tags) {
     CAPTURE(tag);
     const Tensor expected = t.expected.empty() ? Tensor() : fixture(t.file, with_tag(t.expected, tag));
@@ -117,6 +117,7 @@ void check_forward_and_grads(const OpTest& t) {
     for (const Tensor& x : inputs_of(t, tag)) leaves.push_back(grads ? x.detach().clone().requires_grad_() : x);
     const Tensor out = t.fn(leaves);
     if (expected.defined()) testing::check_matches(name_of(t) + " " + tag, out, expected, tol);
+    if (t.want.defined()) testing::check_matches(name_of(t) + " " + tag, out, t.want, {0, 0});
     if (!grads) continue;
     // A number ("1", "0.75") is a constant g; anything else names a fixture.
     const bool constant = t.upstream.find_first_not_of("0123456789.-") == std::string::npos;

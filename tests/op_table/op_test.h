@@ -97,6 +97,9 @@ struct OpTest {
   std::string bf16_expected = {};
   int bf16_ulps = 0;
   std::vector<ErrorCase> errors = {};
+  // Values written out (a predicate's bools, from the op's definition, where no fixture
+  // holds them): the output must have them exactly, dtype and shape included.
+  Tensor want = {};
 };
 
 // A tensor of a fixture file ("ops_forward.txt"), read once.
@@ -119,5 +122,7 @@ std::vector<OpTest> shape_rows();
 std::vector<OpTest> embedding_and_fused_rows();
 std::vector<OpTest> attention_rows();
 std::vector<OpTest> inplace_rows();
+std::vector<OpTest> indexing_rows();
+std::vector<OpTest> predicate_rows();
 
 }  // namespace kiln::optable
