@@ -118,7 +118,9 @@ TEST_CASE("gguf: each type's tensor dequantises to gguf-py's values, and quantis
   const GGUFFile f = read_gguf(fixture_path("gguf_small.gguf"));
   const Tensor source = kFixtures.get("source");
   REQUIRE(f.tensors.size() == kTypes.size());
-  for (const auto& [name, type] : kTypes) {
+  for (const auto& entry : kTypes) {  // not a structured binding: CAPTURE's lambda takes it
+    const std::string& name = entry.first;
+    const GGMLType type = entry.second;
     CAPTURE(name);
     const GGUFTensorInfo& t = f.tensor(name);
     CHECK(t.type == type);

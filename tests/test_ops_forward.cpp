@@ -40,8 +40,6 @@ void check_matches(const std::string& what, const Tensor& got, const Tensor& ref
 
 const std::vector<std::string> kTags = {"f64", "f32"};
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
 }  // namespace
 
 // ---------------------------------------------------------------- elementwise

@@ -567,11 +567,12 @@ void add_errors(std::vector<OpTest>& rows) {
         {"a size that cannot be allocated", [] { one_hot(zeros({1 << 20}, kInt64), 1 << 20); },
          {"[one_hot]", "cannot allocate"}}}},
   };
-  for (auto& [op, cases] : errors) {
+  for (auto& entry : errors) {  // not a structured binding: CHECK_MESSAGE's lambda takes op
+    const std::string& op = entry.first;
     bool placed = false;
     for (OpTest& t : rows)
       if (t.op == op) {
-        t.errors = std::move(cases);
+        t.errors = std::move(entry.second);
         placed = true;
         break;
       }

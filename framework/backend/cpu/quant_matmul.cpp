@@ -235,8 +235,8 @@ KILN_AVX_VNNI float fused_vnni(const uint8_t* w, const ActBlock* x, int64_t bloc
 #undef KILN_QUANT_FUSED_BODY
 
 bool quant_has_avx2() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          __builtin_cpu_supports("f16c");
+  // F16C came before AVX2 on every x86 line (and clang 14 cannot test it by name).
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return yes;
 }
 bool quant_has_vnni() {
