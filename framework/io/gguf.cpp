@@ -82,9 +82,20 @@ class Cursor {
   const std::string& source_;
 };
 
-GGUFValue read_value(Cursor& c, GGUFValueType type, const std::string& field, int depth) {
+GGUFValue of_type(GGUFValueType type) {
   GGUFValue v;
   v.type = type;
+  return v;
+}
+
+// A uint64 value: itself in uinteger, clamped to INT64_MAX in integer.
+void set_uint64(GGUFValue& v, uint64_t u) {
+  v.uinteger = u;
+  v.integer = static_cast<int64_t>(std::min<uint64_t>(u, std::numeric_limits<int64_t>::max()));
+}
+
+GGUFValue read_value(Cursor& c, GGUFValueType type, const std::string& field, int depth) {
+  GGUFValue v = of_type(type);
   switch (type) {
     case GGUFValueType::UInt8: v.integer = c.read<uint8_t>(field); break;
     case GGUFValueType::Int8: v.integer = c.read<int8_t>(field); break;
@@ -92,10 +103,7 @@ GGUFValue read_value(Cursor& c, GGUFValueType type, const std::string& field, in
     case GGUFValueType::Int16: v.integer = c.read<int16_t>(field); break;
     case GGUFValueType::UInt32: v.integer = c.read<uint32_t>(field); break;
     case GGUFValueType::Int32: v.integer = c.read<int32_t>(field); break;
-    case GGUFValueType::UInt64:
-      v.uinteger = c.read<uint64_t>(field);
-      v.integer = static_cast<int64_t>(std::min<uint64_t>(v.uinteger, std::numeric_limits<int64_t>::max()));
-      break;
+    case GGUFValueType::UInt64: set_uint64(v, c.read<uint64_t>(field)); break;
     case GGUFValueType::Int64: v.integer = c.read<int64_t>(field); break;
     case GGUFValueType::Float32: v.real = c.read<float>(field); break;
     case GGUFValueType::Float64: v.real = c.read<double>(field); break;
@@ -215,39 +223,32 @@ const char* gguf_value_type_name(GGUFValueType t) {
 }
 
 GGUFValue GGUFValue::u32(uint32_t v) {
-  GGUFValue r;
-  r.type = GGUFValueType::UInt32;
+  GGUFValue r = of_type(GGUFValueType::UInt32);
   r.integer = v;
   return r;
 }
 GGUFValue GGUFValue::i32(int32_t v) {
-  GGUFValue r;
-  r.type = GGUFValueType::Int32;
+  GGUFValue r = of_type(GGUFValueType::Int32);
   r.integer = v;
   return r;
 }
 GGUFValue GGUFValue::u64(uint64_t v) {
-  GGUFValue r;
-  r.type = GGUFValueType::UInt64;
-  r.uinteger = v;
-  r.integer = static_cast<int64_t>(std::min<uint64_t>(v, std::numeric_limits<int64_t>::max()));
+  GGUFValue r = of_type(GGUFValueType::UInt64);
+  set_uint64(r, v);
   return r;
 }
 GGUFValue GGUFValue::f32(float v) {
-  GGUFValue r;
-  r.type = GGUFValueType::Float32;
+  GGUFValue r = of_type(GGUFValueType::Float32);
   r.real = v;
   return r;
 }
 GGUFValue GGUFValue::flag(bool v) {
-  GGUFValue r;
-  r.type = GGUFValueType::Bool;
+  GGUFValue r = of_type(GGUFValueType::Bool);
   r.boolean = v;
   return r;
 }
 GGUFValue GGUFValue::str(std::string v) {
-  GGUFValue r;
-  r.type = GGUFValueType::String;
+  GGUFValue r = of_type(GGUFValueType::String);
   r.string = std::move(v);
   return r;
 }
