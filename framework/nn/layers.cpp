@@ -32,7 +32,26 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias) : UnaryModule("Linear"),
   reset_parameters();
 }
 
+Linear::Linear(QuantizedMatrix w, Tensor b) : UnaryModule("Linear"), in_features(w.cols), out_features(w.rows) {
+  KILN_CHECK(w.data != nullptr || w.rows * w.cols == 0, "Linear", "the quantized weight has no data");
+  KILN_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == w.rows), "Linear", "bias must have shape (", w.rows,
+             ",), got ", shape_str(b.shape()));
+  weight = register_parameter("weight", Tensor());
+  if (b.defined()) bias = register_parameter("bias", std::move(b));
+  qweight = std::move(w);
+}
+
+const QuantizedMatrix& Linear::quantize(GGMLType type) {
+  KILN_CHECK(!is_quantized(), "Linear.quantize", "the weight is already quantized (",
+             ggml_type_info(qweight->type).name, ")");
+  qweight = quantize_matrix(weight, type);
+  weight = Tensor();
+  parameter_slot("weight") = Tensor();
+  return *qweight;
+}
+
 void Linear::reset_parameters() {
+  if (is_quantized()) return;  // blocks are not re-drawn
   // PyTorch's default: kaiming_uniform_(a=sqrt(5)) on the weight, which gives
   // U(-1/sqrt(in), 1/sqrt(in)); the bias uses the same bound.
   init::kaiming_uniform_(weight, std::sqrt(5.0));
@@ -48,7 +67,7 @@ void check_linear_input(const Tensor& x, int64_t in_features, const Tensor& weig
   KILN_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == in_features, "Linear",
              "expected input with last dimension ", in_features, ", got shape ",
              x.defined() ? shape_str(x.shape()) : std::string("undefined"));
-  KILN_CHECK(x.dtype() == weight.dtype(), "Linear", "input has dtype ", dtype_name(x.dtype()), ", the weight has ",
+  KILN_CHECK(!weight.defined() || x.dtype() == weight.dtype(), "Linear", "input has dtype ", dtype_name(x.dtype()), ", the weight has ",
              dtype_name(weight.dtype()));
 }
 
@@ -56,13 +75,13 @@ void check_linear_input(const Tensor& x, int64_t in_features, const Tensor& weig
 
 Tensor Linear::forward(const Tensor& x) {
   check_linear_input(x, in_features, weight);
-  Tensor y = linear(x, weight, bias);
+  Tensor y = is_quantized() ? quantized_linear(x, *qweight, bias) : linear(x, weight, bias);
   return has_lora() ? add_lora_delta(std::move(y), x) : y;
 }
 
 Tensor Linear::forward(Tensor&& x) {
   // A subclass's own forward, or an adapter's, which reads x again.
-  if (typeid(*this) != typeid(Linear) || has_lora()) return forward(static_cast<const Tensor&>(x));
+  if (typeid(*this) != typeid(Linear) || has_lora() || is_quantized()) return forward(static_cast<const Tensor&>(x));
   check_linear_input(x, in_features, weight);
   return linear(std::move(x), weight, bias);
 }
@@ -79,10 +98,13 @@ void Linear::attach_lora(int64_t r, double scaling, double dropout_p) {
   KILN_CHECK(dropout_p >= 0 && dropout_p < 1, "Linear.attach_lora", "dropout must be in [0, 1), got ", dropout_p);
   lora_A = register_module("lora_A", std::make_shared<Linear>(in_features, r, false));
   lora_B = register_module("lora_B", std::make_shared<Linear>(r, out_features, false));
-  lora_A->to(weight.dtype());
-  lora_B->to(weight.dtype());
-  lora_A->to(weight.device());
-  lora_B->to(weight.device());
+  // Over quantized blocks (QLoRA) the adapter is float32 on the host, where the blocks are.
+  if (weight.defined()) {
+    lora_A->to(weight.dtype());
+    lora_B->to(weight.dtype());
+    lora_A->to(weight.device());
+    lora_B->to(weight.device());
+  }
   {
     NoGradGuard no_grad;
     lora_B->weight.zero_();
@@ -94,7 +116,8 @@ void Linear::attach_lora(int64_t r, double scaling, double dropout_p) {
 
 std::string Linear::extra_repr() const {
   return "in_features=" + std::to_string(in_features) + ", out_features=" + std::to_string(out_features) +
-         ", bias=" + (bias.defined() ? "True" : "False");
+         ", bias=" + (bias.defined() ? "True" : "False") +
+         (is_quantized() ? std::string(", weight=") + ggml_type_info(qweight->type).name : "");
 }
 
 // ---------------------------------------------------------------- LayerNorm
@@ -159,11 +182,29 @@ Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad)
   }
 }
 
-Tensor Embedding::forward(const Tensor& indices) { return embedding(weight, indices, padding_idx); }
+Embedding::Embedding(QuantizedMatrix w) : UnaryModule("Embedding"), num_embeddings(w.rows), embedding_dim(w.cols) {
+  KILN_CHECK(w.data != nullptr || w.rows * w.cols == 0, "Embedding", "the quantized table has no data");
+  weight = register_parameter("weight", Tensor());
+  qweight = std::move(w);
+}
+
+const QuantizedMatrix& Embedding::quantize(GGMLType type) {
+  KILN_CHECK(!is_quantized(), "Embedding.quantize", "the table is already quantized (",
+             ggml_type_info(qweight->type).name, ")");
+  qweight = quantize_matrix(weight, type);
+  weight = Tensor();
+  parameter_slot("weight") = Tensor();
+  return *qweight;
+}
+
+Tensor Embedding::forward(const Tensor& indices) {
+  return is_quantized() ? quantized_embedding(*qweight, indices) : embedding(weight, indices, padding_idx);
+}
 
 std::string Embedding::extra_repr() const {
   std::string s = std::to_string(num_embeddings) + ", " + std::to_string(embedding_dim);
   if (padding_idx) s += ", padding_idx=" + std::to_string(*padding_idx);
+  if (is_quantized()) s += std::string(", weight=") + ggml_type_info(qweight->type).name;
   return s;
 }
 
@@ -226,7 +267,9 @@ std::shared_ptr<UnaryModule> Sequential::operator[](size_t i) const {
 namespace kiln::nn {
 
 std::shared_ptr<Module> Linear::make_fresh() const {
-  auto fresh = std::make_shared<Linear>(in_features, out_features, bias.defined());
+  // Blocks are immutable: the copy shares them.
+  auto fresh = is_quantized() ? std::make_shared<Linear>(*qweight, bias.defined() ? zeros({out_features}) : Tensor())
+                              : std::make_shared<Linear>(in_features, out_features, bias.defined());
   if (has_lora()) {
     fresh->attach_lora(lora_A->out_features, lora_scaling, lora_dropout);
     fresh->lora_merged = lora_merged;
@@ -241,6 +284,7 @@ std::shared_ptr<Module> RMSNorm::make_fresh() const {
 }
 std::shared_ptr<Module> Dropout::make_fresh() const { return std::make_shared<Dropout>(p); }
 std::shared_ptr<Module> Embedding::make_fresh() const {
+  if (is_quantized()) return std::make_shared<Embedding>(*qweight);
   return std::make_shared<Embedding>(num_embeddings, embedding_dim, padding_idx);
 }
 std::shared_ptr<Module> Softmax::make_fresh() const { return std::make_shared<Softmax>(dim); }

@@ -24,6 +24,9 @@ class UnaryModule : public Module {
 class Linear : public UnaryModule {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  // A layer whose weight is ggml blocks (a GGUF file's tensor, or quantize_matrix's):
+  // (out_features, in_features) = (weight.rows, weight.cols); bias float32 or undefined.
+  explicit Linear(QuantizedMatrix weight, Tensor bias = Tensor());
   Tensor forward(const Tensor& x) override;
   // An input the caller gives up (linear2.forward(hidden(x))): kiln::linear's rvalue
   // overload, whose float32 input goes before the output is made under autocast. A
@@ -35,6 +38,15 @@ class Linear : public UnaryModule {
 
   int64_t in_features, out_features;
   Tensor weight, bias;
+
+  // The weight in ggml's blocks: forward runs quantized_linear on them and `weight` is
+  // undefined (the layer keeps no float copy; its bias and any LoRA adapter still train,
+  // as QLoRA's). Set by quantize() or the constructor above.
+  std::optional<QuantizedMatrix> qweight;
+  bool is_quantized() const { return qweight.has_value(); }
+  // Replaces the float weight by its blocks in `type` (in_features a multiple of the
+  // type's block); returns them.
+  const QuantizedMatrix& quantize(GGMLType type);
 
   // A LoRA adapter (nn/lora.h: add_lora): while not merged into the weight, forward adds
   // lora_B(lora_A(dropout(x))) * lora_scaling. lora_A (r, in) and lora_B (out, r) are
@@ -103,6 +115,9 @@ class Dropout : public UnaryModule {
 class Embedding : public UnaryModule {
  public:
   Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt);
+  // A table in ggml's blocks (a GGUF file's token embeddings): rows are dequantised as
+  // they are looked up (quantized_embedding), and `weight` is undefined.
+  explicit Embedding(QuantizedMatrix weight);
   Tensor forward(const Tensor& indices) override;
   std::string extra_repr() const override;
   std::shared_ptr<Module> make_fresh() const override;  // clone(): same configuration
@@ -110,6 +125,9 @@ class Embedding : public UnaryModule {
   int64_t num_embeddings, embedding_dim;
   std::optional<int64_t> padding_idx;
   Tensor weight;
+  std::optional<QuantizedMatrix> qweight;  // the table in blocks, when it is so stored
+  bool is_quantized() const { return qweight.has_value(); }
+  const QuantizedMatrix& quantize(GGMLType type);  // as Linear::quantize
 };
 
 class Softmax : public UnaryModule {

@@ -79,6 +79,8 @@ void merge_lora(Module& model) {
   NoGradGuard no_grad;
   for (auto& [name, l] : adapted_layers(model)) {
     if (l->lora_merged) continue;
+    KILN_CHECK(!l->is_quantized(), "merge_lora", name, "'s weight is quantized (",
+               ggml_type_info(l->qweight->type).name, "): an adapter cannot be merged into blocks");
     l->weight.add_(mul(matmul(l->lora_B->weight, l->lora_A->weight), l->lora_scaling));
     l->lora_merged = true;
   }

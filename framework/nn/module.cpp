@@ -72,6 +72,12 @@ Tensor& Module::register_parameter(const std::string& name, Tensor t, bool requi
   return params_.back().second;
 }
 
+Tensor& Module::parameter_slot(const std::string& name) {
+  for (auto& [n, t] : params_)
+    if (n == name) return t;
+  throw Error("[Module] " + type_name() + " has no parameter named '" + name + "'");
+}
+
 Tensor& Module::register_buffer(const std::string& name, Tensor t) {
   check_new_name(name);
   buffers_.emplace_back(name, t);

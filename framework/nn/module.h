@@ -90,6 +90,11 @@ class Module : public std::enable_shared_from_this<Module> {
   // The checks of load_state_dict without copying anything (throws as it would).
   LoadResult check_state_dict(const StateDict& state, bool strict = true) const;
 
+  // The registered parameter `name` (throws when there is none), to replace its tensor:
+  // by an undefined one when a layer's weight moves into quantized blocks, or by another
+  // module's to tie the two (a language model's head and its embeddings).
+  Tensor& parameter_slot(const std::string& name);
+
   // ---- printing, as PyTorch prints a model
   virtual std::string extra_repr() const { return ""; }
   std::string str() const;

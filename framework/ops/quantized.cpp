@@ -76,4 +76,27 @@ Tensor quantized_linear(const Tensor& input, const QuantizedMatrix& weight, cons
   });
 }
 
+// Rows of the blocks at the indices, on the host (where the blocks live), then moved to
+// the indices' device.
+Tensor quantized_embedding(const QuantizedMatrix& weight, const Tensor& indices) {
+  const char* op = "quantized_embedding";
+  KILN_CHECK(weight.data != nullptr || weight.rows * weight.cols == 0, op, "the weight has no data");
+  KILN_CHECK(indices.defined() && indices.dtype() == kInt64, op, "indices must be int64, got ",
+             indices.defined() ? dtype_name(indices.dtype()) : "undefined");
+  const Tensor idx = indices.to(kCPU).contiguous();
+  const int64_t n = idx.numel(), dim = weight.cols;
+  Tensor out = Tensor::empty({n, dim}, TensorOptions(kFloat32));
+  const int64_t* ids = idx.data<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t r = ids[i];
+    KILN_CHECK(r >= -weight.rows && r < weight.rows, op, "index ", r, " is out of range for ", weight.rows,
+               " rows");
+    if (r < 0) r += weight.rows;
+    dequantize_row(weight.type, weight.row(r), out.data<float>() + i * dim, dim);
+  }
+  Shape shape = indices.shape();
+  shape.push_back(dim);
+  return out.view(shape).to(indices.device());
+}
+
 }  // namespace kiln

@@ -1,5 +1,5 @@
 // Writes the fuzz targets' seed corpora with Kiln itself: make_fuzz_seeds OUT_DIR writes
-// OUT_DIR/{json,safetensors,checkpoint,vocab}/<name>. The committed seeds (tests/fuzz/seeds)
+// OUT_DIR/{json,safetensors,checkpoint,vocab,byte_bpe}/<name>. The committed seeds (tests/fuzz/seeds)
 // are its output; run it again after a format change:
 //   ninja -C build-sanitize tests/fuzz/make_fuzz_seeds && build-sanitize/tests/fuzz/make_fuzz_seeds tests/fuzz/seeds
 // (a clang tree configured with -Dfuzzing=true, as scripts/test.sh's build-sanitize)
@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "data/vocab.h"
+#include "fuzz_byte_bpe_vocab.h"
 #include "fuzz_model.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
@@ -87,6 +88,20 @@ int main(int argc, char** argv) {
   data::Vocab::build({"ich mochte ein bier", "i want a beer"}).save((out / "vocab" / "notebook.txt").string());
   write(out / "vocab" / "bert.txt", "[PAD]\n[unused0]\n[unused1]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n##s\n");
   write(out / "vocab" / "crlf.txt", "[PAD]\r\n[UNK]\r\n[CLS]\r\n[SEP]\r\nhello\r\n");
+
+  // fuzz_byte_bpe: the first byte picks the input's kind (see the target): text under each
+  // pre-tokenizer, a chat template, ids, and a GGUF file with the target's vocabulary.
+  fs::create_directories(out / "byte_bpe");
+  write(out / "byte_bpe" / "text_smollm.txt",
+        std::string("\x03") + "Hello the 123 <|im_end|>  in\n\n\t's w\xC3\xA4r \xF0\x9F\x98\x80");
+  write(out / "byte_bpe" / "text_gpt2.txt", std::string("\x07") + "A  'll 4567 <tool>x\xFF\xC0\x80 \xED\xA0\x80");
+  write(out / "byte_bpe" / "text_default.txt",
+        std::string("\x0A") + "x+=1; (a|b) ~$9 1234567 \xE2\x80\xA8 \xC2\xA0");
+  write(out / "byte_bpe" / "template.txt",
+        "c{%- for m in messages %}{% if loop.first %}<|im_start|>system\n{{ 'S' ~ '\\n' }}{% endif %}<|im_start|>"
+        "{{ m.role }}\n{{ m['content'] | trim }}<|im_end|>\n{% endfor -%}\n{% if add_generation_prompt %}x{% endif %}");
+  write(out / "byte_bpe" / "ids.bin", std::string("i\x01\x01\x05\x01\x80\x00\xC3\x00\x09\x01\xFF\x00", 13));
+  write(out / "byte_bpe" / "vocab.gguf", "g" + io::serialize_gguf(fuzz::byte_bpe_metadata("smollm"), {}));
   std::printf("seeds written under %s\n", out.string().c_str());
   return 0;
 }

@@ -45,6 +45,7 @@ fuzz_vocab vocab vocab.dict 1024
 fuzz_ding_corpus ding_corpus ding_corpus.dict 4096
 fuzz_tokenizer tokenizer tokenizer.dict 4096
 fuzz_gguf gguf gguf.dict 8192
+fuzz_byte_bpe byte_bpe byte_bpe.dict 4096
 fuzz_sentencepiece sentencepiece sentencepiece.dict 16384"
 
 status=0

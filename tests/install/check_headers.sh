@@ -42,6 +42,7 @@ case "$mode" in
         "$src"/framework/*) echo "kiln/${header#"$src"/framework/}" ;;
         "$src"/models/transformer/*) echo "kiln/transformer/${header#"$src"/models/transformer/}" ;;
         "$src"/models/bert/*) echo "kiln/bert/${header#"$src"/models/bert/}" ;;
+        "$src"/models/llama/*) echo "kiln/llama/${header#"$src"/models/llama/}" ;;
         *) echo "check_headers.sh: $header is not under $src/framework or $src/models" >&2; exit 2 ;;
       esac
     done > headers.txt

@@ -129,11 +129,42 @@ std::vector<OpTest> add_layer_norm_rows() {
   return rows;
 }
 
+// quantized_embedding's rows are the dequantised matrix's (dequantize itself is checked
+// against gguf's reference in test_quantized.cpp): exactly, for every block type.
+std::vector<OpTest> quantized_embedding_rows() {
+  Generator gen(7);
+  const Tensor w = randn({6, 64}, {}, &gen);
+  const Tensor idx = from_vector<int64_t>({5, 0, -1, 2, 2, 3}, {2, 3});
+  std::vector<OpTest> rows;
+  for (const GGMLType type : {GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q4_1, GGMLType::F16}) {
+    const QuantizedMatrix q = quantize_matrix(w, type);
+    rows.push_back({.op = "quantized_embedding",
+                    .sample = std::string("(2, 3) indices of ") + ggml_type_info(type).name + " (6, 64)",
+                    .fn = [q, idx](V) { return quantized_embedding(q, idx); },
+                    .tags = {"f32"},
+                    .gradcheck = false,
+                    .zero_size = false,
+                    .cuda = false,
+                    .want = embedding(dequantize(q), idx)});
+  }
+  const QuantizedMatrix q = quantize_matrix(w, GGMLType::Q8_0);
+  rows[0].errors = {
+      {"float indices", [q] { quantized_embedding(q, zeros({3})); }, {"[quantized_embedding]", "int64", "float32"}},
+      {"index 6 of 6 rows", [q] { quantized_embedding(q, from_vector<int64_t>({0, 6}, {2})); },
+       {"[quantized_embedding]", "index 6", "6 rows"}},
+      {"index -7", [q] { quantized_embedding(q, from_vector<int64_t>({-7}, {1})); },
+       {"[quantized_embedding]", "index -7"}},
+      {"no data", [] { quantized_embedding(QuantizedMatrix{GGMLType::Q8_0, 2, 32, nullptr, nullptr}, zeros({1}, kInt64)); },
+       {"[quantized_embedding]", "no data"}},
+  };
+  return rows;
+}
+
 }  // namespace
 
 std::vector<OpTest> embedding_and_fused_rows() {
   std::vector<OpTest> rows;
-  for (auto* part : {&embedding_rows, &add_layer_norm_rows})
+  for (auto* part : {&embedding_rows, &add_layer_norm_rows, &quantized_embedding_rows})
     for (OpTest& t : (*part)()) rows.push_back(std::move(t));
   return rows;
 }
