@@ -150,11 +150,15 @@ TEST_CASE("linear_cross_entropy: under bfloat16 autocast, the composition's loss
   const Result got = under_autocast([&](auto& xi, auto& wi, auto& bi) { return fused(xi, wi, bi, t, c, 16); });
   CHECK(got.loss.dtype() == kFloat32);
   CHECK(got.g_input.dtype() == kFloat32);
-  // The same bf16 products either way, per chunk of rows instead of all rows at once.
+  // The same bf16 products either way, per chunk of rows instead of all rows at once. The
+  // logits' gradient reaches its bf16 rounding through the fused kernel on one side and
+  // autograd's ops on the other; where the CPU's vector paths make the two float32 values
+  // differ in the last bit, one term's rounding flips, which moves a gradient that
+  // cancels to near zero (|g| ~ 1e-4 from terms ~ 1e-2) by up to a few 1e-8.
   check_matches("bf16 autocast", got.loss.detach(), want.loss.detach(), Tol{1e-6, 1e-6});
-  check_matches("bf16 grad input", got.g_input, want.g_input, Tol{1e-5, 1e-8});
-  check_matches("bf16 grad weight", got.g_weight, want.g_weight, Tol{1e-5, 1e-8});
-  check_matches("bf16 grad bias", got.g_bias, want.g_bias, Tol{1e-5, 1e-8});
+  check_matches("bf16 grad input", got.g_input, want.g_input, Tol{1e-5, 1e-7});
+  check_matches("bf16 grad weight", got.g_weight, want.g_weight, Tol{1e-5, 1e-7});
+  check_matches("bf16 grad bias", got.g_bias, want.g_bias, Tol{1e-5, 1e-7});
   // and float32 without autocast, to bf16's tolerance
   const Result fp32 = run([&](auto& xi, auto& wi, auto& bi) { return composed(xi, wi, bi, t, c); }, x, w, b, 1.0);
   check_matches("bf16 against float32", got.loss.detach(), fp32.loss.detach(), Tol{1e-2, 0});

@@ -88,10 +88,8 @@ Tensor quantized_embedding(const QuantizedMatrix& weight, const Tensor& indices)
   Tensor out = Tensor::empty({n, dim}, TensorOptions(kFloat32));
   const int64_t* ids = idx.data<int64_t>();
   for (int64_t i = 0; i < n; ++i) {
-    int64_t r = ids[i];
-    KILN_CHECK(r >= -weight.rows && r < weight.rows, op, "index ", r, " is out of range for ", weight.rows,
-               " rows");
-    if (r < 0) r += weight.rows;
+    const int64_t r = ids[i];
+    KILN_CHECK(r >= 0 && r < weight.rows, op, "index ", r, " is out of range for ", weight.rows, " rows");
     dequantize_row(weight.type, weight.row(r), out.data<float>() + i * dim, dim);
   }
   Shape shape = indices.shape();

@@ -40,15 +40,36 @@ struct Runtime {
   dnnl::cpu_isa isa = dnnl::cpu_isa::all;
 };
 
+// Whether oneDNN has a bfloat16 matmul for this CPU at all: builds of oneDNN 2.x have
+// none below AVX512_CORE (an AVX2-only CPU gets "could not create a primitive descriptor
+// iterator" for every shape), and Kiln's bf16 products then take their other path.
+void probe_bf16_matmul(const dnnl::engine& eng) {
+  using dt = dnnl::memory::data_type;
+  const dnnl::memory::desc a({1, 1}, dt::bf16, dnnl::memory::dims{1, 1});
+  const dnnl::memory::desc c({1, 1}, dt::f32, dnnl::memory::dims{1, 1});
+#if DNNL_VERSION_MAJOR >= 3
+  dnnl::matmul::primitive_desc pd(eng, a, a, c);
+#else
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, a, c), eng);
+#endif
+  (void)pd;
+}
+
 const Runtime& runtime() {
   static const Runtime* r = [] {
     auto* rt = new Runtime;
     try {
       rt->engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
       rt->isa = dnnl::get_effective_cpu_isa();
-      rt->ok = true;
     } catch (const dnnl::error& e) {
       rt->error = e.what();
+      return rt;
+    }
+    try {
+      probe_bf16_matmul(rt->engine);
+      rt->ok = true;
+    } catch (const dnnl::error& e) {
+      rt->error = std::string("no bfloat16 matmul for this CPU (") + e.what() + ")";
     }
     return rt;
   }();
