@@ -1,6 +1,5 @@
 #include "llama/llama.h"
 
-#include <algorithm>
 #include <filesystem>
 #include <vector>
 
@@ -24,35 +23,6 @@ Tensor causal_rows(int64_t group, int64_t T, int64_t past, const Device& device)
   return le(keys.unsqueeze(0), rows);
 }
 
-// The layers' weights stacked row after row, when every one is in blocks of one type
-// and none has an adapter; `from` records whose blocks went in (nullopt: not stackable).
-std::optional<QuantizedMatrix> stack_blocks(const std::vector<const nn::Linear*>& layers, const uint8_t** from) {
-  for (const nn::Linear* l : layers)
-    if (!l->is_quantized() || l->has_lora() || l->qweight->type != layers[0]->qweight->type) return std::nullopt;
-  QuantizedMatrix q;
-  q.type = layers[0]->qweight->type;
-  q.cols = layers[0]->qweight->cols;
-  for (const nn::Linear* l : layers) q.rows += l->qweight->rows;
-  auto bytes = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(q.rows * q.row_bytes()));
-  uint8_t* at = bytes->data();
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const QuantizedMatrix& w = *layers[i]->qweight;
-    std::copy(w.data, w.data + w.rows * w.row_bytes(), at);
-    at += w.rows * w.row_bytes();
-    from[i] = w.data;
-  }
-  q.data = bytes->data();
-  q.owner = std::move(bytes);
-  return q;
-}
-
-// Whether the stacked copy still stands for the layers (none changed or adapted since).
-bool still_stacked(const std::vector<const nn::Linear*>& layers, const uint8_t* const* from) {
-  for (size_t i = 0; i < layers.size(); ++i)
-    if (!layers[i]->is_quantized() || layers[i]->has_lora() || layers[i]->qweight->data != from[i]) return false;
-  return true;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- attention
@@ -70,31 +40,15 @@ LlamaAttention::LlamaAttention(const LlamaConfig& c, const std::string& prefix, 
   o_proj = register_module("o_proj", source.linear(prefix + "o_proj", num_heads * head_dim, H));
 }
 
-bool LlamaAttention::use_stacked() {
-  const std::vector<const nn::Linear*> layers = {q_proj.get(), k_proj.get(), v_proj.get()};
-  if (qkv_ && still_stacked(layers, qkv_from_)) return true;
-  qkv_ = stack_blocks(layers, qkv_from_);
-  return qkv_.has_value();
-}
-
 Tensor LlamaAttention::forward(const Tensor& x, const ForwardContext& ctx) {
   const int64_t B = x.size(0), T = x.size(1), group = num_heads / num_kv_heads;
   // The rotary tables broadcast over (B, T, heads, head_dim / 2).
   const Tensor cos = ctx.cos.unsqueeze(1), sin = ctx.sin.unsqueeze(1);
-  Tensor q, k, v;  // (B, heads, T, head_dim), q and k turned by their positions
-  if (use_stacked()) {
-    // (B, T, heads + 2 kv_heads, head_dim): q and k's heads turned in one pass
-    const Tensor qkv = quantized_linear(x, *qkv_).view({B, T, num_heads + 2 * num_kv_heads, head_dim});
-    const Tensor qk = apply_rotary_emb(qkv.narrow(2, 0, num_heads + num_kv_heads), cos, sin, rope_interleaved);
-    q = qk.narrow(2, 0, num_heads).transpose(1, 2);
-    k = qk.narrow(2, num_heads, num_kv_heads).transpose(1, 2);
-    v = qkv.narrow(2, num_heads + num_kv_heads, num_kv_heads).transpose(1, 2);
-  } else {
-    const auto heads = [&](const Tensor& y, int64_t n) { return y.view({B, T, n, head_dim}); };
-    q = apply_rotary_emb(heads(q_proj->forward(x), num_heads), cos, sin, rope_interleaved).transpose(1, 2);
-    k = apply_rotary_emb(heads(k_proj->forward(x), num_kv_heads), cos, sin, rope_interleaved).transpose(1, 2);
-    v = heads(v_proj->forward(x), num_kv_heads).transpose(1, 2);
-  }
+  // (B, T, heads * head_dim) -> (B, T, heads, head_dim): turned there, while contiguous
+  const auto heads = [&](const Tensor& y, int64_t n) { return y.view({B, T, n, head_dim}); };
+  const Tensor q = apply_rotary_emb(heads(q_proj->forward(x), num_heads), cos, sin, rope_interleaved).transpose(1, 2);
+  Tensor k = apply_rotary_emb(heads(k_proj->forward(x), num_kv_heads), cos, sin, rope_interleaved).transpose(1, 2);
+  Tensor v = heads(v_proj->forward(x), num_kv_heads).transpose(1, 2);
   if (ctx.cache) std::tie(k, v) = ctx.cache->append(layer_index, k, v);
   // A kv head's `group` query heads as one (group * T)-row query: K and V are read as
   // they are, never repeated per head.
@@ -110,19 +64,7 @@ LlamaMLP::LlamaMLP(const LlamaConfig& c, const std::string& prefix, LayerSource&
   down_proj = register_module("down_proj", source.linear(prefix + "down_proj", c.intermediate_size, c.hidden_size));
 }
 
-bool LlamaMLP::use_stacked() {
-  const std::vector<const nn::Linear*> layers = {gate_proj.get(), up_proj.get()};
-  if (gate_up_ && still_stacked(layers, gate_up_from_)) return true;
-  gate_up_ = stack_blocks(layers, gate_up_from_);
-  return gate_up_.has_value();
-}
-
 Tensor LlamaMLP::forward(const Tensor& x) {
-  if (use_stacked()) {
-    const Tensor gu = quantized_linear(x, *gate_up_);  // (B, T, 2 intermediate)
-    const int64_t I = gate_proj->out_features;
-    return down_proj->forward(mul(silu(gu.narrow(-1, 0, I)), gu.narrow(-1, I, I)));
-  }
   return down_proj->forward(mul(silu(gate_proj->forward(x)), up_proj->forward(x)));
 }
 

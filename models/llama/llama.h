@@ -9,9 +9,7 @@
 //   llama::KVCache cache(model->config, 1, 256);
 //   Tensor logits = model->forward(ids, &cache);  // ids (B, T) int64 -> (B, T, vocab)
 #include <memory>
-#include <optional>
 #include <string>
-#include <vector>
 
 #include <kiln/kiln.h>
 
@@ -39,13 +37,6 @@ class LlamaAttention : public nn::Module {
   std::shared_ptr<nn::Linear> q_proj, k_proj, v_proj, o_proj;
   int64_t num_heads, num_kv_heads, head_dim, layer_index;
   bool rope_interleaved;
-
- private:
-  // q, k and v's blocks stacked (when all three are quantized alike and carry no adapter):
-  // one product and one activation quantisation instead of three.
-  std::optional<QuantizedMatrix> qkv_;
-  const uint8_t* qkv_from_[3] = {};  // the blocks it was stacked from
-  bool use_stacked();
 };
 
 // down_proj(silu(gate_proj(x)) * up_proj(x)).
@@ -55,11 +46,6 @@ class LlamaMLP : public nn::Module {
   Tensor forward(const Tensor& x);  // (B, T, hidden) -> (B, T, hidden)
 
   std::shared_ptr<nn::Linear> gate_proj, up_proj, down_proj;
-
- private:
-  std::optional<QuantizedMatrix> gate_up_;  // as LlamaAttention's stacked q, k, v
-  const uint8_t* gate_up_from_[2] = {};
-  bool use_stacked();
 };
 
 class LlamaDecoderLayer : public nn::Module {
