@@ -275,33 +275,6 @@ void for_each_problem(const Problem& pr, F f) {
   });
 }
 
-// A decoding step asks for a handful of query rows against a long cache: there dot
-// products over k's rows and sums of v's rows cost less than transposing k for a GEMM
-// and the GEMM's own set-up.
-constexpr int64_t kFewQueries = 8;
-
-// scores (L, S) = scale · q (L, E) · k (S, E)ᵀ, one dot product a score
-template <class T>
-void few_query_scores(const Problem& pr, const T* q, int64_t ldq, const T* k, int64_t ldk, T* scores) {
-  for (int64_t l = 0; l < pr.L; ++l)
-    for (int64_t s = 0; s < pr.S; ++s)
-      scores[l * pr.S + s] = static_cast<T>(pr.scale * rows::dot(q + l * ldq, k + s * ldk, pr.E));
-}
-
-// out (L, Ev) = p (L, S) @ v (S, Ev), v's rows added in turn
-template <class T>
-void few_query_values(const Problem& pr, const T* p, const T* v, int64_t ldv, T* out, int64_t ldo) {
-  for (int64_t l = 0; l < pr.L; ++l) {
-    T* o = out + l * ldo;
-    std::fill(o, o + pr.Ev, T(0));
-    for (int64_t s = 0; s < pr.S; ++s) {
-      const T w = p[l * pr.S + s];
-      const T* vs = v + s * ldv;
-      for (int64_t e = 0; e < pr.Ev; ++e) o[e] += w * vs[e];
-    }
-  }
-}
-
 template <class T>
 void attention_typed(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Problem& pr,
                      const Tensor& out, const Tensor& lse) {
@@ -314,11 +287,7 @@ void attention_typed(const Tensor& q, const Tensor& k, const Tensor& v, const Te
     auto qh = head<T>(q, n, h), kh = head<T>(k, n, h), vh = head<T>(v, n, h), oh = head<T>(out, n, h);
     prefetch_problem(pr, b + 1, {&q, &k, &v});
     // scores (L, S) = scale · q (L, E) @ k (S, E)ᵀ
-    if (pr.L <= kFewQueries) {
-      few_query_scores<T>(pr, qh.data, qh.ld, kh.data, kh.ld, scores.data());
-    } else {
-      gemm_bt<T>(pr.L, pr.S, pr.E, static_cast<T>(pr.scale), qh.data, qh.ld, kh.data, kh.ld, scores.data(), pr.S, kt);
-    }
+    gemm_bt<T>(pr.L, pr.S, pr.E, static_cast<T>(pr.scale), qh.data, qh.ld, kh.data, kh.ld, scores.data(), pr.S, kt);
     if (pr.p > 0) problem_words(pr, b, words);
     const MaskRows<T> masks = mask_rows<T>(mask, n, h);
     for (int64_t l = 0; l < pr.L; ++l) {
@@ -333,11 +302,7 @@ void attention_typed(const Tensor& q, const Tensor& k, const Tensor& v, const Te
       }
     }
     // out (L, Ev) = P' (L, S) @ v (S, Ev)
-    if (pr.L <= kFewQueries) {
-      few_query_values<T>(pr, scores.data(), vh.data, vh.ld, oh.data, oh.ld);
-    } else {
-      gemm0<T>(false, false, pr.L, pr.Ev, pr.S, T(1), scores.data(), pr.S, vh.data, vh.ld, oh.data, oh.ld);
-    }
+    gemm0<T>(false, false, pr.L, pr.Ev, pr.S, T(1), scores.data(), pr.S, vh.data, vh.ld, oh.data, oh.ld);
   });
 }
 

@@ -203,11 +203,9 @@ KILN_AVX_VNNI void rows_vnni(const RowScratch& r, const ActBlock* act, int64_t M
 
 // One weight row straight from its blocks against one x row (the decode case: nothing to
 // reuse, so nothing is unpacked to memory). kType: the GGMLType's id.
-// Two accumulators of each kind, alternating by block: a single chain of dependent adds
-// would bound the loop by the add's latency rather than by the loads.
 #define KILN_QUANT_FUSED_BODY(DOT)                                                                  \
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                                   \
-  float extra[2] = {0, 0};                                                                         \
+  float extra = 0;                                                                                 \
   constexpr int64_t kBytes = kType == 8 ? 34 : kType == 2 ? 18 : 20;                               \
   for (int64_t b = 0; b < blocks; ++b) {                                                           \
     const uint8_t* blk = w + kBytes * b;                                                           \
@@ -215,7 +213,7 @@ KILN_AVX_VNNI void rows_vnni(const RowScratch& r, const ActBlock* act, int64_t M
     __m256i isum;                                                                                  \
     if constexpr (kType == 3) {                                                                    \
       isum = DOT(nibbles(blk + 4), qx);                                                            \
-      extra[b & 1] += half_f16c(blk + 2) * x[b].s;                                                 \
+      extra += half_f16c(blk + 2) * x[b].s;                                                        \
     } else {                                                                                       \
       const __m256i qw = kType == 2 ? _mm256_sub_epi8(nibbles(blk + 2), _mm256_set1_epi8(8))        \
                                     : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)); \
@@ -224,7 +222,7 @@ KILN_AVX_VNNI void rows_vnni(const RowScratch& r, const ActBlock* act, int64_t M
     const __m256 v = _mm256_mul_ps(_mm256_set1_ps(half_f16c(blk) * x[b].d), _mm256_cvtepi32_ps(isum)); \
     if (b & 1) acc1 = _mm256_add_ps(acc1, v); else acc0 = _mm256_add_ps(acc0, v);                  \
   }                                                                                                \
-  return hsum(_mm256_add_ps(acc0, acc1)) + (extra[0] + extra[1]);
+  return hsum(_mm256_add_ps(acc0, acc1)) + extra;
 
 template <int kType>
 KILN_AVX2_FMA float fused_avx2(const uint8_t* w, const ActBlock* x, int64_t blocks) {
