@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "text/byte_bpe_vocab.h"
 #include "text/chat_template.h"
+#include "text/utf8.h"
 
 namespace kiln::text {
 
@@ -125,7 +126,7 @@ void encode_text(const BytePairVocab& v, Scratch& s, std::string_view text, std:
   for (size_t end : s.ends) {
     // the word's UTF-8 as llama.cpp writes its code points back (so C0 80 is one 0 byte)
     s.bytes.clear();
-    for (size_t i = begin; i < end; ++i) detail::append_code_point(s.bytes, s.cps[i]);
+    for (size_t i = begin; i < end; ++i) append_utf8(s.bytes, s.cps[i]);
     merge_word(v, s, s.bytes, out);
     begin = end;
   }

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "text/byte_bpe.h"
 #include "text/byte_bpe_vocab.h"
+#include "text/utf8.h"
 
 namespace kiln::text {
 
@@ -278,7 +279,7 @@ std::string bytes_of_text(const Loader& in, int64_t id, const std::string& text)
     at += len;
     const int b = detail::byte_of_char(c);
     utf8.clear();
-    detail::append_code_point(utf8, c);
+    append_utf8(utf8, c);
     if (b >= 0) {
       out += static_cast<char>(b);
       continue;
@@ -298,7 +299,7 @@ void build_tables(const Loader& in, BytePairVocab& v) {
   const int64_t n = v.size();
   for (int b = 0; b < 256; ++b) {
     std::string ch;
-    detail::append_code_point(ch, detail::byte_to_char(static_cast<uint8_t>(b)));
+    append_utf8(ch, detail::byte_to_char(static_cast<uint8_t>(b)));
     const auto it = v.ids.find(ch);
     v.byte_token[b] = it == v.ids.end() ? -1 : it->second;
     for (char c : ch) {

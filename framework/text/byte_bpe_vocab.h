@@ -24,8 +24,6 @@ void decode_code_points(std::string_view text, std::vector<uint32_t>& out);
 // The one code point at byte i (< text.size()) and its length in bytes (1 for U+FFFD);
 // past_max is set where the bytes form a 4-byte sequence past U+10FFFF.
 uint32_t decode_code_point_at(std::string_view text, size_t i, size_t& len, bool& past_max);
-// Appends the UTF-8 of a code point up to U+10FFFF (surrogates too, as 3 bytes).
-void append_code_point(std::string& out, uint32_t c);
 // The words of code points [0, cps.size()): `ends` gets each word's end, in order.
 void split_words(PreSplit split, const std::vector<uint32_t>& cps, std::vector<size_t>& ends);
 

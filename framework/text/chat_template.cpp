@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "text/byte_bpe.h"
 #include "text/byte_bpe_vocab.h"
+#include "text/utf8.h"
 
 namespace kiln::text {
 
@@ -236,7 +237,7 @@ class ExprParser {
           v = v * 16 + static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : (h | 0x20) - 'a' + 10);
         }
         if (v > 0x10FFFF) fail("an escape past U+10FFFF");
-        detail::append_code_point(out, v);
+        append_utf8(out, v);
       };
       switch (k) {
         case 'n': out += '\n'; break;
@@ -257,7 +258,7 @@ class ExprParser {
           if (k >= '0' && k <= '7') {
             uint32_t v = static_cast<uint32_t>(k - '0');
             for (int i = 0; i < 2 && pos_ < end_ && s_[pos_] >= '0' && s_[pos_] <= '7'; ++i) v = v * 8 + (s_[pos_++] - '0');
-            detail::append_code_point(out, v);
+            append_utf8(out, v);
           } else if (k == 'N') {
             fail("a \\N{name} escape");
           } else {

@@ -25,7 +25,8 @@ struct Utf8Char {
 Utf8Char decode_utf8_at(std::string_view s, size_t i);
 // Every character of s, in order.
 std::vector<Utf8Char> decode_utf8(std::string_view s);
-// Appends code point c (at most U+10FFFF) as UTF-8.
+// Appends code point c as UTF-8 (surrogates too, as 3 bytes; values past U+10FFFF in 4
+// bytes, as the lenient decoders that produce them wrote them).
 void append_utf8(std::string& out, char32_t c);
 // Whether s is valid UTF-8 throughout.
 bool valid_utf8(std::string_view s);
