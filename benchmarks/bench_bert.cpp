@@ -24,29 +24,15 @@
 #include <string>
 #include <vector>
 
-#include <sys/resource.h>
-
 #include <kiln/bert/kiln_bert.h>
 #include <kiln/kiln.h>
 
 #include "../examples/common/cli.h"
+#include "process_stats.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "?";
-}
-
-double peak_rss_mb() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) / 1024.0;
-}
 
 // (B, T) ids: [CLS], 1000 + (7919 i) % 20000 ..., [SEP].
 kiln::Tensor bench_ids(int64_t B, int64_t T) {
@@ -128,9 +114,9 @@ int run(int argc, char** argv) {
               "\"sentences_per_s\": %.1f, \"peak_rss_mb\": %.1f, \"peak_tensor_mb\": %.1f, \"threads\": %d, "
               "\"cpu\": \"%s\"}\n",
               which.c_str(), bf16 ? "bf16" : "fp32", sorted[sorted.size() / 2], list.c_str(), sentences_per_s,
-              peak_rss_mb(),
+              kiln_bench::peak_rss_mb(),
               static_cast<double>(kiln::memory_stats(kiln::Device("cpu")).peak_bytes) / (1024.0 * 1024.0), threads,
-              cpu_model().c_str());
+              kiln_bench::cpu_model().c_str());
   return 0;
 }
 

@@ -17,34 +17,19 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <sys/resource.h>
 
 #include <kiln/kiln.h>
 #include <kiln/llama/kiln_llama.h>
 
 #include "../examples/common/cli.h"
+#include "process_stats.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown";
-}
-
-double peak_rss_mb() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) / 1024.0;
-}
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -129,7 +114,7 @@ int main(int argc, char** argv) {
         "\"tg_tokens_per_s\": %.2f, \"pp_runs\": [%s], \"tg_runs\": [%s], \"load_s\": %.3f, \"peak_rss_mb\": %.1f, "
         "\"threads\": %d, \"cpu\": \"%s\"}\n",
         weights.c_str(), static_cast<long long>(P), static_cast<long long>(G), median(pp), median(tg), pp_runs.c_str(),
-        tg_runs.c_str(), load_s, peak_rss_mb(), threads, cpu_model().c_str());
+        tg_runs.c_str(), load_s, kiln_bench::peak_rss_mb(), threads, kiln_bench::cpu_model().c_str());
     return 0;
   });
 }

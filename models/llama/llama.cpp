@@ -100,7 +100,7 @@ std::pair<Tensor, Tensor> LlamaModel::rope(int64_t from, int64_t T, const Device
   if (!rope_cos_.defined() || rope_cos_.size(0) < need || rope_cos_.device() != device) {
     int64_t n = 64;
     while (n < need) n *= 2;
-    n = std::min(std::max(n, need), std::max(need, config.max_position_embeddings));
+    n = std::min(n, config.max_position_embeddings);  // forward checked need <= it
     const RotaryTables t = rotary_tables(arange(static_cast<double>(n), TensorOptions(kInt64)),
                                          config.attention_head_dim(), config.rope_theta,
                                          TensorOptions(kFloat32).device(device));
