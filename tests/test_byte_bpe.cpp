@@ -55,34 +55,7 @@ std::vector<std::string> bpe_split(const std::string& s, char sep) {
 // The fixtures' escapes: \\ \n \r \t \s (space) \xHH (a byte) \u{HEX} (a code point), \e
 // alone for the empty string.
 std::string bpe_unescape(const std::string& s) {
-  if (s == "\\e") return "";
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '\\' || i + 1 == s.size()) {
-      out += s[i];
-      continue;
-    }
-    const char e = s[++i];
-    if (e == 'x') {
-      out += static_cast<char>(std::stoul(s.substr(i + 1, 2), nullptr, 16));
-      i += 2;
-    } else if (e == 'u') {
-      const size_t close = s.find('}', i);
-      REQUIRE(close != std::string::npos);
-      const auto c = static_cast<uint32_t>(std::stoul(s.substr(i + 2, close - i - 2), nullptr, 16));
-      if (c >= 0xD800 && c < 0xE000) {  // a surrogate, as Python's surrogatepass writes it
-        out += static_cast<char>(0xE0 | (c >> 12));
-        out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (c & 0x3F));
-      } else {
-        text::append_utf8(out, c);
-      }
-      i = close;
-    } else {
-      out += e == 'n' ? '\n' : e == 'r' ? '\r' : e == 't' ? '\t' : e == 's' ? ' ' : e;
-    }
-  }
-  return out;
+  return s == "\\e" ? std::string() : testing::unescape_fixture_text(s);
 }
 
 std::string bpe_shown(const std::string& s) {

@@ -153,6 +153,11 @@ std::string unescape_fixture_text(const std::string& s) {
       continue;
     }
     const char e = s[++i];
+    if (e == 'x' && i + 2 < s.size()) {
+      out += static_cast<char>(std::stoul(s.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+      continue;
+    }
     if (e == 'u' && i + 1 < s.size() && s[i + 1] == '{') {
       const size_t close = s.find('}', i);
       REQUIRE(close != std::string::npos);

@@ -58,7 +58,8 @@ struct Tol {
 void check_matches(const std::string& what, const Tensor& got, const Tensor& ref, Tol tol);
 
 // A line of a fixture file written by a script beside it, unescaped: \\ \n \r \t, \s for a
-// space (so that a field never holds a real one) and \u{HEX} for any code point.
+// space (so that a field never holds a real one), \xHH for a byte (invalid UTF-8 too) and
+// \u{HEX} for any code point (a surrogate as its 3 bytes).
 std::string unescape_fixture_text(const std::string& s);
 
 // The folder of a pretrained model that scripts/fetch_models.sh unpacks
