@@ -220,33 +220,6 @@ TEST_CASE("gradcheck: kl_div (input and target)") {
   });
 }
 
-TEST_CASE("gradcheck: linear_cross_entropy (input, weight and bias; chunks of 1, 2 and all rows)") {
-  using RD = Reduction;
-  Tensor t5 = index_of({1, 0, 3, 2, 1}, {5});
-  Tensor t5_ign = index_of({1, -100, 3, 2, -100}, {5});
-  Tensor t23 = index_of({0, 3, 1, 2, 2, 0}, {2, 3});
-  Tensor w4 = from_vector<double>({0.5, 2.0, 1.0, 0.3}, {4});
-  run_table({
-      {"lce mean chunk 2", [=](V x) { return linear_cross_entropy(x[0], x[1], x[2], t5, -100, 0.0, RD::Mean, 2); },
-       {R({5, 3}), R({4, 3}), R({4})}},
-      {"lce sum chunk 1", [=](V x) { return linear_cross_entropy(x[0], x[1], x[2], t5, -100, 0.0, RD::Sum, 1); },
-       {R({5, 3}), R({4, 3}), R({4})}},
-      {"lce mean one chunk, no bias", [=](V x) { return linear_cross_entropy(x[0], x[1], Tensor(), t5); },
-       {R({5, 3}), R({4, 3})}},
-      {"lce ignore smoothing chunk 2",
-       [=](V x) { return linear_cross_entropy(x[0], x[1], x[2], t5_ign, -100, 0.2, RD::Mean, 2); },
-       {R({5, 3}), R({4, 3}), R({4})}},
-      {"lce class weights smoothing chunk 2",
-       [=](V x) { return linear_cross_entropy(x[0], x[1], x[2], t5_ign, w4, -100, 0.1, RD::Mean, 2); },
-       {R({5, 3}), R({4, 3}), R({4})}},
-      {"lce (2, 3, D) transposed weight chunk 4",
-       [=](V x) { return linear_cross_entropy(x[0], x[1], x[2], t23, -100, 0.0, RD::Mean, 4); },
-       {R({2, 3, 3}), T({4, 3}), R({4})}},
-      {"lce none", [=](V x) { return linear_cross_entropy(x[0], x[1], x[2], t5_ign, -100, 0.1, RD::None); },
-       {R({5, 3}), R({4, 3}), R({4})}},
-  });
-}
-
 TEST_CASE("gradcheck: nll_loss with class weights") {
   using RD = Reduction;
   Tensor w5 = from_vector<double>({0.2, 1.0, 2.5, 0.7, 1.3}, {5});

@@ -111,6 +111,18 @@ void check_matches(const std::string& what, const Tensor& got, const Tensor& ref
   CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << g.size() << " elements differ; first " << first);
 }
 
+Tensor quantized_activation_bound(const Tensor& x, const Tensor& w_hat) {
+  const int64_t M = x.size(0), K = x.size(1);
+  const Tensor d = div(amax(abs(x.reshape({M, K / 32, 32})), {2}, true), 127.0);  // (M, K/32, 1)
+  const Tensor per_k = mul(d.expand({M, K / 32, 32}).reshape({M, K}), 0.5 + 127.0 / 2048);
+  return add(matmul(per_k, abs(w_hat).t()), mul(matmul(abs(x), abs(w_hat).t()), 1e-5));
+}
+
+void check_within(const std::string& what, const Tensor& got, const Tensor& want, const Tensor& bound) {
+  const Tensor excess = sub(abs(sub(got, want)), bound);
+  CHECK_MESSAGE(amax(excess).item() <= 0.0, what, ": exceeds the bound by ", amax(excess).item());
+}
+
 ScratchDir::ScratchDir(const std::string& tag) {
   static std::atomic<int> counter{0};
   path = std::filesystem::temp_directory_path() /

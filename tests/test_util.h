@@ -62,6 +62,14 @@ void check_matches(const std::string& what, const Tensor& got, const Tensor& ref
 // \u{HEX} for any code point (a surrogate as its 3 bytes).
 std::string unescape_fixture_text(const std::string& s);
 
+// The bound on |x̂ @ ŵᵀ - x @ ŵᵀ| that quantized_linear's 8-bit activations keep: each
+// x̂_k within (0.5 + 127 · 2^-11) · d_b of x_k (half a step, and d rounded to float16),
+// d_b = max|x| / 127 over its block of 32; summed against |ŵ|; plus float32 summation
+// slack. x (M, K), w_hat (N, K) -> (M, N).
+Tensor quantized_activation_bound(const Tensor& x, const Tensor& w_hat);
+// |got - want| <= bound everywhere.
+void check_within(const std::string& what, const Tensor& got, const Tensor& want, const Tensor& bound);
+
 // The folder of a pretrained model that scripts/fetch_models.sh unpacks
 // ($KILN_MODEL_CACHE, else ~/.cache/kiln/models, then `name`), or "" when it is not
 // there: the calling test then skips with a message saying how to fetch it, or fails

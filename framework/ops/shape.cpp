@@ -425,8 +425,13 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   KILN_CHECK(x.dim() > 0, "chunk", "cannot chunk a 0-d tensor");
   int64_t d = wrap_dim("chunk", dim, x.dim());
   const int64_t n = x.size(d);
-  int64_t size = n == 0 ? 0 : (n - 1) / chunks + 1;  // ceil(n / chunks), without n + chunks wrapping
-  return split(x, std::max<int64_t>(size, 1), d);
+  if (n == 0) {  // as torch: `chunks` empty views
+    std::vector<Tensor> out;
+    for (int64_t i = 0; i < chunks; ++i) out.push_back(narrow(x, d, 0, 0));
+    return out;
+  }
+  const int64_t size = (n - 1) / chunks + 1;  // ceil(n / chunks), without n + chunks wrapping
+  return split(x, size, d);
 }
 
 Tensor contiguous(const Tensor& x) {

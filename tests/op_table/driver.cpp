@@ -286,7 +286,11 @@ void check_cuda(const OpTest& t) {
       cpu_in[i] = cpu_in[i].detach().requires_grad_(grad);
       gpu_in[i] = gpu_in[i].detach().requires_grad_(grad);
     }
-    const Tensor want = t.fn(cpu_in), got = t.fn(gpu_in);
+    // A random op draws from the default generator: seeded alike on both devices.
+    manual_seed(seed_of(t));
+    const Tensor want = t.fn(cpu_in);
+    manual_seed(seed_of(t));
+    const Tensor got = t.fn(gpu_in);
     CHECK(got.device() == *gpu);
     check_same(name_of(t) + " cuda forward", got, want);
     if (!want.requires_grad()) continue;
@@ -298,6 +302,59 @@ void check_cuda(const OpTest& t) {
       check_same(name_of(t) + " cuda gradient of input " + std::to_string(i), gpu_in[i].grad(), cpu_in[i].grad());
       if (gpu_in[i].grad().defined()) CHECK(gpu_in[i].grad().device() == *gpu);
     }
+  }
+}
+
+// The row's inputs for a check that records gradients: fresh leaves, floating ones
+// requiring grad.
+std::vector<Tensor> leaves_of(const std::vector<Tensor>& x) {
+  std::vector<Tensor> v;
+  for (const Tensor& e : x) v.push_back(e.detach().clone().requires_grad_(is_floating(e.dtype())));
+  return v;
+}
+
+void check_reference(const OpTest& t) {
+  if (!t.reference) return;
+  for (const std::string& tag : t.tags) {
+    CAPTURE(tag);
+    const Tol tol = dtype_of(tag) == kFloat64 ? t.tol64 : t.tol32;
+    const std::vector<Tensor> x = inputs_of(t, tag), a = leaves_of(x), b = leaves_of(x);
+    const Tensor got = t.fn(a), want = t.reference(b);
+    if (t.reference_forward) testing::check_matches(name_of(t) + " against its reference " + tag, got, want, tol);
+    REQUIRE_MESSAGE(got.shape() == want.shape(), name_of(t), ": shape ", shape_str(got.shape()), ", the reference's ",
+                    shape_str(want.shape()));
+    if (!want.requires_grad()) continue;
+    REQUIRE_MESSAGE(got.requires_grad(), name_of(t), ": records no gradient where its reference does");
+    Generator g(seed_of(t) + 7);
+    const Tensor upstream = randn(want.shape(), TensorOptions(kFloat64), &g).to(want.dtype());
+    got.backward(upstream);
+    want.backward(upstream);
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (!a[i].grad().defined() && !b[i].grad().defined()) continue;
+      testing::check_matches(name_of(t) + " gradient of input " + std::to_string(i) + " against its reference " + tag,
+                             a[i].grad(), b[i].grad(), tol);
+    }
+  }
+}
+
+void check_random(const OpTest& t) {
+  if (!t.random) return;
+  const std::vector<Tensor> x = inputs_of(t, t.tags[0]);
+  manual_seed(seed_of(t));
+  const Tensor a = t.fn(x);
+  manual_seed(seed_of(t));
+  CHECK_MESSAGE(equal(a, t.fn(x)), name_of(t), ": the same seed drew other values");
+  CHECK_MESSAGE(!equal(a, t.fn(x)), name_of(t), ": drawn again, the same values (the generator did not move on)");
+}
+
+// Seeded from the row: statistics that hold at that seed hold on every run.
+void check_holds(const OpTest& t) {
+  if (!t.holds) return;
+  for (const std::string& tag : t.tags) {
+    CAPTURE(tag);
+    const std::vector<Tensor> x = inputs_of(t, tag);
+    manual_seed(seed_of(t));
+    t.holds(t.fn(x), x);
   }
 }
 
@@ -335,7 +392,7 @@ void run_table(const std::vector<OpTest>& table) {
       // Each check on its own: a row that throws in one still runs the others (and the
       // table goes on to the next row).
       for (auto* check : {&check_forward_and_grads, &check_gradcheck, &check_bf16, &check_bf16_torch, &check_zero_size,
-                          &check_cuda, &check_errors}) {
+                          &check_cuda, &check_reference, &check_random, &check_holds, &check_errors}) {
         try {
           check(t);
         } catch (const std::exception& e) {

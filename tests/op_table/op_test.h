@@ -100,6 +100,21 @@ struct OpTest {
   // Values written out (a predicate's bools, from the op's definition, where no fixture
   // holds them): the output must have them exactly, dtype and shape included.
   Tensor want = {};
+  // The op's definition by other ops (a fused op's composition, a factory's values): the
+  // output, and the gradients of sum(out * g) for a random g, must match the reference's
+  // within tol64 / tol32, in every tag. Where reference_forward is false only the
+  // gradients must (an op whose forward approximates the reference: quantized_linear's
+  // 8-bit activations).
+  std::function<Tensor(V)> reference = {};
+  bool reference_forward = true;
+  // A random op: seeded alike, it draws the same values twice; drawn on, others. (The
+  // CUDA check seeds every row alike on both devices: a random op's draws there are the
+  // CPU's.)
+  bool random = false;
+  // What the output must satisfy where its values cannot be written out (a random op's
+  // range and statistics, an approximation's bound, a factory's strides): called with
+  // the output and the inputs of each tag, the default generator seeded from the row.
+  std::function<void(const Tensor& out, V in)> holds = {};
 };
 
 // A tensor of a fixture file ("ops_forward.txt"), read once.
@@ -124,5 +139,9 @@ std::vector<OpTest> attention_rows();
 std::vector<OpTest> inplace_rows();
 std::vector<OpTest> indexing_rows();
 std::vector<OpTest> predicate_rows();
+std::vector<OpTest> factory_rows();
+std::vector<OpTest> random_rows();
+std::vector<OpTest> fused_loss_rows();
+std::vector<OpTest> quantized_rows();
 
 }  // namespace kiln::optable
