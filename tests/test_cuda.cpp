@@ -41,43 +41,13 @@ namespace {
 
 // The device the GPU suite runs on.
 const Device& gpu() {
-  static const Device d = std::getenv("KILN_TEST_CUDA_ON_CPU") ? kCPU : Device(DeviceType::CUDA, 0);
+  static const Device d = testing::cuda_test_device().value_or(Device(DeviceType::CUDA, 0));
   return d;
 }
 bool on_cpu_stand_in() { return gpu().is_cpu(); }
 
-double tolerance(DType t) { return t == kFloat64 ? 1e-12 : 1e-5; }
-
-std::string repr17(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
-// got (computed on the GPU) against want (on the CPU): same dtype and shape; integers and
-// bools exactly, floats within |got - want| <= rtol (1 + |want|) (rtol by dtype unless
-// given), NaN where want has NaN, infinities exactly.
 void check_same(const std::string& what, const Tensor& got, const Tensor& want, double rtol = 0) {
-  REQUIRE_MESSAGE(got.defined() == want.defined(), what << ": defined on one device only");
-  if (!want.defined()) return;
-  REQUIRE_MESSAGE(got.dtype() == want.dtype(), what << ": dtype " << std::string(dtype_name(got.dtype())) << " vs "
-                                                    << std::string(dtype_name(want.dtype())) << " on the CPU");
-  REQUIRE_MESSAGE(got.shape() == want.shape(),
-                  what << ": shape " << shape_str(got.shape()) << " vs " << shape_str(want.shape()) << " on the CPU");
-  if (rtol == 0) rtol = tolerance(want.dtype());
-  std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
-  const bool floating = is_floating(want.dtype());
-  int64_t bad = 0;
-  std::string first;
-  for (size_t i = 0; i < g.size(); ++i) {
-    bool ok;
-    if (std::isnan(w[i])) ok = std::isnan(g[i]);
-    else if (std::isinf(w[i]) || !floating) ok = g[i] == w[i];
-    else ok = std::isfinite(g[i]) && std::abs(g[i] - w[i]) <= rtol * (1.0 + std::abs(w[i]));
-    if (!ok && bad++ == 0) first = "element " + std::to_string(i) + ": " + repr17(g[i]) + " vs " + repr17(w[i]);
-  }
-  CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << g.size() << " elements differ from the CPU's; first "
-                               << first);
+  testing::check_same_as_cpu(what, got, want, rtol);
 }
 
 // ------------------------------------------------------------------ the op table

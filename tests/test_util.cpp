@@ -111,6 +111,35 @@ void check_matches(const std::string& what, const Tensor& got, const Tensor& ref
   CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << g.size() << " elements differ; first " << first);
 }
 
+std::optional<Device> cuda_test_device() {
+  if (std::getenv("KILN_TEST_CUDA_ON_CPU")) return kCPU;
+  if (cuda::is_available()) return Device(DeviceType::CUDA, 0);
+  return std::nullopt;
+}
+
+void check_same_as_cpu(const std::string& what, const Tensor& got, const Tensor& want, double rtol) {
+  REQUIRE_MESSAGE(got.defined() == want.defined(), what << ": defined on one device only");
+  if (!want.defined()) return;
+  REQUIRE_MESSAGE(got.dtype() == want.dtype(), what << ": dtype " << std::string(dtype_name(got.dtype())) << " vs "
+                                                    << std::string(dtype_name(want.dtype())) << " on the CPU");
+  REQUIRE_MESSAGE(got.shape() == want.shape(),
+                  what << ": shape " << shape_str(got.shape()) << " vs " << shape_str(want.shape()) << " on the CPU");
+  if (rtol == 0) rtol = want.dtype() == kFloat64 ? 1e-12 : 1e-5;
+  const std::vector<double> g = got.to(kCPU).to_vector<double>(), w = want.to(kCPU).to_vector<double>();
+  const bool floating = is_floating(want.dtype());
+  int64_t bad = 0;
+  std::string first;
+  for (size_t i = 0; i < g.size(); ++i) {
+    bool ok;
+    if (std::isnan(w[i])) ok = std::isnan(g[i]);
+    else if (std::isinf(w[i]) || !floating) ok = g[i] == w[i];
+    else ok = std::isfinite(g[i]) && std::abs(g[i] - w[i]) <= rtol * (1.0 + std::abs(w[i]));
+    if (!ok && bad++ == 0) first = "element " + std::to_string(i) + ": " + repr17(g[i]) + " vs " + repr17(w[i]);
+  }
+  CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << g.size() << " elements differ from the CPU's; first "
+                               << first);
+}
+
 Tensor quantized_activation_bound(const Tensor& x, const Tensor& w_hat) {
   const int64_t M = x.size(0), K = x.size(1);
   const Tensor d = div(amax(abs(x.reshape({M, K / 32, 32})), {2}, true), 127.0);  // (M, K/32, 1)

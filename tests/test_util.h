@@ -2,6 +2,7 @@
 // Helpers shared by the test files.
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,15 @@ void check_matches(const std::string& what, const Tensor& got, const Tensor& ref
 // space (so that a field never holds a real one), \xHH for a byte (invalid UTF-8 too) and
 // \u{HEX} for any code point (a surrogate as its 3 bytes).
 std::string unescape_fixture_text(const std::string& s);
+
+// The device the GPU checks run on: CUDA's first GPU, or the CPU standing in for it
+// where KILN_TEST_CUDA_ON_CPU=1 (to check the checks where no GPU exists); none where
+// neither is.
+std::optional<Device> cuda_test_device();
+// got (computed on the GPU) against want (on the CPU): same dtype and shape; integers and
+// bools exactly, floats within |got - want| <= rtol (1 + |want|) (rtol 1e-12 for float64
+// and 1e-5 otherwise unless given), NaN where want has NaN, infinities exactly.
+void check_same_as_cpu(const std::string& what, const Tensor& got, const Tensor& want, double rtol = 0);
 
 // The bound on |x̂ @ ŵᵀ - x @ ŵᵀ| that quantized_linear's 8-bit activations keep: each
 // x̂_k within (0.5 + 127 · 2^-11) · d_b of x_k (half a step, and d rounded to float16),

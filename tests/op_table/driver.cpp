@@ -232,50 +232,10 @@ void check_zero_size(const OpTest& t) {
   CHECK_MESSAGE(out.numel() == 0, name_of(t), ": a zero-size input gives ", out.numel(), " elements");
 }
 
-// The device the CUDA check runs on: KILN_TEST_CUDA_ON_CPU=1 stands the CPU in for it
-// (to check the check where no GPU exists), as in test_cuda.
-std::optional<Device> cuda_device() {
-  if (std::getenv("KILN_TEST_CUDA_ON_CPU")) return kCPU;
-  if (cuda::is_available()) return Device(DeviceType::CUDA, 0);
-  return std::nullopt;
-}
-
-std::string repr17(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
-// got (computed on the GPU) against want (on the CPU): same dtype and shape; integers and
-// bools exactly, floats within |got - want| <= rtol (1 + |want|) (1e-12 for float64, 1e-5
-// for float32), NaN where want has NaN, infinities exactly.
-void check_same(const std::string& what, const Tensor& got, const Tensor& want) {
-  REQUIRE_MESSAGE(got.defined() == want.defined(), what << ": defined on one device only");
-  if (!want.defined()) return;
-  REQUIRE_MESSAGE(got.dtype() == want.dtype(), what << ": dtype " << std::string(dtype_name(got.dtype())) << " vs "
-                                                    << std::string(dtype_name(want.dtype())) << " on the CPU");
-  REQUIRE_MESSAGE(got.shape() == want.shape(),
-                  what << ": shape " << shape_str(got.shape()) << " vs " << shape_str(want.shape()) << " on the CPU");
-  const double rtol = want.dtype() == kFloat64 ? 1e-12 : 1e-5;
-  std::vector<double> g = got.to(kCPU).to_vector<double>(), w = want.to_vector<double>();
-  const bool floating = is_floating(want.dtype());
-  int64_t bad = 0;
-  std::string first;
-  for (size_t i = 0; i < g.size(); ++i) {
-    bool ok;
-    if (std::isnan(w[i])) ok = std::isnan(g[i]);
-    else if (std::isinf(w[i]) || !floating) ok = g[i] == w[i];
-    else ok = std::isfinite(g[i]) && std::abs(g[i] - w[i]) <= rtol * (1.0 + std::abs(w[i]));
-    if (!ok && bad++ == 0) first = "element " + std::to_string(i) + ": " + repr17(g[i]) + " vs " + repr17(w[i]);
-  }
-  CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << g.size() << " elements differ from the CPU's; first "
-                               << first);
-}
-
 // The CUDA backend against the CPU's, in float64 and float32 from the same values with
 // the same strides: forward, then the same random gradient back through both.
 void check_cuda(const OpTest& t) {
-  const std::optional<Device> gpu = cuda_device();
+  const std::optional<Device> gpu = testing::cuda_test_device();
   if (!t.cuda || !gpu) return;
   for (const std::string& tag : t.tags) {
     CAPTURE(tag);
@@ -292,14 +252,14 @@ void check_cuda(const OpTest& t) {
     manual_seed(seed_of(t));
     const Tensor got = t.fn(gpu_in);
     CHECK(got.device() == *gpu);
-    check_same(name_of(t) + " cuda forward", got, want);
+    testing::check_same_as_cpu(name_of(t) + " cuda forward", got, want);
     if (!want.requires_grad()) continue;
     Generator g(seed_of(t) + 99);
     const Tensor upstream = randn(want.shape(), TensorOptions(kFloat64), &g).to(want.dtype());
     want.backward(upstream);
     got.backward(upstream.to(*gpu));
     for (size_t i = 0; i < cpu_in.size(); ++i) {
-      check_same(name_of(t) + " cuda gradient of input " + std::to_string(i), gpu_in[i].grad(), cpu_in[i].grad());
+      testing::check_same_as_cpu(name_of(t) + " cuda gradient of input " + std::to_string(i), gpu_in[i].grad(), cpu_in[i].grad());
       if (gpu_in[i].grad().defined()) CHECK(gpu_in[i].grad().device() == *gpu);
     }
   }
