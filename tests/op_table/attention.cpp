@@ -11,7 +11,6 @@
 namespace kiln::optable {
 namespace {
 
-using Fn = std::function<Tensor(V)>;
 
 // A constant of ops_forward.txt on q's device; "{t}" takes q's dtype.
 Tensor constant(std::string name, const Tensor& like) {
@@ -60,10 +59,6 @@ std::vector<OpTest> fixture_rows() {
                   .expected = "sdpa.{t}.causal.out",
                   .file = "ops_forward.txt"});
   return rows;
-}
-
-OpTest made(const std::string& op, const std::string& sample, Fn fn, std::vector<In> in) {
-  return {.op = op, .sample = sample, .fn = std::move(fn), .made = std::move(in)};
 }
 
 std::vector<OpTest> made_rows() {

@@ -11,7 +11,6 @@
 namespace kiln::optable {
 namespace {
 
-using Fn = std::function<Tensor(V)>;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -196,10 +195,6 @@ std::vector<OpTest> where_rows() {
   return rows;
 }
 
-OpTest made(const std::string& op, const std::string& sample, Fn fn, std::vector<In> in) {
-  return {.op = op, .sample = sample, .fn = std::move(fn), .made = std::move(in)};
-}
-
 // Generated inputs: gradcheck in float64 (gradcheck's tolerances, never loosened) and the
 // CUDA backend against the CPU, in every broadcast and layout.
 std::vector<OpTest> made_rows() {
@@ -296,38 +291,27 @@ std::vector<OpTest> made_rows() {
 // bfloat16 against torch (bf16.txt): float32 math rounded once, bit for bit.
 std::vector<OpTest> bf16_rows() {
   std::vector<OpTest> rows;
-  auto row = [&](const std::string& op, const std::string& out, Fn fn, std::vector<std::string> in) {
-    rows.push_back({.op = op,
-                    .sample = "bfloat16 " + out,
-                    .fn = std::move(fn),
-                    .tags = {"bf16"},
-                    .gradcheck = false,  // a bfloat16 sample: see the generated rows
-                    .zero_size = false,
-                    .cuda = false,
-                    .bf16_inputs = std::move(in),
-                    .bf16_expected = out});
-  };
   const std::vector<std::string> ab = {"ew.a", "ew.b"}, a = {"ew.a"};
-  row("operator+", "ew.add", [](V x) { return x[0] + x[1]; }, ab);
-  row("operator-", "ew.sub", [](V x) { return x[0] - x[1]; }, ab);
-  row("operator*", "ew.mul", [](V x) { return x[0] * x[1]; }, ab);
-  row("operator/", "ew.div", [](V x) { return x[0] / x[1]; }, ab);
-  row("add", "ew.add_row", [](V x) { return x[0] + x[1]; }, {"ew.a", "ew.row"});
-  row("add", "ew.add_alpha", [](V x) { return add(x[0], x[1], 0.3); }, ab);
-  row("sub", "ew.sub_alpha", [](V x) { return sub(x[0], x[1], 1.7); }, ab);
-  row("mul", "ew.mul_scalar", [](V x) { return x[0] * 0.1; }, a);
-  row("add", "ew.add_scalar", [](V x) { return x[0] + 0.3; }, a);
-  row("rsub", "ew.rsub_scalar", [](V x) { return 1.1 - x[0]; }, a);
-  row("maximum", "ew.maximum", [](V x) { return maximum(x[0], x[1]); }, ab);
-  row("div", "ew.div_scalar", [](V x) { return x[0] / 0.3; }, a);  // a true division in float32, not a · (1/0.3)
-  row("sub", "ew.sub_scalar", [](V x) { return x[0] - 0.3; }, a);  // the scalar rounded to bfloat16 first, as torch
-  row("lt", "cmp.lt", [](V x) { return lt(x[0], x[1]); }, ab);
-  row("eq", "cmp.eq", [](V x) { return eq(x[0], where(gt(x[0], 0.0), x[0], x[1])); }, ab);
-  row("gt", "cmp.gt_scalar", [](V x) { return gt(x[0], 0.1); }, a);
-  row("eq", "cmp.eq_scalar", [](V x) { return eq(x[0], 0.1); }, a);  // 0.1 is compared as bfloat16, as torch
-  row("where", "cmp.where", [](V x) { return where(gt(x[0], x[1]), x[0], x[1]); }, ab);
-  row("where", "cmp.where_scalar", [](V x) { return where(gt(x[0], 0.0), x[0], 0.3); }, a);
-  row("masked_fill", "cmp.masked_fill", [](V x) { return masked_fill(x[0], lt(x[0], 0.0), 0.1); }, a);
+  rows.push_back(bf16_row("operator+", "ew.add", [](V x) { return x[0] + x[1]; }, ab));
+  rows.push_back(bf16_row("operator-", "ew.sub", [](V x) { return x[0] - x[1]; }, ab));
+  rows.push_back(bf16_row("operator*", "ew.mul", [](V x) { return x[0] * x[1]; }, ab));
+  rows.push_back(bf16_row("operator/", "ew.div", [](V x) { return x[0] / x[1]; }, ab));
+  rows.push_back(bf16_row("add", "ew.add_row", [](V x) { return x[0] + x[1]; }, {"ew.a", "ew.row"}));
+  rows.push_back(bf16_row("add", "ew.add_alpha", [](V x) { return add(x[0], x[1], 0.3); }, ab));
+  rows.push_back(bf16_row("sub", "ew.sub_alpha", [](V x) { return sub(x[0], x[1], 1.7); }, ab));
+  rows.push_back(bf16_row("mul", "ew.mul_scalar", [](V x) { return x[0] * 0.1; }, a));
+  rows.push_back(bf16_row("add", "ew.add_scalar", [](V x) { return x[0] + 0.3; }, a));
+  rows.push_back(bf16_row("rsub", "ew.rsub_scalar", [](V x) { return 1.1 - x[0]; }, a));
+  rows.push_back(bf16_row("maximum", "ew.maximum", [](V x) { return maximum(x[0], x[1]); }, ab));
+  rows.push_back(bf16_row("div", "ew.div_scalar", [](V x) { return x[0] / 0.3; }, a));  // a true division in float32, not a · (1/0.3)
+  rows.push_back(bf16_row("sub", "ew.sub_scalar", [](V x) { return x[0] - 0.3; }, a));  // the scalar rounded to bfloat16 first, as torch
+  rows.push_back(bf16_row("lt", "cmp.lt", [](V x) { return lt(x[0], x[1]); }, ab));
+  rows.push_back(bf16_row("eq", "cmp.eq", [](V x) { return eq(x[0], where(gt(x[0], 0.0), x[0], x[1])); }, ab));
+  rows.push_back(bf16_row("gt", "cmp.gt_scalar", [](V x) { return gt(x[0], 0.1); }, a));
+  rows.push_back(bf16_row("eq", "cmp.eq_scalar", [](V x) { return eq(x[0], 0.1); }, a));  // 0.1 is compared as bfloat16, as torch
+  rows.push_back(bf16_row("where", "cmp.where", [](V x) { return where(gt(x[0], x[1]), x[0], x[1]); }, ab));
+  rows.push_back(bf16_row("where", "cmp.where_scalar", [](V x) { return where(gt(x[0], 0.0), x[0], 0.3); }, a));
+  rows.push_back(bf16_row("masked_fill", "cmp.masked_fill", [](V x) { return masked_fill(x[0], lt(x[0], 0.0), 0.1); }, a));
   return rows;
 }
 

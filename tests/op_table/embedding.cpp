@@ -8,17 +8,12 @@
 namespace kiln::optable {
 namespace {
 
-using Fn = std::function<Tensor(V)>;
 
 Tensor ids(const std::vector<int64_t>& v, const Shape& s, const Tensor& like) {
   return from_vector<int64_t>(v, s).to(like.device());
 }
 Tensor rows_mask(const std::vector<double>& v, const Tensor& like) {
   return ne(from_vector<double>(v, {static_cast<int64_t>(v.size()), 1}), 0.0).to(like.device());
-}
-
-OpTest made(const std::string& op, const std::string& sample, Fn fn, std::vector<In> in) {
-  return {.op = op, .sample = sample, .fn = std::move(fn), .made = std::move(in)};
 }
 
 std::vector<OpTest> embedding_rows() {

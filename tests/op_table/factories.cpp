@@ -7,7 +7,6 @@
 namespace kiln::optable {
 namespace {
 
-using Fn = std::function<Tensor(V)>;
 
 // The options of a factory row: the input's device, and dtype `d` (float32 by default, as
 // torch's default dtype).

@@ -11,15 +11,10 @@
 namespace kiln::optable {
 namespace {
 
-using Fn = std::function<Tensor(V)>;
 
 Tensor copy_of(const Tensor& x) { return x * 1.0; }  // a non-leaf with x's values
 Tensor mask_of(const std::vector<double>& v, const Shape& s, const Tensor& like) {
   return ne(from_vector<double>(v, s), 0.0).to(like.device());
-}
-
-OpTest made(const std::string& op, const std::string& sample, Fn fn, std::vector<In> in) {
-  return {.op = op, .sample = sample, .fn = std::move(fn), .made = std::move(in)};
 }
 
 std::vector<OpTest> made_rows() {
@@ -136,22 +131,41 @@ std::vector<OpTest> made_rows() {
 // a + alpha·b in float32 too), bit for bit.
 std::vector<OpTest> bf16_rows() {
   std::vector<OpTest> rows;
-  auto row = [&](const std::string& op, const std::string& out, Fn fn, std::vector<std::string> in) {
-    rows.push_back({.op = op,
-                    .sample = "bfloat16 " + out,
-                    .fn = std::move(fn),
-                    .tags = {"bf16"},
-                    .gradcheck = false,  // a bfloat16 sample: see the generated rows
-                    .zero_size = false,
-                    .cuda = false,
-                    .bf16_inputs = std::move(in),
-                    .bf16_expected = out});
-  };
-  row("add_", "ew.add_alpha", [](V x) { Tensor c = x[0].clone(); c.add_(x[1], 0.3); return c; }, {"ew.a", "ew.b"});
-  row("sub_", "ew.sub_alpha", [](V x) { Tensor c = x[0].clone(); c.sub_(x[1], 1.7); return c; }, {"ew.a", "ew.b"});
-  row("mul_", "ew.mul_scalar", [](V x) { Tensor c = x[0].clone(); c.mul_(0.1); return c; }, {"ew.a"});
-  row("add_", "ew.add_scalar", [](V x) { Tensor c = x[0].clone(); c.add_(0.3); return c; }, {"ew.a"});
-  row("div_", "ew.div_scalar", [](V x) { Tensor c = x[0].clone(); c.div_(0.3); return c; }, {"ew.a"});
+  rows.push_back(bf16_row("add_", "ew.add_alpha",
+                          [](V x) {
+                            Tensor c = x[0].clone();
+                            c.add_(x[1], 0.3);
+                            return c;
+                          },
+                          {"ew.a", "ew.b"}));
+  rows.push_back(bf16_row("sub_", "ew.sub_alpha",
+                          [](V x) {
+                            Tensor c = x[0].clone();
+                            c.sub_(x[1], 1.7);
+                            return c;
+                          },
+                          {"ew.a", "ew.b"}));
+  rows.push_back(bf16_row("mul_", "ew.mul_scalar",
+                          [](V x) {
+                            Tensor c = x[0].clone();
+                            c.mul_(0.1);
+                            return c;
+                          },
+                          {"ew.a"}));
+  rows.push_back(bf16_row("add_", "ew.add_scalar",
+                          [](V x) {
+                            Tensor c = x[0].clone();
+                            c.add_(0.3);
+                            return c;
+                          },
+                          {"ew.a"}));
+  rows.push_back(bf16_row("div_", "ew.div_scalar",
+                          [](V x) {
+                            Tensor c = x[0].clone();
+                            c.div_(0.3);
+                            return c;
+                          },
+                          {"ew.a"}));
   return rows;
 }
 

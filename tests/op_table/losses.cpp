@@ -8,7 +8,6 @@
 namespace kiln::optable {
 namespace {
 
-using Fn = std::function<Tensor(V)>;
 using RD = Reduction;
 
 // A constant of a fixture file on the logits' device; "{t}" takes the logits' dtype.

@@ -8,7 +8,6 @@
 namespace kiln::optable {
 namespace {
 
-using Fn = std::function<Tensor(V)>;
 
 std::vector<OpTest> fixture_rows() {
   auto fwd = [](const std::string& op, const std::string& sample, Fn fn, std::vector<std::string> in,
@@ -37,10 +36,6 @@ std::vector<OpTest> fixture_rows() {
   for (OpTest& r : rows)
     if (r.sample == "bcast1" || r.sample.rfind("a^T", 0) == 0) r.zero_size = false;
   return rows;
-}
-
-OpTest made(const std::string& op, const std::string& sample, Fn fn, std::vector<In> in) {
-  return {.op = op, .sample = sample, .fn = std::move(fn), .made = std::move(in)};
 }
 
 std::vector<OpTest> made_rows() {
@@ -131,22 +126,10 @@ std::vector<OpTest> made_rows() {
 // bfloat16: float32 accumulation rounded once, within 1 ulp of torch.
 std::vector<OpTest> bf16_rows() {
   std::vector<OpTest> rows;
-  auto row = [&](const std::string& op, Fn fn, std::vector<std::string> in, const std::string& out) {
-    rows.push_back({.op = op,
-                    .sample = "bfloat16 " + out,
-                    .fn = std::move(fn),
-                    .tags = {"bf16"},
-                    .gradcheck = false,  // a bfloat16 sample: see the generated rows
-                    .zero_size = false,
-                    .cuda = false,
-                    .bf16_inputs = std::move(in),
-                    .bf16_expected = out,
-                    .bf16_ulps = 1});
-  };
-  row("matmul", [](V x) { return matmul(x[0], x[1]); }, {"mm.a", "mm.b"}, "mm.ab");
-  row("matmul", [](V x) { return matmul(x[0], x[1]); }, {"mm.c", "mm.b"}, "mm.cb");
-  row("matmul", [](V x) { return matmul(x[1].t(), x[0].t()); }, {"mm.a", "mm.b"}, "mm.bt");
-  row("linear", [](V x) { return linear(x[0], x[1].t(), x[2]); }, {"mm.a", "mm.b", "mm.lin_b"}, "mm.linear");
+  rows.push_back(bf16_row("matmul", "mm.ab", [](V x) { return matmul(x[0], x[1]); }, {"mm.a", "mm.b"}, 1));
+  rows.push_back(bf16_row("matmul", "mm.cb", [](V x) { return matmul(x[0], x[1]); }, {"mm.c", "mm.b"}, 1));
+  rows.push_back(bf16_row("matmul", "mm.bt", [](V x) { return matmul(x[1].t(), x[0].t()); }, {"mm.a", "mm.b"}, 1));
+  rows.push_back(bf16_row("linear", "mm.linear", [](V x) { return linear(x[0], x[1].t(), x[2]); }, {"mm.a", "mm.b", "mm.lin_b"}, 1));
   return rows;
 }
 

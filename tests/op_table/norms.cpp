@@ -13,7 +13,6 @@
 namespace kiln::optable {
 namespace {
 
-using Fn = std::function<Tensor(V)>;
 using Dims = std::vector<int64_t>;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();

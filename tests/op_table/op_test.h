@@ -117,6 +117,30 @@ struct OpTest {
   std::function<void(const Tensor& out, V in)> holds = {};
 };
 
+using Fn = std::function<Tensor(V)>;
+
+// A row of generated inputs: every check but forward values against fixtures.
+inline OpTest made(const std::string& op, const std::string& sample, Fn fn, std::vector<In> in) {
+  return {.op = op, .sample = sample, .fn = std::move(fn), .made = std::move(in)};
+}
+
+// A bfloat16 row against torch's (bf16.txt, made by make_bf16_fixtures.py): `out` from
+// the fixture inputs `in`, within `ulps` (0: bit for bit). The generated rows of the same
+// op do its gradchecks.
+inline OpTest bf16_row(const std::string& op, const std::string& out, Fn fn, std::vector<std::string> in,
+                       int ulps = 0) {
+  return {.op = op,
+          .sample = "bfloat16 " + out,
+          .fn = std::move(fn),
+          .tags = {"bf16"},
+          .gradcheck = false,
+          .zero_size = false,
+          .cuda = false,
+          .bf16_inputs = std::move(in),
+          .bf16_expected = out,
+          .bf16_ulps = ulps};
+}
+
 // A tensor of a fixture file ("ops_forward.txt"), read once.
 Tensor fixture(const std::string& file, const std::string& name);
 

@@ -13,7 +13,6 @@
 namespace kiln::optable {
 namespace {
 
-using Fn = std::function<Tensor(V)>;
 using Holds = std::function<void(const Tensor&, V)>;
 
 constexpr int64_t kDraws = 100000;

@@ -12,7 +12,6 @@
 namespace kiln::optable {
 namespace {
 
-using Fn = std::function<Tensor(V)>;
 using Dims = std::vector<int64_t>;
 
 bool reduces_dim0(const Dims& dims) {

@@ -12,7 +12,6 @@
 namespace kiln::optable {
 namespace {
 
-using Fn = std::function<Tensor(V)>;
 using I = std::vector<int64_t>;
 
 constexpr Tol kExact{0, 0};
@@ -89,10 +88,6 @@ std::vector<OpTest> fixture_rows() {
         r.sample.rfind("(5, 4) in 2 along 0", 0) == 0)
       r.zero_size = false;
   return rows;
-}
-
-OpTest made(const std::string& op, const std::string& sample, Fn fn, std::vector<In> in) {
-  return {.op = op, .sample = sample, .fn = std::move(fn), .made = std::move(in)};
 }
 
 std::vector<OpTest> made_rows() {

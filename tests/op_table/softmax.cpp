@@ -6,7 +6,6 @@
 namespace kiln::optable {
 namespace {
 
-using Fn = std::function<Tensor(V)>;
 
 OpTest fwd(const std::string& op, const std::string& sample, Fn fn, const std::string& in,
            const std::string& expected) {
@@ -40,10 +39,6 @@ std::vector<OpTest> fixture_rows() {
     rows.push_back(std::move(t));
   }
   return rows;
-}
-
-OpTest made(const std::string& op, const std::string& sample, Fn fn, std::vector<In> in) {
-  return {.op = op, .sample = sample, .fn = std::move(fn), .made = std::move(in)};
 }
 
 std::vector<OpTest> made_rows() {

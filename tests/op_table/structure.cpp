@@ -14,7 +14,6 @@
 namespace kiln::optable {
 namespace {
 
-using Fn = std::function<Tensor(V)>;
 using I = std::vector<int64_t>;
 
 constexpr Tol kExact{0, 0};
@@ -223,10 +222,6 @@ std::vector<OpTest> einsum_rows() {
     rows.push_back(std::move(t));
   }
   return rows;
-}
-
-OpTest made(const std::string& op, const std::string& sample, Fn fn, std::vector<In> in) {
-  return {.op = op, .sample = sample, .fn = std::move(fn), .made = std::move(in)};
 }
 
 std::vector<OpTest> made_rows() {
