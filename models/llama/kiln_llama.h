@@ -1,8 +1,9 @@
 #pragma once
-// The Llama package: configuration, model, KV cache, GGUF loading and generation:
+// The Llama package: configuration, model, KV cache, GGUF loading and saving, generation:
 // #include <kiln/llama/kiln_llama.h>.
 #include "config.h"
 #include "generation.h"
+#include "gguf_export.h"
 #include "gguf_source.h"
 #include "kv_cache.h"
 #include "layer_source.h"

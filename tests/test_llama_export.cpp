@@ -1,0 +1,151 @@
+// A Kiln Llama saved as llama.cpp's GGUF (llama/gguf_export.h) and read back: the same
+// logits from Hugging Face's layout once its query and key rows are permuted to
+// llama.cpp's; quantized files with exactly the blocks nn::quantize makes; blocks already
+// in the type copied byte for byte; a LoRA adapter saved merged; errors naming what is
+// wrong. (That llama.cpp itself loads and runs such a file: test_llama.cpp's exported
+// SmolLM2 against llama.cpp's tokens.)
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <kiln/llama/kiln_llama.h>
+
+#include "test_util.h"
+
+using namespace kiln;
+using namespace kiln::llama;
+
+namespace {
+
+std::string fixture_dir(const std::string& name) {
+  const char* dir = std::getenv("KILN_FIXTURES");
+  return std::string(dir ? dir : "tests/fixtures") + "/" + name;
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A vocabulary of `n` made-up tokens, as llama.cpp's metadata holds one.
+io::GGUFMetadata tokenizer_of(int64_t n) {
+  std::vector<std::string> tokens;
+  for (int64_t i = 0; i < n; ++i) tokens.push_back("t" + std::to_string(i));
+  return {{"tokenizer.ggml.model", io::GGUFValue::str("gpt2")},
+          {"tokenizer.ggml.tokens", io::GGUFValue::strings(tokens)},
+          {"tokenizer.ggml.bos_token_id", io::GGUFValue::u32(1)},
+          {"tokenizer.ggml.eos_token_id", io::GGUFValue::u32(2)}};
+}
+
+// A random model whose every matrix has whole blocks of 32 (hidden 64, feed-forward 96).
+std::shared_ptr<LlamaForCausalLM> blocky_model() {
+  LlamaConfig c;
+  c.vocab_size = 40;
+  c.hidden_size = 64;
+  c.intermediate_size = 96;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.max_position_embeddings = 32;
+  c.rope_theta = 1000.0;
+  manual_seed(3);
+  return std::make_shared<LlamaForCausalLM>(c);
+}
+
+Tensor some_ids() { return from_vector<int64_t>({1, 7, 3, 30, 12, 5, 9, 2}, {1, 8}); }
+
+Tensor logits_of(LlamaForCausalLM& m) {
+  NoGradGuard no_grad;
+  return m.forward(some_ids());
+}
+
+}  // namespace
+
+TEST_CASE("llama export: transformers' tiny model through GGUF float32 gives its logits") {
+  // Hugging Face's layout (rotate_half pairs) in, llama.cpp's (neighbour pairs) out: the
+  // file's query and key rows are permuted, and the model read back rotates accordingly.
+  const auto hf = LlamaForCausalLM::from_pretrained(fixture_dir("tiny_llama"));
+  REQUIRE_FALSE(hf->config.rope_interleaved);
+  testing::ScratchDir dir("llama_export");
+  const std::string path = (dir.path / "tiny.f32.gguf").string();
+  save_gguf(*hf, path, {.type = GGMLType::F32, .tokenizer = tokenizer_of(hf->config.vocab_size), .name = "tiny"});
+  const io::GGUFFile f = io::read_gguf(path);
+  CHECK(f.at("general.architecture").as_string("") == "llama");
+  CHECK(f.at("general.name").as_string("") == "tiny");
+  CHECK(f.at("general.file_type").as_int("") == 0);
+  CHECK(f.tensor("blk.1.ffn_down.weight").type == GGMLType::F32);
+  const LlamaConfig back = LlamaConfig::from_gguf(f);
+  CHECK(back.rope_interleaved);
+  CHECK(back.attention_head_dim() == hf->config.attention_head_dim());
+  CHECK(back.num_key_value_heads == hf->config.num_key_value_heads);
+  CHECK(back.rope_theta == hf->config.rope_theta);
+  CHECK(back.tie_word_embeddings == hf->config.tie_word_embeddings);
+  const auto read = LlamaForCausalLM::from_gguf(f);
+  testing::check_matches("logits through GGUF", logits_of(*read), logits_of(*hf), {1e-5, 1e-5});
+  // The permutation is a rotation of pairs, not a no-op: the unpermuted rows would differ.
+  CHECK_FALSE(equal(f.to_float(f.tensor("blk.0.attn_q.weight")),
+                    hf->model->layers->operator[](0)->self_attn->q_proj->weight));
+}
+
+TEST_CASE("llama export: quantized files hold nn::quantize's blocks; blocks in the type are copied") {
+  const auto model = blocky_model();
+  testing::ScratchDir dir("llama_export_q");
+  const std::string f32 = (dir.path / "m.f32.gguf").string();
+  save_gguf(*model, f32, {.type = GGMLType::F32, .tokenizer = tokenizer_of(40)});
+  for (GGMLType t : {GGMLType::Q8_0, GGMLType::Q4_0, GGMLType::Q4_1, GGMLType::F16, GGMLType::BF16}) {
+    CAPTURE(ggml_type_info(t).name);
+    const std::string path = (dir.path / (std::string("m.") + ggml_type_info(t).name + ".gguf")).string();
+    save_gguf(*model, path, {.type = t, .tokenizer = tokenizer_of(40)});
+    const auto read = LlamaForCausalLM::from_gguf(path);
+    if (t == GGMLType::Q8_0 || t == GGMLType::Q4_0 || t == GGMLType::Q4_1) {
+      // The float32 file's model quantized in memory: the same blocks, so the same bits.
+      const auto reference = LlamaForCausalLM::from_gguf(f32);
+      nn::quantize(*reference, t, /*embeddings=*/true);
+      CHECK(equal(logits_of(*read), logits_of(*reference)));
+      // Saved again in its own type: its blocks copied, the file byte for byte the same.
+      const std::string again = (dir.path / "again.gguf").string();
+      save_gguf(*read, again, {.type = t, .tokenizer = tokenizer_of(40)});
+      CHECK(file_bytes(again) == file_bytes(path));
+    } else {
+      testing::check_matches("16-bit weights", logits_of(*read), logits_of(*model), {2e-2, 2e-2});
+    }
+  }
+}
+
+TEST_CASE("llama export: an unmerged LoRA adapter is saved merged into its weight") {
+  const auto model = blocky_model();
+  nn::add_lora(*model, {.r = 4, .alpha = 8, .target_modules = {"q_proj", "v_proj"}});
+  {
+    NoGradGuard no_grad;
+    for (const auto& [name, p] : model->named_parameters()) {
+      Tensor b = p;
+      if (name.find("lora_B") != std::string::npos) b.copy_(randn(b.shape()) * 0.1);  // B = 0 would change nothing
+    }
+  }
+  testing::ScratchDir dir("llama_export_lora");
+  const std::string path = (dir.path / "lora.gguf").string();
+  save_gguf(*model, path, {.type = GGMLType::F32, .tokenizer = tokenizer_of(40)});
+  const auto read = LlamaForCausalLM::from_gguf(path);
+  testing::check_matches("adapted logits", logits_of(*read), logits_of(*model), {1e-5, 1e-5});
+}
+
+TEST_CASE("llama export: errors name what is wrong") {
+  const auto model = blocky_model();
+  testing::ScratchDir dir("llama_export_errors");
+  const std::string path = (dir.path / "bad.gguf").string();
+  CHECK_ERROR_STARTS("[save_gguf]", save_gguf(*model, path, {.type = GGMLType::Q8_0}), "no tokenizer.ggml.tokens");
+  CHECK_ERROR_STARTS("[save_gguf]", save_gguf(*model, path, {.type = GGMLType::Q8_0, .tokenizer = tokenizer_of(39)}),
+                     "39 tokens", "vocabulary 40");
+  io::GGUFMetadata stray = tokenizer_of(40);
+  stray.push_back({"general.name", io::GGUFValue::str("x")});
+  CHECK_ERROR_STARTS("[save_gguf]", save_gguf(*model, path, {.type = GGMLType::Q8_0, .tokenizer = stray}),
+                     "'general.name'");
+  model->model->layers->operator[](1)->mlp->up_proj->bias = zeros({96});
+  CHECK_ERROR_STARTS("[save_gguf]", save_gguf(*model, path, {.type = GGMLType::F32, .tokenizer = tokenizer_of(40)}),
+                     "blk.1.ffn_up.weight has a bias");
+  CHECK_FALSE(std::filesystem::exists(path));  // nothing written on an error
+}
