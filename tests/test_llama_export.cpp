@@ -2,8 +2,9 @@
 // logits from Hugging Face's layout once its query and key rows are permuted to
 // llama.cpp's; quantized files with exactly the blocks nn::quantize makes; blocks already
 // in the type copied byte for byte; a LoRA adapter saved merged; errors naming what is
-// wrong. (That llama.cpp itself loads and runs such a file: test_llama.cpp's exported
-// SmolLM2 against llama.cpp's tokens.)
+// wrong; and SmolLM2 saved as Q8_0, the file llama.cpp ran for the fixtures
+// (llama_export.txt, by make_llama_export_fixtures.py): Kiln reading it picks llama.cpp's
+// greedy tokens wherever llama.cpp's choice was decisive.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -22,6 +23,13 @@ namespace {
 std::string fixture_dir(const std::string& name) {
   const char* dir = std::getenv("KILN_FIXTURES");
   return std::string(dir ? dir : "tests/fixtures") + "/" + name;
+}
+
+const testing::FixtureFile kFixtures("llama_export.txt", "make_llama_export_fixtures.py");
+
+std::vector<int64_t> ids_of(const Tensor& t) {
+  const Tensor c = t.contiguous();
+  return std::vector<int64_t>(c.data<int64_t>(), c.data<int64_t>() + c.numel());
 }
 
 std::string file_bytes(const std::string& path) {
@@ -148,4 +156,43 @@ TEST_CASE("llama export: errors name what is wrong") {
   CHECK_ERROR_STARTS("[save_gguf]", save_gguf(*model, path, {.type = GGMLType::F32, .tokenizer = tokenizer_of(40)}),
                      "blk.1.ffn_up.weight has a bias");
   CHECK_FALSE(std::filesystem::exists(path));  // nothing written on an error
+}
+
+// As test_llama.cpp's check of the original file: a choice counts as decisive when
+// llama.cpp's top logit beat its runner-up by a logit or more.
+TEST_CASE("llama export: SmolLM2 saved as Q8_0 runs in llama.cpp as in Kiln") {
+  const std::string dir = testing::pretrained_dir("smollm2-135m");
+  if (dir.empty()) return;
+  const io::GGUFFile source = io::read_gguf(dir + "/SmolLM2-135M-Instruct.Q4_1.gguf");
+  testing::ScratchDir scratch("llama_export_smollm2");
+  const std::string path = (scratch.path / "smollm2.q8_0.gguf").string();
+  // As examples/quantize_llama writes it (the file llama.cpp ran): the name kept.
+  save_gguf(*LlamaForCausalLM::from_gguf(source), path,
+            {.type = GGMLType::Q8_0, .tokenizer = tokenizer_metadata(source),
+             .name = source.at("general.name").as_string("general.name")});
+  CHECK(static_cast<int64_t>(std::filesystem::file_size(path)) == ids_of(kFixtures.get("q8.file.bytes"))[0]);
+  const auto model = LlamaForCausalLM::from_gguf(path);
+  CHECK((*model->model->layers)[0]->mlp->down_proj->qweight->type == GGMLType::Q8_0);
+  NoGradGuard no_grad;
+  int decisive = 0, total = 0;
+  for (int i = 0; i < 4; ++i) {
+    CAPTURE(i);
+    const std::string p = "q8.p" + std::to_string(i);
+    std::vector<int64_t> seq = ids_of(kFixtures.get(p + ".prompt"));
+    const std::vector<int64_t> want = ids_of(kFixtures.get(p + ".greedy"));
+    const Tensor margin = kFixtures.get(p + ".margin");
+    seq.insert(seq.end(), want.begin(), want.end() - 1);
+    const int64_t n = static_cast<int64_t>(want.size());
+    const Tensor logits = model->forward(from_vector<int64_t>(seq, {1, static_cast<int64_t>(seq.size())}), nullptr, n);
+    const std::vector<int64_t> got = ids_of(argmax(logits.select(0, 0), 1));
+    for (int64_t t = 0; t < n; ++t) {
+      total += got[static_cast<size_t>(t)] == want[static_cast<size_t>(t)];
+      if (margin.data<float>()[t] < 1.0) continue;
+      CAPTURE(t);
+      CHECK(got[static_cast<size_t>(t)] == want[static_cast<size_t>(t)]);
+      ++decisive;
+    }
+  }
+  MESSAGE("Kiln picks llama.cpp's token at ", total, " of 128 steps; asserted at the ", decisive, " decisive ones");
+  CHECK(decisive == 84);  // the fixture's steps with a margin of a logit or more
 }
