@@ -112,6 +112,28 @@ TEST_CASE("composed layer_norm, its backward and add_layer_norm match the fused 
   CHECK(bits_of(low) == bits_of(y.to(kBFloat16)));
 }
 
+TEST_CASE("composed rms_norm and rotary match the fused kernels") {
+  manual_seed(9);
+  for (DType dt : kFloats) {
+    CAPTURE(dt);
+    const Tensor x = randn({6, 37}, dt) * 3.0, w = randn({37}, dt);
+    for (const Tensor& weight : {w, Tensor()}) {
+      std::vector<Tensor> y = {out_like(x), out_like(x)};
+      for (int b = 0; b < 2; ++b) (b ? composed() : fused()).rms_norm(x, weight, 1e-5, y[b]);
+      check_same("rms_norm", {y[1]}, {y[0]});
+    }
+    // (B, T, H, d) with (T, 1, d/2) tables broadcast over the batch and the heads.
+    const Tensor q = randn({2, 5, 3, 8}, dt), angles = randn({5, 1, 4}, dt);
+    const Tensor c = cos(angles).expand({2, 5, 3, 4}), s = sin(angles).expand({2, 5, 3, 4});
+    for (const bool interleaved : {true, false}) {
+      CAPTURE(interleaved);
+      std::vector<Tensor> y = {out_like(q), out_like(q)};
+      for (int b = 0; b < 2; ++b) (b ? composed() : fused()).rotary(q, c, s, interleaved, y[b]);
+      check_same("rotary", {y[1]}, {y[0]});
+    }
+  }
+}
+
 TEST_CASE("composed embedding and its backward match the fused kernels, and refuse bad indices alike") {
   manual_seed(3);
   for (DType dt : kFloats) {

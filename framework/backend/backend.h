@@ -180,6 +180,16 @@ class Backend {
                               double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
                               const Tensor& rstd, const Tensor& low);
 
+  // Inference forms of two composed ops (rms_norm and apply_rotary_emb record their
+  // gradients through the composition; they call these only when nothing needs one).
+  // y = x · rsqrt(mean(x²) + eps) · weight over each row of n, x and y contiguous
+  // (rows, n) as tensors of any shape, weight (n) contiguous or undefined.
+  virtual void rms_norm(const Tensor& x, const Tensor& weight, double eps, const Tensor& y);
+  // y = x with each pair of its last dim (d) rotated: (a, b) -> (a cos - b sin, b cos + a
+  // sin), the pairs (2i, 2i + 1) when interleaved, else (i, i + d/2). x and y contiguous;
+  // cos and sin views of x's shape with the last dim d/2 (stride 0 where they broadcast).
+  virtual void rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved, const Tensor& y);
+
   // out (*idx, D) = weight[idx]; throws "[embedding] index … out of range" on bad ids.
   virtual void embedding(const Tensor& weight, const Tensor& indices, const Tensor& out);
   // grad_weight (num, D) += scatter of g (*idx, D) by idx, skipping padding_idx (or -1).

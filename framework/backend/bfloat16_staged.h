@@ -61,6 +61,16 @@ class BFloat16Staged final : public Backend {
   void add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
                       double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
                       const Tensor& rstd, const Tensor& low) override;
+  // Inference kernels: float32 and float64 pass through; bfloat16 runs the composed
+  // default on this wrapper's staged core.
+  void rms_norm(const Tensor& x, const Tensor& weight, double eps, const Tensor& y) override {
+    if (x.dtype() == kBFloat16) return Backend::rms_norm(x, weight, eps, y);
+    inner_.rms_norm(x, weight, eps, y);
+  }
+  void rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved, const Tensor& y) override {
+    if (x.dtype() == kBFloat16) return Backend::rotary(x, cos, sin, interleaved, y);
+    inner_.rotary(x, cos, sin, interleaved, y);
+  }
   void embedding(const Tensor& weight, const Tensor& indices, const Tensor& out) override;
   void embedding_backward(const Tensor& g, const Tensor& indices, int64_t padding_idx,
                           const Tensor& grad_weight) override;

@@ -224,6 +224,42 @@ void Backend::layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor
   if (grad_bias.defined()) copy(c.reduce(ReduceOp::Sum, gr, {0}), reshaped(grad_bias, {1, n}));
 }
 
+void Backend::rms_norm(const Tensor& x, const Tensor& weight, double eps, const Tensor& y) {
+  const Core c{*this};
+  const int64_t n = x.dim() == 0 ? 1 : x.size(-1), rows = n == 0 ? 0 : x.numel() / n;
+  if (rows == 0 || n == 0) return;
+  const Tensor xr = c.rows(x, rows, n);
+  const Tensor ms = c.unary(UnaryOp::MulScalar, c.reduce(ReduceOp::Sum, c.binary(BinaryOp::Mul, xr, xr), {1}),
+                            1.0 / static_cast<double>(n));
+  Tensor out = c.with(BinaryOp::Mul, xr, c.unary(UnaryOp::Rsqrt, c.unary(UnaryOp::AddScalar, ms, eps)));
+  if (weight.defined()) out = c.with(BinaryOp::Mul, out, reshaped(weight, {1, n}));
+  copy(out, reshaped(y, {rows, n}));
+}
+
+namespace {
+
+// The two halves of each pair as views of `t` (contiguous (..., d)) of shape `half`:
+// (2i, 2i + 1) when interleaved, else (i, i + d/2).
+std::pair<Tensor, Tensor> pair_views(const Tensor& t, const Shape& half, bool interleaved) {
+  Strides strides = contiguous_strides(half);
+  const int64_t d = t.size(-1);
+  for (size_t i = 0; i + 1 < half.size(); ++i) strides[i] = t.stride(static_cast<int64_t>(i));
+  strides.back() = interleaved ? 2 : 1;
+  const int64_t second = interleaved ? 1 : d / 2;
+  return {view(t, half, strides, t.offset()), view(t, half, strides, t.offset() + second)};
+}
+
+}  // namespace
+
+void Backend::rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved, const Tensor& y) {
+  if (x.numel() == 0) return;
+  const Core c{*this};
+  const auto [a, b] = pair_views(x, cos.shape(), interleaved);
+  const auto [ya, yb] = pair_views(y, cos.shape(), interleaved);
+  copy(c.binary(BinaryOp::Sub, c.binary(BinaryOp::Mul, a, cos), c.binary(BinaryOp::Mul, b, sin)), ya);
+  copy(c.binary(BinaryOp::Add, c.binary(BinaryOp::Mul, b, cos), c.binary(BinaryOp::Mul, a, sin)), yb);
+}
+
 void Backend::add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
                              double eps, const Tensor& sum, const Tensor& y, const Tensor& mean, const Tensor& rstd,
                              const Tensor& low) {

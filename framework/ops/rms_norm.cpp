@@ -40,6 +40,15 @@ void check_rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, std::optional<double> eps) {
   const double e = eps.value_or(machine_epsilon(x.defined() ? x.dtype() : kFloat32));
   check_rms_norm(x, normalized_shape, weight, e);
+  // Inference (nothing needs a gradient): the backend's one-pass kernel. Otherwise the
+  // composition below, which autograd differentiates.
+  if (!any_requires_grad({&x, &weight}) && (x.dtype() == kFloat32 || x.dtype() == kFloat64)) {
+    Backend& be = backend_of("rms_norm", {&x, &weight});
+    const int64_t n = shape_numel(normalized_shape), rows = n == 0 ? 0 : x.numel() / n;
+    const Tensor y = Tensor::empty({rows, n}, TensorOptions(x.dtype()).device(x.device()));
+    be.rms_norm(x.contiguous().detach().reshape({rows, n}), weight.defined() ? weight.contiguous().detach().reshape({n}) : Tensor(), e, y);
+    return y.reshape(x.shape());
+  }
   std::vector<int64_t> dims;
   for (int64_t d = x.dim() - static_cast<int64_t>(normalized_shape.size()); d < x.dim(); ++d) dims.push_back(d);
   const Tensor xf = x.dtype() == kBFloat16 ? x.to(kFloat32) : x;

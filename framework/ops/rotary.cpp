@@ -44,6 +44,14 @@ Tensor apply_rotary_emb(const Tensor& x, const Tensor& cos, const Tensor& sin, b
   KILN_CHECK(can_broadcast(cos.shape(), half_shape) && broadcast_shapes("apply_rotary_emb", cos.shape(), half_shape) == half_shape,
              "apply_rotary_emb", "cos and sin of shape ", shape_str(cos.shape()), " do not broadcast to x's pairs ",
              shape_str(half_shape));
+  // Inference (nothing needs a gradient): the backend's one-pass kernel, the tables read
+  // through their broadcast. Otherwise the composition below, which autograd differentiates.
+  if (!any_requires_grad({&x, &cos, &sin}) && (x.dtype() == kFloat32 || x.dtype() == kFloat64)) {
+    Backend& be = backend_of("apply_rotary_emb", {&x, &cos, &sin});
+    const Tensor y = Tensor::empty(x.shape(), TensorOptions(x.dtype()).device(x.device()));
+    be.rotary(x.contiguous().detach(), cos.detach().expand(half_shape), sin.detach().expand(half_shape), interleaved, y);
+    return y;
+  }
   if (interleaved) {
     Shape pairs = half_shape;
     pairs.push_back(2);

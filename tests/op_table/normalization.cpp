@@ -63,6 +63,61 @@ std::vector<OpTest> rms_norm_rows() {
   };
 }
 
+// Inference (no input needs a gradient): rms_norm and apply_rotary_emb take the backend's
+// one-pass kernels instead of their compositions; the same PyTorch values.
+std::vector<OpTest> inference_rows() {
+  std::vector<OpTest> rows;
+  for (const auto& [sample, fn, out] :
+       {std::tuple{"last dim", std::function<Tensor(V)>([](V v) { return rms_norm(v[0], {8}, v[1]); }), "rms_last"},
+        std::tuple{"two dims", std::function<Tensor(V)>([](V v) { return rms_norm(v[0], {3, 8}, v[1], 1e-5); }),
+                   "rms_two"}})
+    rows.push_back({.op = "rms_norm",
+                    .sample = std::string("inference, ") + sample,
+                    .fn = fn,
+                    .inputs = {"rms.{t}.x", std::string(out) + ".{t}.weight"},
+                    .expected = std::string(out) + ".{t}.out",
+                    .tol32 = kTol32Loose,
+                    .gradcheck = false});
+  rows.push_back({.op = "rms_norm",
+                  .sample = "inference, no weight",
+                  .fn = [](V v) { return rms_norm(v[0], {8}); },
+                  .inputs = {"rms.{t}.x"},
+                  .expected = "rms_noweight.{t}.out",
+                  .tol32 = kTol32Loose,
+                  .gradcheck = false});
+  for (const bool interleaved : {false, true})
+    rows.push_back({.op = "apply_rotary_emb",
+                    .sample = interleaved ? "inference, interleaved" : "inference, half-split",
+                    .fn =
+                        [interleaved](V v) {
+                          const RotaryTables r = rotary_tables(fixture("llama_ops.txt", "rope.positions"), 8, 10000.0,
+                                                               TensorOptions(v[0].dtype()).device(v[0].device()));
+                          return apply_rotary_emb(v[0], r.cos, r.sin, interleaved);
+                        },
+                    .inputs = {"rope.{t}.x"},
+                    .expected = std::string("rope_") + (interleaved ? "inter" : "half") + ".b1e4.{t}.out",
+                    .tol32 = kTol32Loose,
+                    .gradcheck = false});
+  // A Llama attention's shape: (B, T, heads, d) turned by (T, 1, d/2) tables broadcast
+  // over batch and heads, against the composition (which runs when a gradient is needed).
+  for (const bool interleaved : {false, true})
+    rows.push_back({.op = "apply_rotary_emb",
+                    .sample = interleaved ? "inference, broadcast tables, interleaved" : "inference, broadcast tables",
+                    .fn = [interleaved](V v) {
+                      NoGradGuard no_grad;
+                      return apply_rotary_emb(v[0], v[1].unsqueeze(1), v[2].unsqueeze(1), interleaved);
+                    },
+                    .made = {R({2, 5, 3, 8}), R({5, 4}), R({5, 4})},
+                    .gradcheck = false,
+                    .zero_size = false,  // the tables are per position
+                    .reference = [interleaved](V v) {
+                      EnableGradGuard grad;
+                      const Tensor x = v[0].detach().requires_grad_();  // so the composition runs
+                      return apply_rotary_emb(x, v[1].unsqueeze(1), v[2].unsqueeze(1), interleaved).detach();
+                    }});
+  return rows;
+}
+
 // The tables from the fixture's positions; the op takes them in the input's dtype.
 RotaryTables tables_for(const Tensor& x, double base) {
   return rotary_tables(fx("rope.positions"), 8, base, TensorOptions(x.dtype()).device(x.device()));
@@ -233,7 +288,7 @@ std::vector<OpTest> layer_norm_rows() {
 
 std::vector<OpTest> normalization_rows() {
   std::vector<OpTest> rows = rms_norm_rows();
-  for (auto* more : {&rotary_rows, &rotary_tables_rows, &layer_norm_rows})
+  for (auto* more : {&inference_rows, &rotary_rows, &rotary_tables_rows, &layer_norm_rows})
     for (OpTest& t : (*more)()) rows.push_back(std::move(t));
   return rows;
 }

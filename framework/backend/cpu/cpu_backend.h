@@ -38,6 +38,8 @@ class CpuBackend final : public Backend {
   void add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
                       double eps, const Tensor& sum, const Tensor& y, const Tensor& mean,
                       const Tensor& rstd, const Tensor& low) override;
+  void rms_norm(const Tensor& x, const Tensor& weight, double eps, const Tensor& y) override;
+  void rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved, const Tensor& y) override;
   void embedding(const Tensor& weight, const Tensor& indices, const Tensor& out) override;
   void embedding_backward(const Tensor& g, const Tensor& indices, int64_t padding_idx,
                           const Tensor& grad_weight) override;

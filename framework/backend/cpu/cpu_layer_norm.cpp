@@ -39,6 +39,17 @@ inline void layer_norm_row_from_sum(const T* xr, double total, const T* pw, cons
   }
 }
 
+// One row: x (n) -> y (n) = x · rsqrt(mean(x²) + eps) · w (w null: 1).
+template <class T>
+KILN_MULTIVERSION void rms_norm_row(const T* xr, const T* pw, T* yr, int64_t n, double eps) {
+  const T r = static_cast<T>(1.0 / std::sqrt(rows::dot(xr, xr, n) / static_cast<double>(n) + eps));
+  if (pw) {
+    for (int64_t j = 0; j < n; ++j) yr[j] = xr[j] * r * pw[j];
+  } else {
+    for (int64_t j = 0; j < n; ++j) yr[j] = xr[j] * r;
+  }
+}
+
 template <class T>
 KILN_MULTIVERSION void layer_norm_row(const T* xr, const T* pw, const T* pb, T* yr, int64_t n, double eps, T* mean,
                                       T* rstd) {
@@ -121,6 +132,21 @@ void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor&
       for (int64_t r = r0; r < r1; ++r) {
         layer_norm_row(px + r * n, pw, pb, py + r * n, n, eps, pm + r, pr + r);
       }
+    });
+  });
+}
+
+// x, y (rows, n) contiguous; weight (n) or undefined.
+void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, double eps, const Tensor& y) {
+  const int64_t n = x.dim() == 0 ? 1 : x.size(-1), rows = n == 0 ? 0 : x.numel() / n;
+  if (rows == 0) return;
+  visit_floating("rms_norm", x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* px = x.data<T>();
+    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
+    T* py = y.data<T>();
+    parallel_for(rows, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(n * 4, 1)), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) rms_norm_row(px + r * n, pw, py + r * n, n, eps);
     });
   });
 }
