@@ -275,11 +275,49 @@ void for_each_problem(const Problem& pr, F f) {
   });
 }
 
+// Few queries (decoding: a token, or a kv head's group of them): BLAS's fixed cost per
+// call and the transpose of k outweigh products this small, so the scores are dot
+// products of q's rows with k's rows as they lie and the output sums v's rows scaled by
+// them. row (S) = scale · q_l (E) · k_s (E); o (Ev) = Σ_s p_s v_s.
+template <class T>
+KILN_MULTIVERSION void few_query_scores(const T* ql, const T* k, int64_t ldk, int64_t S, int64_t E, T scale, T* row) {
+  for (int64_t s = 0; s < S; ++s) row[s] = static_cast<T>(rows::dot(ql, k + s * ldk, E)) * scale;
+}
+
+template <class T>
+KILN_MULTIVERSION void few_query_output(const T* p, const T* v, int64_t ldv, int64_t S, int64_t Ev, T* o) {
+  std::fill(o, o + Ev, T(0));
+  for (int64_t s = 0; s < S; ++s) {
+    const T ps = p[s];
+    const T* vs = v + s * ldv;
+    for (int64_t e = 0; e < Ev; ++e) o[e] += ps * vs[e];
+  }
+}
+
+constexpr int64_t kFewQueries = 8;
+
 template <class T>
 void attention_typed(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Problem& pr,
                      const Tensor& out, const Tensor& lse) {
   T* lse_all = lse.data<T>();
   const T keep_scale = static_cast<T>(1.0 / (1.0 - pr.p));
+  if (pr.L <= kFewQueries && pr.p == 0) {
+    for_each_problem(pr, [&](int64_t n, int64_t h, int64_t b) {
+      thread_local std::vector<T> scores;
+      scores.resize(static_cast<size_t>(pr.S));
+      auto qh = head<T>(q, n, h), kh = head<T>(k, n, h), vh = head<T>(v, n, h), oh = head<T>(out, n, h);
+      const MaskRows<T> masks = mask_rows<T>(mask, n, h);
+      for (int64_t l = 0; l < pr.L; ++l) {
+        T* row = scores.data();
+        few_query_scores(qh.data + l * qh.ld, kh.data, kh.ld, pr.S, pr.E, static_cast<T>(pr.scale), row);
+        apply_mask_row(row, masks.at(l), pr.S);
+        const double sum = exp_row(row, pr.S, lse_all[b * pr.L + l]);
+        scale_row(row, static_cast<T>(1.0 / sum), pr.S);
+        few_query_output(row, vh.data, vh.ld, pr.S, pr.Ev, oh.data + l * oh.ld);
+      }
+    });
+    return;
+  }
   for_each_problem(pr, [&](int64_t n, int64_t h, int64_t b) {
     thread_local std::vector<T> scores, kt;
     thread_local std::vector<uint32_t> words;
