@@ -203,26 +203,33 @@ KILN_AVX_VNNI void rows_vnni(const RowScratch& r, const ActBlock* act, int64_t M
 
 // One weight row straight from its blocks against one x row (the decode case: nothing to
 // reuse, so nothing is unpacked to memory). kType: the GGMLType's id.
-#define KILN_QUANT_FUSED_BODY(DOT)                                                                  \
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                                   \
-  float extra = 0;                                                                                 \
-  constexpr int64_t kBytes = kType == 8 ? 34 : kType == 2 ? 18 : 20;                               \
-  for (int64_t b = 0; b < blocks; ++b) {                                                           \
-    const uint8_t* blk = w + kBytes * b;                                                           \
-    const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].q));                \
+#define KILN_QUANT_FUSED_STEP(DOT, B, ACC, EXTRA)                                                  \
+  {                                                                                                \
+    const uint8_t* blk = w + kBytes * (B);                                                         \
+    const __m256i qx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[B].q));                \
     __m256i isum;                                                                                  \
     if constexpr (kType == 3) {                                                                    \
       isum = DOT(nibbles(blk + 4), qx);                                                            \
-      extra += half_f16c(blk + 2) * x[b].s;                                                        \
+      EXTRA += half_f16c(blk + 2) * x[B].s;                                                        \
     } else {                                                                                       \
       const __m256i qw = kType == 2 ? _mm256_sub_epi8(nibbles(blk + 2), _mm256_set1_epi8(8))        \
                                     : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)); \
       isum = DOT(_mm256_sign_epi8(qw, qw), _mm256_sign_epi8(qx, qw));                              \
     }                                                                                              \
-    const __m256 v = _mm256_mul_ps(_mm256_set1_ps(half_f16c(blk) * x[b].d), _mm256_cvtepi32_ps(isum)); \
-    if (b & 1) acc1 = _mm256_add_ps(acc1, v); else acc0 = _mm256_add_ps(acc0, v);                  \
+    ACC = _mm256_fmadd_ps(_mm256_set1_ps(half_f16c(blk) * x[B].d), _mm256_cvtepi32_ps(isum), ACC); \
+  }
+// Blocks in pairs, one accumulator each: two independent chains of fused multiply-adds.
+#define KILN_QUANT_FUSED_BODY(DOT)                                                                  \
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                                   \
+  float extra0 = 0, extra1 = 0;                                                                    \
+  constexpr int64_t kBytes = kType == 8 ? 34 : kType == 2 ? 18 : 20;                               \
+  int64_t b = 0;                                                                                   \
+  for (; b + 2 <= blocks; b += 2) {                                                                \
+    KILN_QUANT_FUSED_STEP(DOT, b, acc0, extra0)                                                    \
+    KILN_QUANT_FUSED_STEP(DOT, b + 1, acc1, extra1)                                                \
   }                                                                                                \
-  return hsum(_mm256_add_ps(acc0, acc1)) + extra;
+  if (b < blocks) KILN_QUANT_FUSED_STEP(DOT, b, acc0, extra0)                                      \
+  return hsum(_mm256_add_ps(acc0, acc1)) + (extra0 + extra1);
 
 template <int kType>
 KILN_AVX2_FMA float fused_avx2(const uint8_t* w, const ActBlock* x, int64_t blocks) {
@@ -233,6 +240,7 @@ KILN_AVX_VNNI float fused_vnni(const uint8_t* w, const ActBlock* x, int64_t bloc
   KILN_QUANT_FUSED_BODY(dot_u8_i8_vnni)
 }
 #undef KILN_QUANT_FUSED_BODY
+#undef KILN_QUANT_FUSED_STEP
 
 bool quant_has_avx2() {
   // F16C came before AVX2 on every x86 line (and clang 14 cannot test it by name).
