@@ -307,7 +307,12 @@ TEST_CASE("nn::RMSNorm is rms_norm with a weight of ones, torch's repr") {
   CHECK(norm.weight.shape() == Shape{8});
   CHECK(norm.weight.requires_grad());
   const Tensor x = randn({4, 8});
-  CHECK(equal(norm.forward(x), rms_norm(x, {8}, ones({8}))));
+  // With a weight that needs a gradient both take the composition; without, the kernel.
+  CHECK(equal(norm.forward(x), rms_norm(x, {8}, ones({8}).requires_grad_())));
+  {
+    NoGradGuard no_grad;
+    CHECK(equal(norm.forward(x), rms_norm(x, {8}, ones({8}))));
+  }
   CHECK(norm.extra_repr() == "(8,), eps=None, elementwise_affine=True");
   CHECK(nn::RMSNorm(Shape{2, 4}, 1e-6, false).extra_repr() == "(2, 4), eps=1e-06, elementwise_affine=False");
   CHECK(nn::RMSNorm(8, std::nullopt, false).parameters().empty());
