@@ -1,6 +1,7 @@
 #include "gguf_export.h"
 
-#include <numeric>
+#include <algorithm>
+#include <optional>
 
 #include "gguf_source.h"
 
@@ -49,27 +50,34 @@ io::GGUFTensorData reordered_blocks(const std::string& name, const QuantizedMatr
   return t;
 }
 
-// A projection's weight as the file holds it: its blocks copied where they already are
-// `type` and no adapter changes them; otherwise the effective float weight (dequantised,
-// plus an unmerged LoRA adapter's scaling · B A) stored anew.
-io::GGUFTensorData matrix(const std::string& name, const nn::Linear& l, GGMLType type,
-                          const std::vector<int64_t>& order) {
-  KILN_CHECK(!l.bias.defined(), kOp, name, " has a bias, which llama.cpp's Llama layout has no place for");
-  const bool adapted = l.has_lora() && !l.lora_merged;
-  if (l.qweight && l.qweight->type == type && !adapted) return reordered_blocks(name, *l.qweight, order);
+// A weight as the file holds it: its blocks copied (rows in `order`) where they already
+// are `type` and nothing is added to them; otherwise its float values (dequantised), plus
+// `delta` where given, rows in `order`, stored anew.
+io::GGUFTensorData stored(const std::string& name, const std::optional<QuantizedMatrix>& q, const Tensor& weight,
+                          GGMLType type, const std::vector<int64_t>& order, const Tensor& delta = Tensor()) {
+  if (q && q->type == type && !delta.defined()) return reordered_blocks(name, *q, order);
   NoGradGuard no_grad;
-  Tensor w = l.qweight ? dequantize(*l.qweight) : l.weight.detach().to(kCPU).to(kFloat32);
-  if (adapted) w = w + matmul(l.lora_B->weight.detach().to(kCPU).to(kFloat32),
-                              l.lora_A->weight.detach().to(kCPU).to(kFloat32)) * l.lora_scaling;
+  Tensor w = q ? dequantize(*q) : weight.detach().to(kCPU).to(kFloat32);
+  if (delta.defined()) w = w + delta;
   if (!order.empty()) w = index_select(w, 0, from_vector<int64_t>(order, {static_cast<int64_t>(order.size())}));
   return io::gguf_tensor(name, w.contiguous(), type);
 }
 
+// A projection: an unmerged LoRA adapter's scaling · B A goes into its weight.
+io::GGUFTensorData matrix(const std::string& name, const nn::Linear& l, GGMLType type,
+                          const std::vector<int64_t>& order) {
+  KILN_CHECK(!l.bias.defined(), kOp, name, " has a bias, which llama.cpp's Llama layout has no place for");
+  Tensor delta;
+  if (l.has_lora() && !l.lora_merged) {
+    NoGradGuard no_grad;
+    delta = matmul(l.lora_B->weight.detach().to(kCPU).to(kFloat32), l.lora_A->weight.detach().to(kCPU).to(kFloat32)) *
+            l.lora_scaling;
+  }
+  return stored(name, l.qweight, l.weight, type, order, delta);
+}
+
 io::GGUFTensorData embedding(const std::string& name, const nn::Embedding& e, GGMLType type) {
-  if (e.qweight && e.qweight->type == type) return reordered_blocks(name, *e.qweight, {});
-  NoGradGuard no_grad;
-  const Tensor w = e.qweight ? dequantize(*e.qweight) : e.weight.detach().to(kCPU).to(kFloat32);
-  return io::gguf_tensor(name, w.contiguous(), type);
+  return stored(name, e.qweight, e.weight, type, {});
 }
 
 io::GGUFTensorData norm(const std::string& name, const nn::RMSNorm& n) {
