@@ -5,7 +5,6 @@
 // by make_smollm2_fixtures.py.
 #include <doctest/doctest.h>
 
-#include <cstdlib>
 
 #include <kiln/llama/kiln_llama.h>
 
@@ -17,16 +16,6 @@ using namespace kiln::llama;
 namespace {
 
 const testing::FixtureFile kFixtures("smollm2.txt", "make_smollm2_fixtures.py");
-
-std::string fixture_dir(const std::string& name) {
-  const char* dir = std::getenv("KILN_FIXTURES");
-  return std::string(dir ? dir : "tests/fixtures") + "/" + name;
-}
-
-std::vector<int64_t> ids_of(const Tensor& t) {
-  const Tensor c = t.contiguous();
-  return std::vector<int64_t>(c.data<int64_t>(), c.data<int64_t>() + c.numel());
-}
 
 LlamaConfig small_config() {
   LlamaConfig c;
@@ -96,7 +85,7 @@ TEST_CASE("llama: Hugging Face names map to llama.cpp's") {
 }
 
 TEST_CASE("llama: transformers' tiny LlamaForCausalLM from its safetensors") {
-  auto model = LlamaForCausalLM::from_pretrained(fixture_dir("tiny_llama"));
+  auto model = LlamaForCausalLM::from_pretrained(testing::fixture_path("tiny_llama"));
   CHECK(model->config.num_key_value_heads == 2);
   CHECK_FALSE(model->config.tie_word_embeddings);
   NoGradGuard no_grad;
@@ -278,15 +267,15 @@ TEST_CASE("llama: SmolLM2-135M's GGUF picks llama.cpp's greedy tokens") {
   for (int i = 0; i < 10; ++i) {
     CAPTURE(i);
     const std::string p = "p" + std::to_string(i);
-    const std::vector<int64_t> prompt = ids_of(kFixtures.get(p + ".prompt"));
-    const std::vector<int64_t> want = ids_of(kFixtures.get(p + ".greedy"));
+    const std::vector<int64_t> prompt = kFixtures.get(p + ".prompt").to_vector<int64_t>();
+    const std::vector<int64_t> want = kFixtures.get(p + ".greedy").to_vector<int64_t>();
     const Tensor margin = kFixtures.get(p + ".margin");
     // Teacher forcing: llama.cpp's continuation in one forward; Kiln's choice at each of
     // the 64 steps from llama.cpp's context.
     std::vector<int64_t> seq = prompt;
     seq.insert(seq.end(), want.begin(), want.end() - 1);
     const Tensor logits = model->forward(from_vector<int64_t>(seq, {1, static_cast<int64_t>(seq.size())}), nullptr, 64);
-    const std::vector<int64_t> got = ids_of(argmax(logits.select(0, 0), 1));
+    const std::vector<int64_t> got = argmax(logits.select(0, 0), 1).to_vector<int64_t>();
     int first_tie = 64;
     for (int t = 0; t < 64; ++t) {
       if (margin.data<float>()[t] < kDecisiveMargin) {

@@ -20,17 +20,7 @@ using namespace kiln::llama;
 
 namespace {
 
-std::string fixture_dir(const std::string& name) {
-  const char* dir = std::getenv("KILN_FIXTURES");
-  return std::string(dir ? dir : "tests/fixtures") + "/" + name;
-}
-
 const testing::FixtureFile kFixtures("llama_export.txt", "make_llama_export_fixtures.py");
-
-std::vector<int64_t> ids_of(const Tensor& t) {
-  const Tensor c = t.contiguous();
-  return std::vector<int64_t>(c.data<int64_t>(), c.data<int64_t>() + c.numel());
-}
 
 std::string file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -76,7 +66,7 @@ Tensor logits_of(LlamaForCausalLM& m) {
 TEST_CASE("llama export: transformers' tiny model through GGUF float32 gives its logits") {
   // Hugging Face's layout (rotate_half pairs) in, llama.cpp's (neighbour pairs) out: the
   // file's query and key rows are permuted, and the model read back rotates accordingly.
-  const auto hf = LlamaForCausalLM::from_pretrained(fixture_dir("tiny_llama"));
+  const auto hf = LlamaForCausalLM::from_pretrained(testing::fixture_path("tiny_llama"));
   REQUIRE_FALSE(hf->config.rope_interleaved);
   testing::ScratchDir dir("llama_export");
   const std::string path = (dir.path / "tiny.f32.gguf").string();
@@ -170,7 +160,7 @@ TEST_CASE("llama export: SmolLM2 saved as Q8_0 runs in llama.cpp as in Kiln") {
   save_gguf(*LlamaForCausalLM::from_gguf(source), path,
             {.type = GGMLType::Q8_0, .tokenizer = tokenizer_metadata(source),
              .name = source.at("general.name").as_string("general.name")});
-  CHECK(static_cast<int64_t>(std::filesystem::file_size(path)) == ids_of(kFixtures.get("q8.file.bytes"))[0]);
+  CHECK(static_cast<int64_t>(std::filesystem::file_size(path)) == kFixtures.get("q8.file.bytes").item<int64_t>());
   const auto model = LlamaForCausalLM::from_gguf(path);
   CHECK((*model->model->layers)[0]->mlp->down_proj->qweight->type == GGMLType::Q8_0);
   NoGradGuard no_grad;
@@ -178,13 +168,13 @@ TEST_CASE("llama export: SmolLM2 saved as Q8_0 runs in llama.cpp as in Kiln") {
   for (int i = 0; i < 4; ++i) {
     CAPTURE(i);
     const std::string p = "q8.p" + std::to_string(i);
-    std::vector<int64_t> seq = ids_of(kFixtures.get(p + ".prompt"));
-    const std::vector<int64_t> want = ids_of(kFixtures.get(p + ".greedy"));
+    std::vector<int64_t> seq = kFixtures.get(p + ".prompt").to_vector<int64_t>();
+    const std::vector<int64_t> want = kFixtures.get(p + ".greedy").to_vector<int64_t>();
     const Tensor margin = kFixtures.get(p + ".margin");
     seq.insert(seq.end(), want.begin(), want.end() - 1);
     const int64_t n = static_cast<int64_t>(want.size());
     const Tensor logits = model->forward(from_vector<int64_t>(seq, {1, static_cast<int64_t>(seq.size())}), nullptr, n);
-    const std::vector<int64_t> got = ids_of(argmax(logits.select(0, 0), 1));
+    const std::vector<int64_t> got = argmax(logits.select(0, 0), 1).to_vector<int64_t>();
     for (int64_t t = 0; t < n; ++t) {
       total += got[static_cast<size_t>(t)] == want[static_cast<size_t>(t)];
       if (margin.data<float>()[t] < 1.0) continue;

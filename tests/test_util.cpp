@@ -13,9 +13,13 @@
 
 namespace kiln::testing {
 
-std::map<std::string, Tensor> load_fixtures(const std::string& file) {
+std::string fixture_path(const std::string& name) {
   const char* dir = std::getenv("KILN_FIXTURES");
-  std::string path = std::string(dir ? dir : "tests/fixtures") + "/" + file;
+  return std::string(dir ? dir : "tests/fixtures") + "/" + name;
+}
+
+std::map<std::string, Tensor> load_fixtures(const std::string& file) {
+  const std::string path = fixture_path(file);
   std::ifstream in(path);
   KILN_CHECK(in.good(), "load_fixtures", "cannot open ", path);
   std::map<std::string, Tensor> out;

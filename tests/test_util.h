@@ -12,6 +12,8 @@ namespace kiln::testing {
 
 // Reference tensors written by a script beside them (tests/fixtures/*.py), one per
 // line: "name dtype ndim d0 d1 … v0 v1 …". The folder comes from $KILN_FIXTURES.
+// $KILN_FIXTURES/<name> (tests/fixtures/<name> when unset): a fixture file or folder.
+std::string fixture_path(const std::string& name);
 std::map<std::string, Tensor> load_fixtures(const std::string& file);
 
 // One fixture file, read on first use. get() of a name the file lacks fails the test
