@@ -92,6 +92,26 @@ std::string repr17(double v) {
 
 }  // namespace
 
+namespace {
+
+// got's elements against want's (the same count): NaN must meet NaN, infinities and
+// integers (and bools) must be equal, the rest within atol + rtol |want|. Returns how many
+// differ, and sets `first` to the first of them ("element i: got <versus> want").
+int64_t count_mismatches(const std::vector<double>& g, const std::vector<double>& w, bool floating, Tol tol,
+                         const std::string& versus, std::string& first) {
+  int64_t bad = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    bool ok;
+    if (std::isnan(w[i])) ok = std::isnan(g[i]);
+    else if (std::isinf(w[i]) || !floating) ok = g[i] == w[i];
+    else ok = std::isfinite(g[i]) && std::abs(g[i] - w[i]) <= tol.atol + tol.rtol * std::abs(w[i]);
+    if (!ok && bad++ == 0) first = "element " + std::to_string(i) + ": " + repr17(g[i]) + versus + repr17(w[i]);
+  }
+  return bad;
+}
+
+}  // namespace
+
 void check_matches(const std::string& what, const Tensor& got, const Tensor& ref, Tol tol) {
   REQUIRE_MESSAGE(got.defined(), what << ": result is undefined");
   REQUIRE_MESSAGE(ref.defined(), what << ": reference is undefined");
@@ -101,17 +121,9 @@ void check_matches(const std::string& what, const Tensor& got, const Tensor& ref
     FAIL_CHECK(what << ": shape " << shape_str(got.shape()) << ", torch gives " << shape_str(ref.shape()));
     return;
   }
-  std::vector<double> g = got.to_vector<double>(), r = ref.to_vector<double>();
-  const bool floating = is_floating(ref.dtype());
-  int64_t bad = 0;
+  const std::vector<double> g = got.to_vector<double>(), r = ref.to_vector<double>();
   std::string first;
-  for (size_t i = 0; i < g.size(); ++i) {
-    bool ok;
-    if (std::isnan(r[i])) ok = std::isnan(g[i]);
-    else if (std::isinf(r[i]) || !floating) ok = g[i] == r[i];
-    else ok = std::isfinite(g[i]) && std::abs(g[i] - r[i]) <= tol.atol + tol.rtol * std::abs(r[i]);
-    if (!ok && bad++ == 0) first = "element " + std::to_string(i) + ": " + repr17(g[i]) + " vs torch " + repr17(r[i]);
-  }
+  const int64_t bad = count_mismatches(g, r, is_floating(ref.dtype()), tol, " vs torch ", first);
   CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << g.size() << " elements differ; first " << first);
 }
 
@@ -129,17 +141,10 @@ void check_same_as_cpu(const std::string& what, const Tensor& got, const Tensor&
   REQUIRE_MESSAGE(got.shape() == want.shape(),
                   what << ": shape " << shape_str(got.shape()) << " vs " << shape_str(want.shape()) << " on the CPU");
   if (rtol == 0) rtol = want.dtype() == kFloat64 ? 1e-12 : 1e-5;
-  const std::vector<double> g = got.to(kCPU).to_vector<double>(), w = want.to(kCPU).to_vector<double>();
-  const bool floating = is_floating(want.dtype());
-  int64_t bad = 0;
+  // |got - want| <= rtol (1 + |want|)
+  const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
   std::string first;
-  for (size_t i = 0; i < g.size(); ++i) {
-    bool ok;
-    if (std::isnan(w[i])) ok = std::isnan(g[i]);
-    else if (std::isinf(w[i]) || !floating) ok = g[i] == w[i];
-    else ok = std::isfinite(g[i]) && std::abs(g[i] - w[i]) <= rtol * (1.0 + std::abs(w[i]));
-    if (!ok && bad++ == 0) first = "element " + std::to_string(i) + ": " + repr17(g[i]) + " vs " + repr17(w[i]);
-  }
+  const int64_t bad = count_mismatches(g, w, is_floating(want.dtype()), Tol{rtol, rtol}, " vs ", first);
   CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << g.size() << " elements differ from the CPU's; first "
                                << first);
 }
