@@ -27,6 +27,12 @@ struct LlamaConfig {
   // Face's (rotate_half). The same model either way, with its rows in the matching order.
   bool rope_interleaved = false;
   int64_t bos_token_id = 1, eos_token_id = 2;
+  // Inference computes as llama.cpp's CPU backend does (set for a GGUF file's quantized
+  // weights): keys and values kept in float16 and attended as llama.cpp does
+  // (f16_attention.h), ggml's rotary tables and SwiGLU (ggml_math.h), so that the logits
+  // are llama.cpp's to the bit. A forward that records gradients, or runs off the host,
+  // uses the float32 ops whatever this says.
+  bool llama_cpp_numerics = false;
 
   int64_t attention_head_dim() const { return head_dim > 0 ? head_dim : hidden_size / num_attention_heads; }
 

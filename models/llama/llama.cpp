@@ -1,8 +1,12 @@
 #include "llama/llama.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <vector>
 
+#include "llama/f16_attention.h"
+#include "llama/ggml_math.h"
 #include "llama/gguf_source.h"
 
 namespace kiln::llama {
@@ -49,6 +53,11 @@ Tensor LlamaAttention::forward(const Tensor& x, const ForwardContext& ctx) {
   const Tensor q = apply_rotary_emb(heads(q_proj->forward(x), num_heads), cos, sin, rope_interleaved).transpose(1, 2);
   Tensor k = apply_rotary_emb(heads(k_proj->forward(x), num_kv_heads), cos, sin, rope_interleaved).transpose(1, 2);
   Tensor v = heads(v_proj->forward(x), num_kv_heads).transpose(1, 2);
+  if (ctx.llama_cpp) {
+    ctx.cache->append_float16(layer_index, k, v);
+    const Tensor o = f16_attention(q.reshape({B, num_kv_heads, group * T, head_dim}), *ctx.cache, layer_index, T);
+    return o_proj->forward(o.view({B, num_heads, T, head_dim}).transpose(1, 2).reshape({B, T, num_heads * head_dim}));
+  }
   if (ctx.cache) std::tie(k, v) = ctx.cache->append(layer_index, k, v);
   // A kv head's `group` query heads as one (group * T)-row query: K and V are read as
   // they are, never repeated per head.
@@ -64,7 +73,8 @@ LlamaMLP::LlamaMLP(const LlamaConfig& c, const std::string& prefix, LayerSource&
   down_proj = register_module("down_proj", source.linear(prefix + "down_proj", c.intermediate_size, c.hidden_size));
 }
 
-Tensor LlamaMLP::forward(const Tensor& x) {
+Tensor LlamaMLP::forward(const Tensor& x, bool llama_cpp) {
+  if (llama_cpp) return down_proj->forward(ggml::swiglu(gate_proj->forward(x), up_proj->forward(x)));
   return down_proj->forward(mul(silu(gate_proj->forward(x)), up_proj->forward(x)));
 }
 
@@ -82,7 +92,7 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, const std::string& pr
 
 Tensor LlamaDecoderLayer::forward(const Tensor& x, const ForwardContext& ctx) {
   const Tensor h = add(x, self_attn->forward(input_layernorm->forward(x), ctx));
-  return add(h, mlp->forward(post_attention_layernorm->forward(h)));
+  return add(h, mlp->forward(post_attention_layernorm->forward(h), ctx.llama_cpp));
 }
 
 // ---------------------------------------------------------------- the stack
@@ -101,11 +111,13 @@ std::pair<Tensor, Tensor> LlamaModel::rope(int64_t from, int64_t T, const Device
     int64_t n = 64;
     while (n < need) n *= 2;
     n = std::min(n, config.max_position_embeddings);  // forward checked need <= it
-    const RotaryTables t = rotary_tables(arange(static_cast<double>(n), TensorOptions(kInt64)),
-                                         config.attention_head_dim(), config.rope_theta,
-                                         TensorOptions(kFloat32).device(device));
-    rope_cos_ = t.cos;
-    rope_sin_ = t.sin;
+    const RotaryTables t =
+        config.llama_cpp_numerics
+            ? ggml::rope_tables(0, n, config.attention_head_dim(), config.rope_theta)
+            : rotary_tables(arange(static_cast<double>(n), TensorOptions(kInt64)), config.attention_head_dim(),
+                            config.rope_theta, TensorOptions(kFloat32));
+    rope_cos_ = t.cos.to(device);
+    rope_sin_ = t.sin.to(device);
   }
   return {rope_cos_.narrow(0, from, T), rope_sin_.narrow(0, from, T)};
 }
@@ -122,6 +134,17 @@ Tensor LlamaModel::forward(const Tensor& input_ids, KVCache* cache) {
     KILN_CHECK(cache->batch() == B, kModelOp, "the cache holds a batch of ", cache->batch(), ", input_ids has ", B);
     ctx.past = cache->length();
   }
+  // llama.cpp's arithmetic needs its float16 cache: one for this call when none is given.
+  ctx.llama_cpp = config.llama_cpp_numerics && !is_grad_enabled() && input_ids.device() == kCPU &&
+                  (!cache || cache->is_float16());
+  std::optional<KVCache> own;
+  if (ctx.llama_cpp && !cache) {
+    KILN_CHECK(T <= config.max_position_embeddings, kModelOp, T, " positions exceed max_position_embeddings ",
+               config.max_position_embeddings);
+    ctx.cache = &own.emplace(config, B, T);
+  }
+  KILN_CHECK(!cache || !cache->is_float16() || ctx.llama_cpp, kModelOp,
+             "a float16 KV cache serves inference only (under NoGradGuard, on the host)");
   KILN_CHECK(ctx.past + T <= config.max_position_embeddings, kModelOp, ctx.past, " cached and ", T,
              " new positions exceed max_position_embeddings ", config.max_position_embeddings);
   std::tie(ctx.cos, ctx.sin) = rope(ctx.past, T, input_ids.device());
@@ -157,7 +180,13 @@ std::shared_ptr<LlamaForCausalLM> LlamaForCausalLM::from_gguf(const std::string&
 }
 
 std::shared_ptr<LlamaForCausalLM> LlamaForCausalLM::from_gguf(const io::GGUFFile& file, const GGUFLoadOptions& options) {
-  const LlamaConfig c = LlamaConfig::from_gguf(file);
+  LlamaConfig c = LlamaConfig::from_gguf(file);
+  // llama.cpp's arithmetic where the weights stay in quantized blocks; float files load as
+  // Hugging Face's model computes.
+  const bool blocks = std::any_of(file.tensors.begin(), file.tensors.end(), [](const io::GGUFTensorInfo& t) {
+    return ggml_type_info(t.type).block_values > 1;
+  });
+  c.llama_cpp_numerics = options.llama_cpp_numerics && !options.dequantize && blocks;
   GGUFSource source(file, options);
   auto m = std::make_shared<LlamaForCausalLM>(c, source);
   source.check_all_used();

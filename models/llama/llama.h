@@ -26,6 +26,7 @@ struct ForwardContext {
   int64_t past = 0; // positions already in the cache
   Tensor may_attend;  // (group * T, past + T) bool, true where a query sees a key; undefined: all
   KVCache* cache = nullptr;
+  bool llama_cpp = false;  // attention over the float16 cache, ggml's SwiGLU (config.h)
 };
 
 class LlamaAttention : public nn::Module {
@@ -43,7 +44,9 @@ class LlamaAttention : public nn::Module {
 class LlamaMLP : public nn::Module {
  public:
   LlamaMLP(const LlamaConfig& c, const std::string& prefix, LayerSource& source);
-  Tensor forward(const Tensor& x);  // (B, T, hidden) -> (B, T, hidden)
+  // (B, T, hidden) -> (B, T, hidden); llama_cpp: the product silu · up as ggml computes it
+  // (inference only).
+  Tensor forward(const Tensor& x, bool llama_cpp = false);
 
   std::shared_ptr<nn::Linear> gate_proj, up_proj, down_proj;
 };
@@ -82,6 +85,9 @@ struct GGUFLoadOptions {
   // float weights of `dtype` (float32 or bfloat16), e.g. to fine-tune or to compare.
   bool dequantize = false;
   DType dtype = kFloat32;
+  // A file with quantized weights kept in blocks (dequantize false) computes as llama.cpp
+  // does (LlamaConfig::llama_cpp_numerics), so that greedy decoding picks its tokens.
+  bool llama_cpp_numerics = true;
 };
 
 class LlamaForCausalLM : public nn::Module {

@@ -39,10 +39,26 @@ inline void layer_norm_row_from_sum(const T* xr, double total, const T* pw, cons
   }
 }
 
+// The factor rsqrt(mean(x²) + eps) of one row x (n). Float32 follows ggml's rms_norm to
+// the bit (each square rounded to float, summed in order in double, the mean rounded to
+// float, the rest in float): a 4-bit model quantises every normalised activation to 8
+// bits, and one rounding that lands differently there moves every later layer, so only
+// the same bits let a GGUF model pick llama.cpp's tokens. It is as accurate as a sum in
+// float lanes; double rows keep double throughout.
+inline float rms_factor(const float* x, int64_t n, double eps) {
+  double sum = 0;
+  for (int64_t j = 0; j < n; ++j) sum += static_cast<double>(x[j] * x[j]);
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  return 1.0f / std::sqrt(mean + static_cast<float>(eps));
+}
+inline double rms_factor(const double* x, int64_t n, double eps) {
+  return 1.0 / std::sqrt(rows::dot(x, x, n) / static_cast<double>(n) + eps);
+}
+
 // One row: x (n) -> y (n) = x · rsqrt(mean(x²) + eps) · w (w null: 1).
 template <class T>
 KILN_MULTIVERSION void rms_norm_row(const T* xr, const T* pw, T* yr, int64_t n, double eps) {
-  const T r = static_cast<T>(1.0 / std::sqrt(rows::dot(xr, xr, n) / static_cast<double>(n) + eps));
+  const T r = rms_factor(xr, n, eps);
   if (pw) {
     for (int64_t j = 0; j < n; ++j) yr[j] = xr[j] * r * pw[j];
   } else {

@@ -1,6 +1,8 @@
 // Rotary position embeddings' inference kernel: x (..., d) contiguous -> y (..., d), each
 // pair of a row turned by its angle's cos and sin, read through their broadcast strides
 // (a (T, d/2) table serves every batch and head without being copied).
+#include <cmath>
+
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/multiversion.h"
 #include "backend/cpu/parallel.h"
@@ -9,13 +11,16 @@ namespace kiln::cpu {
 namespace {
 
 // One row of pairs: (a_i, b_i) at a[i * step], b[i * step] -> (a cos - b sin, b cos + a sin).
+// Each result is one product rounded and one fused multiply-add, written out so that
+// every compiler and clone rounds alike and as ggml's rope does (a 4-bit model quantises
+// these values to 8 bits next, where one different rounding changes the tokens).
 template <class T>
 KILN_MULTIVERSION void rotate_row(const T* a, const T* b, const T* c, const T* s, T* ya, T* yb, int64_t half,
                                   int64_t step) {
   for (int64_t i = 0; i < half; ++i) {
     const T x0 = a[i * step], x1 = b[i * step];
-    ya[i * step] = x0 * c[i] - x1 * s[i];
-    yb[i * step] = x1 * c[i] + x0 * s[i];
+    ya[i * step] = std::fma(x0, c[i], -(x1 * s[i]));
+    yb[i * step] = std::fma(x0, s[i], x1 * c[i]);
   }
 }
 

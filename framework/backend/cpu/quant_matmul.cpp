@@ -218,18 +218,15 @@ KILN_AVX_VNNI void rows_vnni(const RowScratch& r, const ActBlock* act, int64_t M
     }                                                                                              \
     ACC = _mm256_fmadd_ps(_mm256_set1_ps(half_f16c(blk) * x[B].d), _mm256_cvtepi32_ps(isum), ACC); \
   }
-// Blocks in pairs, one accumulator each: two independent chains of fused multiply-adds.
+// One chain of fused multiply-adds over the blocks, then the minimums' sum: ggml's
+// vec_dot order, so that a GGUF model's products have llama.cpp's bits (its next layer
+// rounds them to 8 bits, where any other order changes the tokens).
 #define KILN_QUANT_FUSED_BODY(DOT)                                                                  \
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                                   \
-  float extra0 = 0, extra1 = 0;                                                                    \
+  __m256 acc = _mm256_setzero_ps();                                                                \
+  float extra = 0;                                                                                 \
   constexpr int64_t kBytes = kType == 8 ? 34 : kType == 2 ? 18 : 20;                               \
-  int64_t b = 0;                                                                                   \
-  for (; b + 2 <= blocks; b += 2) {                                                                \
-    KILN_QUANT_FUSED_STEP(DOT, b, acc0, extra0)                                                    \
-    KILN_QUANT_FUSED_STEP(DOT, b + 1, acc1, extra1)                                                \
-  }                                                                                                \
-  if (b < blocks) KILN_QUANT_FUSED_STEP(DOT, b, acc0, extra0)                                      \
-  return hsum(_mm256_add_ps(acc0, acc1)) + (extra0 + extra1);
+  for (int64_t b = 0; b < blocks; ++b) KILN_QUANT_FUSED_STEP(DOT, b, acc, extra)                   \
+  return hsum(acc) + extra;
 
 template <int kType>
 KILN_AVX2_FMA float fused_avx2(const uint8_t* w, const ActBlock* x, int64_t blocks) {
