@@ -4,6 +4,10 @@
 #include <cstring>
 #include <vector>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 namespace kiln::llama::ggml {
 
 namespace {
@@ -23,9 +27,17 @@ bool has_fma() {
 KILN_GGML_FMA void swiglu_fma(const float* g, const float* u, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = silu_lane(g[i]) * u[i];
 }
+// F16C's conversion rounds to nearest even, as the portable one.
+__attribute__((target("avx2,f16c"))) void to_half_f16c(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  if (i < n) quantize_row(GGMLType::F16, x + i, reinterpret_cast<uint8_t*>(y + i), n - i);
+}
 #else
 bool has_fma() { return false; }
 void swiglu_fma(const float*, const float*, float*, int64_t) {}
+void to_half_f16c(const float*, uint16_t*, int64_t) {}
 #endif
 
 }  // namespace
@@ -68,6 +80,7 @@ Tensor swiglu(const Tensor& gate, const Tensor& up) {
 }
 
 void to_half(const float* x, uint16_t* y, int64_t n) {
+  if (has_fma()) return to_half_f16c(x, y, n);
   quantize_row(GGMLType::F16, x, reinterpret_cast<uint8_t*>(y), n);
 }
 

@@ -112,6 +112,39 @@ KILN_AVX2_FMA inline __m256i nibbles(const uint8_t* qs) {
   return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask), _mm_and_si128(bytes, mask));
 }
 
+// quantize_activations with 8 lanes: the same products and round-to-nearest-even, so the
+// same blocks.
+KILN_AVX2_FMA void quantize_activations_avx2(const float* x, int64_t K, ActBlock* out) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < K / kQuantBlock; ++b) {
+    const float* v = x + b * kQuantBlock;
+    __m256 vals[4], m = _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+      vals[i] = _mm256_loadu_ps(v + 8 * i);
+      m = _mm256_max_ps(m, _mm256_andnot_ps(sign, vals[i]));
+    }
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    const float amax = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+    const float d = amax / 127.0f, id = amax != 0 ? 127.0f / amax : 0.0f;
+    const __m256 mul = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int i = 0; i < 4; ++i)
+      q[i] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(vals[i], mul), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    const __m256i sum32 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum32), _mm256_extracti128_si256(sum32, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+    const int sum = _mm_cvtsi128_si32(s4);
+    // int32 -> int8 in order: the packs interleave 128-bit lanes, the permute undoes it.
+    const __m256i p16 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    const __m256i p8 = _mm256_permutevar8x32_epi32(p16, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].q), p8);
+    out[b].d = float_from_half_bits(half_bits_from_float(d));
+    out[b].s = float_from_half_bits(half_bits_from_float(d * static_cast<float>(sum)));
+  }
+}
+
 KILN_AVX2_FMA inline float half_f16c(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
@@ -229,12 +262,26 @@ KILN_AVX_VNNI void rows_vnni(const RowScratch& r, const ActBlock* act, int64_t M
   return hsum(acc) + extra;
 
 template <int kType>
-KILN_AVX2_FMA float fused_avx2(const uint8_t* w, const ActBlock* x, int64_t blocks) {
+KILN_AVX2_FMA inline float fused_avx2(const uint8_t* w, const ActBlock* x, int64_t blocks) {
   KILN_QUANT_FUSED_BODY(dot_u8_i8_avx2)
 }
 template <int kType>
-KILN_AVX_VNNI float fused_vnni(const uint8_t* w, const ActBlock* x, int64_t blocks) {
+KILN_AVX_VNNI inline float fused_vnni(const uint8_t* w, const ActBlock* x, int64_t blocks) {
   KILN_QUANT_FUSED_BODY(dot_u8_i8_vnni)
+}
+// Weight rows [n0, n1) each against the M (< 4) x rows: y[m · N + n]. One loop around the
+// inlined row kernel, so that the out-of-order core overlaps one row's chain with the next.
+template <int kType>
+KILN_AVX2_FMA void fused_rows_avx2(const uint8_t* w, int64_t row_bytes, const ActBlock* act, int64_t M, int64_t blocks,
+                                   int64_t n0, int64_t n1, int64_t N, float* y) {
+  for (int64_t n = n0; n < n1; ++n)
+    for (int64_t m = 0; m < M; ++m) y[m * N + n] = fused_avx2<kType>(w + n * row_bytes, act + m * blocks, blocks);
+}
+template <int kType>
+KILN_AVX_VNNI void fused_rows_vnni(const uint8_t* w, int64_t row_bytes, const ActBlock* act, int64_t M, int64_t blocks,
+                                   int64_t n0, int64_t n1, int64_t N, float* y) {
+  for (int64_t n = n0; n < n1; ++n)
+    for (int64_t m = 0; m < M; ++m) y[m * N + n] = fused_vnni<kType>(w + n * row_bytes, act + m * blocks, blocks);
 }
 #undef KILN_QUANT_FUSED_BODY
 #undef KILN_QUANT_FUSED_STEP
@@ -251,11 +298,12 @@ bool quant_has_vnni() {
 #else
 bool quant_has_avx2() { return false; }
 bool quant_has_vnni() { return false; }
+void quantize_activations_avx2(const float*, int64_t, ActBlock*) {}
 #endif
 
 using UnpackFn = void (*)(GGMLType, const uint8_t*, int64_t, RowScratch&);
 using RowsFn = void (*)(const RowScratch&, const ActBlock*, int64_t, int64_t, int64_t, int64_t, float*, bool);
-using FusedFn = float (*)(const uint8_t*, const ActBlock*, int64_t);
+using FusedFn = void (*)(const uint8_t*, int64_t, const ActBlock*, int64_t, int64_t, int64_t, int64_t, int64_t, float*);
 
 void rows_portable(const RowScratch& r, const ActBlock* act, int64_t M, int64_t blocks, int64_t n, int64_t N,
                    float* y, bool with_min) {
@@ -269,10 +317,13 @@ QuantDotPath resolve_quant_path(QuantDotPath path) {
   return QuantDotPath::kPortable;
 }
 
+using QuantizeFn = void (*)(const float*, int64_t, ActBlock*);
+
 struct Kernels {
+  QuantizeFn quantize;
   UnpackFn unpack;
   RowsFn rows;
-  FusedFn fused;  // nullptr: unpack, then rows
+  FusedFn fused;  // rows straight from their blocks; nullptr: unpack, then rows
 };
 
 Kernels kernels_for(QuantDotPath path, GGMLType type) {
@@ -281,13 +332,13 @@ Kernels kernels_for(QuantDotPath path, GGMLType type) {
     return type == GGMLType::Q8_0 ? q8 : type == GGMLType::Q4_0 ? q40 : q41;
   };
   if (path == QuantDotPath::kAvxVnni)
-    return {unpack_avx2, rows_vnni, pick(fused_vnni<8>, fused_vnni<2>, fused_vnni<3>)};
+    return {quantize_activations_avx2, unpack_avx2, rows_vnni, pick(fused_rows_vnni<8>, fused_rows_vnni<2>, fused_rows_vnni<3>)};
   if (path == QuantDotPath::kAvx2)
-    return {unpack_avx2, rows_avx2, pick(fused_avx2<8>, fused_avx2<2>, fused_avx2<3>)};
+    return {quantize_activations_avx2, unpack_avx2, rows_avx2, pick(fused_rows_avx2<8>, fused_rows_avx2<2>, fused_rows_avx2<3>)};
 #else
   (void)type;
 #endif
-  return {unpack_portable, rows_portable, nullptr};
+  return {quantize_activations, unpack_portable, rows_portable, nullptr};
 }
 
 }  // namespace
@@ -320,13 +371,12 @@ void quantized_matmul(const float* x, int64_t M, int64_t K, const QuantizedMatri
   const bool with_min = w.type == GGMLType::Q4_1;
   std::vector<ActBlock> act(static_cast<size_t>(M * blocks));
   parallel_for(M, std::max<int64_t>(1, 4096 / std::max<int64_t>(K, 1)), [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m) quantize_activations(x + m * K, K, act.data() + m * blocks);
+    for (int64_t m = m0; m < m1; ++m) k.quantize(x + m * K, K, act.data() + m * blocks);
   });
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(M * K, 1));
   if (k.fused && M < 4) {  // each weight row used once or twice: dotted from its blocks
     return parallel_for(N, grain, [&](int64_t n0, int64_t n1) {
-      for (int64_t n = n0; n < n1; ++n)
-        for (int64_t m = 0; m < M; ++m) y[m * N + n] = k.fused(w.data + n * row_bytes, act.data() + m * blocks, blocks);
+      k.fused(w.data, row_bytes, act.data(), M, blocks, n0, n1, N, y);
     });
   }
   // Each weight row is read from memory and unpacked once, then dotted with every x row
