@@ -42,6 +42,11 @@ const std::vector<std::pair<std::string, GGMLType>> kTypes = {
     {"f32", GGMLType::F32},   {"f16", GGMLType::F16},   {"bf16", GGMLType::BF16},
     {"q8_0", GGMLType::Q8_0}, {"q4_0", GGMLType::Q4_0}, {"q4_1", GGMLType::Q4_1}};
 
+// Read and dequantised, not written.
+const std::vector<std::pair<std::string, GGMLType>> kReadOnly = {{"q5_0", GGMLType::Q5_0}, {"q5_1", GGMLType::Q5_1},
+                                                                 {"q4_k", GGMLType::Q4_K}, {"q5_k", GGMLType::Q5_K},
+                                                                 {"q6_k", GGMLType::Q6_K}};
+
 // Bitwise equality of two float32 tensors (so -0 and 0 differ, NaN equals its bits).
 bool same_bits(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape()) return false;
@@ -117,7 +122,7 @@ TEST_CASE("gguf: gguf-py's file reads with every metadata type") {
 TEST_CASE("gguf: each type's tensor dequantises to gguf-py's values, and quantises to its bytes") {
   const GGUFFile f = read_gguf(fixture_path("gguf_small.gguf"));
   const Tensor source = kFixtures.get("source");
-  REQUIRE(f.tensors.size() == kTypes.size());
+  REQUIRE(f.tensors.size() == kTypes.size() + kReadOnly.size());
   for (const auto& entry : kTypes) {  // not a structured binding: CAPTURE's lambda takes it
     const std::string& name = entry.first;
     const GGMLType type = entry.second;
@@ -141,6 +146,30 @@ TEST_CASE("gguf: each type's tensor dequantises to gguf-py's values, and quantis
   std::vector<uint8_t> blocks(64);
   CHECK_ERROR_STARTS("[quantize]", quantize_row(GGMLType::Q4_0, row.data(), blocks.data(), 40), "q4_0", "blocks of 32",
                      "a row of 40");
+}
+
+TEST_CASE("gguf: q5 and K-quant blocks dequantise to gguf-py's values; a product over them is the float one") {
+  const GGUFFile f = read_gguf(fixture_path("gguf_small.gguf"));
+  for (const auto& entry : kReadOnly) {
+    const std::string& name = entry.first;
+    const GGMLType type = entry.second;
+    CAPTURE(name);
+    const GGUFTensorInfo& t = f.tensor(name);
+    CHECK(t.type == type);
+    CHECK(t.ne == std::vector<int64_t>{512, 2});
+    const GGMLTypeInfo& info = ggml_type_info(type);
+    CHECK(t.nbytes == static_cast<uint64_t>(1024 / info.block_values * info.block_bytes));
+    const Tensor values = f.to_float(t);
+    CHECK(same_bits(values, kFixtures.get(name + ".values")));
+    // Weights in these blocks multiply as their dequantised values do.
+    const QuantizedMatrix q{type, 2, 512, f.data(t), nullptr};
+    const Tensor x = randn({3, 512});
+    testing::check_matches("quantized_linear", quantized_linear(x, q), matmul(x, values.t()), {1e-5, 1e-5});
+    std::vector<float> row(256);
+    std::vector<uint8_t> blocks(static_cast<size_t>(256 / info.block_values * info.block_bytes));
+    CHECK_ERROR_STARTS("[quantize]", quantize_row(type, row.data(), blocks.data(), 256), name.c_str(), "is read, not written");
+    CHECK_ERROR_STARTS("[dequantize]", dequantize_row(type, blocks.data(), row.data(), 100), name.c_str(), "blocks of");
+  }
 }
 
 TEST_CASE("gguf: the writer lays out gguf-py's bytes; files it writes read back") {
@@ -220,8 +249,10 @@ TEST_CASE("gguf: bad files are refused with the field and its offset") {
   const size_t info = good.find(std::string("\x03\0\0\0\0\0\0\0f32", 11));
   REQUIRE(info != std::string::npos);
   const size_t dims_at = info + 11, type_field = dims_at + 4 + 16, offset_field = type_field + 4;
-  CHECK_ERROR_STARTS("[gguf] x: tensor f32 at offset " + std::to_string(type_field), parse_gguf(with(type_field, u32(12)), "x"),
-                     "ggml type q4_k is not one Kiln reads");
+  CHECK_ERROR_STARTS("[gguf] x: tensor f32 at offset " + std::to_string(type_field), parse_gguf(with(type_field, u32(11)), "x"),
+                     "ggml type q3_k is not one Kiln reads");
+  CHECK_ERROR_STARTS("[gguf] x: tensor f32", parse_gguf(with(type_field, u32(12)), "x"),
+                     "innermost dim 64 is not a multiple of q4_k's block of 256");
   CHECK_ERROR_STARTS("[gguf] x: tensor f32", parse_gguf(with(dims_at, u32(7)), "x"), "7 dims");
   CHECK_ERROR_STARTS("[gguf] x: tensor f32", parse_gguf(with(offset_field, u64(8)), "x"),
                      "not a multiple of the alignment 32");

@@ -23,10 +23,14 @@ namespace kiln {
 namespace {
 
 constexpr int64_t kBlock = 32;
+constexpr int64_t kSuperBlock = 256;  // the K-quants'
 
 constexpr GGMLTypeInfo kTypes[] = {
     {GGMLType::F32, "f32", 1, 4},        {GGMLType::F16, "f16", 1, 2},   {GGMLType::Q4_0, "q4_0", kBlock, 18},
     {GGMLType::Q4_1, "q4_1", kBlock, 20}, {GGMLType::Q8_0, "q8_0", kBlock, 34}, {GGMLType::BF16, "bf16", 1, 2},
+    {GGMLType::Q5_0, "q5_0", kBlock, 22},   {GGMLType::Q5_1, "q5_1", kBlock, 24},
+    {GGMLType::Q4_K, "q4_k", kSuperBlock, 144}, {GGMLType::Q5_K, "q5_k", kSuperBlock, 176},
+    {GGMLType::Q6_K, "q6_k", kSuperBlock, 210},
 };
 
 uint16_t load_u16(const uint8_t* p) {
@@ -64,6 +68,86 @@ void dequantize_q4_1(const uint8_t* b, float* x) {
   for (int j = 0; j < kBlock / 2; ++j) {
     x[j] = static_cast<float>(b[4 + j] & 0x0F) * d + m;
     x[j + kBlock / 2] = static_cast<float>(b[4 + j] >> 4) * d + m;
+  }
+}
+
+// Q5_0 (22 bytes: d, uint32 qh, qs[16]) and Q5_1 (24: d, m, qh, qs): value j's low four
+// bits as Q4's nibbles, its fifth bit j of qh; x = (q - 16) · d, or q · d + m.
+void dequantize_q5(const uint8_t* b, float* x, bool with_min) {
+  const float d = float_from_half_bits(load_u16(b)), m = with_min ? float_from_half_bits(load_u16(b + 2)) : 0.0f;
+  const uint8_t* p = b + (with_min ? 4 : 2);
+  uint32_t qh;
+  std::memcpy(&qh, p, sizeof qh);
+  const uint8_t* qs = p + 4;
+  for (int j = 0; j < kBlock; ++j) {
+    const int lo = j < kBlock / 2 ? qs[j] & 0x0F : qs[j - kBlock / 2] >> 4;
+    const int q = lo | static_cast<int>(((qh >> j) & 1u) << 4);
+    x[j] = with_min ? static_cast<float>(q) * d + m : static_cast<float>(q - 16) * d;
+  }
+}
+
+// Q4_K and Q5_K's eight 6-bit scales and minimums of their 32-value sub-blocks, packed
+// in 12 bytes: sub-block j < 4 in the low 6 bits of bytes j (scale) and j + 4 (minimum);
+// j >= 4 in the nibbles of byte j + 4 with two more bits each from the top of bytes j - 4
+// and j.
+void k_scale_min(const uint8_t* s, int j, float* scale, float* min) {
+  if (j < 4) {
+    *scale = static_cast<float>(s[j] & 63);
+    *min = static_cast<float>(s[j + 4] & 63);
+  } else {
+    *scale = static_cast<float>((s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4));
+    *min = static_cast<float>((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+  }
+}
+
+// One 256-value block: d, dmin, scales[12], qs[128]: sub-block j's q are the low (j even)
+// or high nibbles of qs[32 (j / 2) ..]; x = d · scale · q - dmin · min.
+void dequantize_q4_k(const uint8_t* b, float* x) {
+  const float d = float_from_half_bits(load_u16(b)), dmin = float_from_half_bits(load_u16(b + 2));
+  const uint8_t* qs = b + 16;
+  for (int j = 0; j < 8; ++j) {
+    float sc, m;
+    k_scale_min(b + 4, j, &sc, &m);
+    const float d1 = d * sc, m1 = dmin * m;
+    const int shift = 4 * (j % 2);
+    for (int l = 0; l < 32; ++l) x[32 * j + l] = d1 * static_cast<float>((qs[32 * (j / 2) + l] >> shift) & 0x0F) - m1;
+  }
+}
+
+// Q4_K's layout with a fifth bit: qh[32] after the scales, bit j of qh[l] for sub-block j.
+void dequantize_q5_k(const uint8_t* b, float* x) {
+  const float d = float_from_half_bits(load_u16(b)), dmin = float_from_half_bits(load_u16(b + 2));
+  const uint8_t* qh = b + 16;
+  const uint8_t* qs = b + 48;
+  for (int j = 0; j < 8; ++j) {
+    float sc, m;
+    k_scale_min(b + 4, j, &sc, &m);
+    const float d1 = d * sc, m1 = dmin * m;
+    const int shift = 4 * (j % 2);
+    for (int l = 0; l < 32; ++l) {
+      const int q = ((qs[32 * (j / 2) + l] >> shift) & 0x0F) | (((qh[l] >> j) & 1) << 4);
+      x[32 * j + l] = d1 * static_cast<float>(q) - m1;
+    }
+  }
+}
+
+// One 256-value block: ql[128], qh[64], int8 scales[16], d; two halves of 128 values, each
+// four runs of 32: run t's low 4 bits from ql[64 h + 32 (t % 2) ..] (low nibbles for t < 2),
+// its top 2 from bits 2t of qh[32 h ..]; x = d · scale[i / 16] · (q - 32).
+void dequantize_q6_k(const uint8_t* b, float* x) {
+  const uint8_t* ql = b;
+  const uint8_t* qh = b + 128;
+  const auto* scales = reinterpret_cast<const int8_t*>(b + 192);
+  const float d = float_from_half_bits(load_u16(b + 208));
+  for (int h = 0; h < 2; ++h) {
+    for (int t = 0; t < 4; ++t) {
+      for (int l = 0; l < 32; ++l) {
+        const int lo = (ql[64 * h + 32 * (t % 2) + l] >> (4 * (t / 2))) & 0x0F;
+        const int hi = (qh[32 * h + l] >> (2 * t)) & 3;
+        const int i = 128 * h + 32 * t + l;
+        x[i] = d * static_cast<float>(scales[i / 16]) * static_cast<float>((lo | (hi << 4)) - 32);
+      }
+    }
   }
 }
 
@@ -169,6 +253,21 @@ void dequantize_row(GGMLType type, const uint8_t* data, float* x, int64_t n) {
     case GGMLType::Q4_1:
       for (int64_t k = 0; k < n / kBlock; ++k) dequantize_q4_1(data + 20 * k, x + kBlock * k);
       return;
+    case GGMLType::Q5_0:
+      for (int64_t k = 0; k < n / kBlock; ++k) dequantize_q5(data + 22 * k, x + kBlock * k, false);
+      return;
+    case GGMLType::Q5_1:
+      for (int64_t k = 0; k < n / kBlock; ++k) dequantize_q5(data + 24 * k, x + kBlock * k, true);
+      return;
+    case GGMLType::Q4_K:
+      for (int64_t k = 0; k < n / kSuperBlock; ++k) dequantize_q4_k(data + 144 * k, x + kSuperBlock * k);
+      return;
+    case GGMLType::Q5_K:
+      for (int64_t k = 0; k < n / kSuperBlock; ++k) dequantize_q5_k(data + 176 * k, x + kSuperBlock * k);
+      return;
+    case GGMLType::Q6_K:
+      for (int64_t k = 0; k < n / kSuperBlock; ++k) dequantize_q6_k(data + 210 * k, x + kSuperBlock * k);
+      return;
   }
 }
 
@@ -191,6 +290,13 @@ void quantize_row(GGMLType type, const float* x, uint8_t* data, int64_t n) {
     case GGMLType::Q4_1:
       for (int64_t k = 0; k < n / kBlock; ++k) quantize_q4_1(x + kBlock * k, data + 20 * k);
       return;
+    case GGMLType::Q5_0:
+    case GGMLType::Q5_1:
+    case GGMLType::Q4_K:
+    case GGMLType::Q5_K:
+    case GGMLType::Q6_K:
+      KILN_CHECK(false, "quantize", ggml_type_info(type).name,
+                 " is read, not written: quantise to q8_0, q4_0 or q4_1 (or keep the file's blocks)");
   }
 }
 

@@ -8,12 +8,18 @@
 //   Q4_0 (18 bytes): d, uint8 qs[16] (two 4-bit q each); x[j] = (lo(qs[j]) - 8) · d,
 //                                                        x[j + 16] = (hi(qs[j]) - 8) · d
 //   Q4_1 (20 bytes): d, m, uint8 qs[16];                 x[j] = lo(qs[j]) · d + m, …
+//   Q5_0 (22), Q5_1 (24 bytes) per 32 values; Q4_K (144), Q5_K (176), Q6_K (210 bytes) per
+//   256 values: see quant_blocks.cpp.
 #include <cstdint>
 #include <memory>
 
 namespace kiln {
 
-enum class GGMLType : uint32_t { F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q8_0 = 8, BF16 = 30 };
+// Q5_0, Q5_1 and the K-quants (256 values a block in 8 or 16 sub-blocks), the types of
+// llama.cpp's Q4_K_M and Q5_K_M files, are read and dequantised, not written.
+enum class GGMLType : uint32_t {
+  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q4_K = 12, Q5_K = 13, Q6_K = 14, BF16 = 30
+};
 
 // Values per block and bytes per block (1 and the element size for the plain types).
 struct GGMLTypeInfo {

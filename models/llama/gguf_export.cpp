@@ -19,6 +19,11 @@ uint32_t file_type(GGMLType type) {
     case GGMLType::Q4_1: return 3;
     case GGMLType::Q8_0: return 7;
     case GGMLType::BF16: return 32;
+    case GGMLType::Q5_0:
+    case GGMLType::Q5_1:
+    case GGMLType::Q4_K:
+    case GGMLType::Q5_K:
+    case GGMLType::Q6_K: break;  // read, not written
   }
   throw Error(std::string("[") + kOp + "] cannot write ggml type " + ggml_type_info(type).name);
 }
