@@ -100,33 +100,21 @@ void k_scale_min(const uint8_t* s, int j, float* scale, float* min) {
   }
 }
 
-// One 256-value block: d, dmin, scales[12], qs[128]: sub-block j's q are the low (j even)
-// or high nibbles of qs[32 (j / 2) ..]; x = d · scale · q - dmin · min.
-void dequantize_q4_k(const uint8_t* b, float* x) {
-  const float d = float_from_half_bits(load_u16(b)), dmin = float_from_half_bits(load_u16(b + 2));
-  const uint8_t* qs = b + 16;
-  for (int j = 0; j < 8; ++j) {
-    float sc, m;
-    k_scale_min(b + 4, j, &sc, &m);
-    const float d1 = d * sc, m1 = dmin * m;
-    const int shift = 4 * (j % 2);
-    for (int l = 0; l < 32; ++l) x[32 * j + l] = d1 * static_cast<float>((qs[32 * (j / 2) + l] >> shift) & 0x0F) - m1;
-  }
-}
-
-// Q4_K's layout with a fifth bit: qh[32] after the scales, bit j of qh[l] for sub-block j.
-void dequantize_q5_k(const uint8_t* b, float* x) {
+// One 256-value block of Q4_K (d, dmin, scales[12], qs[128]) or Q5_K (the same with
+// qh[32] before qs): sub-block j's low four bits are the low (j even) or high nibbles of
+// qs[32 (j / 2) ..], Q5_K's fifth bit j of qh[l]; x = d · scale · q - dmin · min.
+void dequantize_k4(const uint8_t* b, float* x, bool fifth_bit) {
   const float d = float_from_half_bits(load_u16(b)), dmin = float_from_half_bits(load_u16(b + 2));
   const uint8_t* qh = b + 16;
-  const uint8_t* qs = b + 48;
+  const uint8_t* qs = b + (fifth_bit ? 48 : 16);
   for (int j = 0; j < 8; ++j) {
     float sc, m;
     k_scale_min(b + 4, j, &sc, &m);
     const float d1 = d * sc, m1 = dmin * m;
     const int shift = 4 * (j % 2);
     for (int l = 0; l < 32; ++l) {
-      const int q = ((qs[32 * (j / 2) + l] >> shift) & 0x0F) | (((qh[l] >> j) & 1) << 4);
-      x[32 * j + l] = d1 * static_cast<float>(q) - m1;
+      const int high = fifth_bit ? ((qh[l] >> j) & 1) << 4 : 0;
+      x[32 * j + l] = d1 * static_cast<float>(((qs[32 * (j / 2) + l] >> shift) & 0x0F) | high) - m1;
     }
   }
 }
@@ -200,6 +188,23 @@ void quantize_q4_1(const float* x, uint8_t* b) {
   }
 }
 
+// One block of a block type: b (its bytes) -> x (its values).
+void dequantize_block(GGMLType type, const uint8_t* b, float* x) {
+  switch (type) {
+    case GGMLType::Q8_0: return dequantize_q8_0(b, x);
+    case GGMLType::Q4_0: return dequantize_q4_0(b, x);
+    case GGMLType::Q4_1: return dequantize_q4_1(b, x);
+    case GGMLType::Q5_0: return dequantize_q5(b, x, false);
+    case GGMLType::Q5_1: return dequantize_q5(b, x, true);
+    case GGMLType::Q4_K: return dequantize_k4(b, x, false);
+    case GGMLType::Q5_K: return dequantize_k4(b, x, true);
+    case GGMLType::Q6_K: return dequantize_q6_k(b, x);
+    case GGMLType::F32:
+    case GGMLType::F16:
+    case GGMLType::BF16: break;  // element types: dequantize_row's loops
+  }
+}
+
 void check_row(const char* op, GGMLType type, int64_t n) {
   const GGMLTypeInfo& info = ggml_type_info(type);
   KILN_CHECK(n >= 0 && n % info.block_values == 0, op, info.name, " stores values in blocks of ", info.block_values,
@@ -244,30 +249,11 @@ void dequantize_row(GGMLType type, const uint8_t* data, float* x, int64_t n) {
     case GGMLType::BF16:
       for (int64_t i = 0; i < n; ++i) x[i] = float_from_bf16_bits(load_u16(data + 2 * i));
       return;
-    case GGMLType::Q8_0:
-      for (int64_t k = 0; k < n / kBlock; ++k) dequantize_q8_0(data + 34 * k, x + kBlock * k);
-      return;
-    case GGMLType::Q4_0:
-      for (int64_t k = 0; k < n / kBlock; ++k) dequantize_q4_0(data + 18 * k, x + kBlock * k);
-      return;
-    case GGMLType::Q4_1:
-      for (int64_t k = 0; k < n / kBlock; ++k) dequantize_q4_1(data + 20 * k, x + kBlock * k);
-      return;
-    case GGMLType::Q5_0:
-      for (int64_t k = 0; k < n / kBlock; ++k) dequantize_q5(data + 22 * k, x + kBlock * k, false);
-      return;
-    case GGMLType::Q5_1:
-      for (int64_t k = 0; k < n / kBlock; ++k) dequantize_q5(data + 24 * k, x + kBlock * k, true);
-      return;
-    case GGMLType::Q4_K:
-      for (int64_t k = 0; k < n / kSuperBlock; ++k) dequantize_q4_k(data + 144 * k, x + kSuperBlock * k);
-      return;
-    case GGMLType::Q5_K:
-      for (int64_t k = 0; k < n / kSuperBlock; ++k) dequantize_q5_k(data + 176 * k, x + kSuperBlock * k);
-      return;
-    case GGMLType::Q6_K:
-      for (int64_t k = 0; k < n / kSuperBlock; ++k) dequantize_q6_k(data + 210 * k, x + kSuperBlock * k);
-      return;
+    default: {
+      const GGMLTypeInfo& info = ggml_type_info(type);
+      for (int64_t k = 0; k < n / info.block_values; ++k)
+        dequantize_block(type, data + info.block_bytes * k, x + info.block_values * k);
+    }
   }
 }
 
