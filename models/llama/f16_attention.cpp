@@ -44,6 +44,17 @@ float dot_strided_portable(const uint16_t* a, const uint16_t* b, int64_t n) {
   return static_cast<float>(sum);
 }
 
+// e[j] = exp(w[j] - max) over n (a multiple of 8) -> Σ e as ggml's softmax adds it: each
+// 8 values' lanes as hsum_blocked, the 8-sums in double.
+inline double softmax_numerators_loop(const float* w, float max, float* e, int64_t n) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; i += 8) {
+    for (int k = 0; k < 8; ++k) e[i + k] = ggml::exp(w[i + k] - max);
+    sum += hsum_blocked(e + i);
+  }
+  return sum;
+}
+
 #ifdef KILN_F16_X86
 bool has_avx2() {
   static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -75,15 +86,8 @@ KILN_F16_AVX2 float dot_strided_avx2(const uint16_t* a, const uint16_t* b, int64
   return static_cast<float>(sum);
 }
 
-// e[j] = exp(w[j] - max) over n (a multiple of 8) -> Σ e as ggml's softmax adds it: each
-// 8 values' lanes as hsum_blocked, the 8-sums in double.
 KILN_F16_AVX2 double softmax_numerators_avx2(const float* w, float max, float* e, int64_t n) {
-  double sum = 0;
-  for (int64_t i = 0; i < n; i += 8) {
-    for (int k = 0; k < 8; ++k) e[i + k] = ggml::exp(w[i + k] - max);
-    sum += hsum_blocked(e + i);
-  }
-  return sum;
+  return softmax_numerators_loop(w, max, e, n);
 }
 #else
 bool has_avx2() { return false; }
@@ -93,13 +97,16 @@ double softmax_numerators_avx2(const float*, float, float*, int64_t) { return 0;
 #endif
 
 double softmax_numerators(const float* w, float max, float* e, int64_t n) {
-  if (has_avx2()) return softmax_numerators_avx2(w, max, e, n);
-  double sum = 0;
-  for (int64_t i = 0; i < n; i += 8) {
-    for (int k = 0; k < 8; ++k) e[i + k] = ggml::exp(w[i + k] - max);
-    sum += hsum_blocked(e + i);
-  }
-  return sum;
+  return has_avx2() ? softmax_numerators_avx2(w, max, e, n) : softmax_numerators_loop(w, max, e, n);
+}
+
+using DotFn = float (*)(const uint16_t*, const uint16_t*, int64_t);
+
+// The dot of `order`, chosen once per call rather than per key.
+DotFn dot_for(F16DotOrder order, bool simd) {
+  const bool vec = simd && has_avx2();
+  if (order == F16DotOrder::kBlocked8) return vec ? dot_blocked_avx2 : dot_blocked_portable;
+  return vec ? dot_strided_avx2 : dot_strided_portable;
 }
 
 // Scratch of one query row: its float16 query, scores and weights over padded positions.
@@ -114,9 +121,7 @@ struct QueryScratch {
 float f16_dot(const uint16_t* a, const uint16_t* b, int64_t n, F16DotOrder order, bool simd) {
   KILN_CHECK(n >= 0 && (order != F16DotOrder::kBlocked8 || n % 8 == 0), "llama.f16_dot",
              "the blocked order needs a multiple of 8 values, got ", n);
-  const bool vec = simd && has_avx2();
-  if (order == F16DotOrder::kBlocked8) return vec ? dot_blocked_avx2(a, b, n) : dot_blocked_portable(a, b, n);
-  return vec ? dot_strided_avx2(a, b, n) : dot_strided_portable(a, b, n);
+  return dot_for(order, simd)(a, b, n);
 }
 
 // q (B, H, group * T, D) -> o (B, H, group * T, D), per row: scores over the row's keys,
@@ -133,8 +138,8 @@ Tensor f16_attention(const Tensor& q, const KVCache& cache, int64_t layer, int64
   // ggml's tiled product runs for more than one new position when the sizes suit it,
   // its vector dot otherwise.
   const bool tiled = T > 1;
-  const F16DotOrder score_order = tiled && D % 8 == 0 ? F16DotOrder::kBlocked8 : F16DotOrder::kStrided32;
-  const F16DotOrder value_order = tiled && D % 4 == 0 ? F16DotOrder::kBlocked8 : F16DotOrder::kStrided32;
+  const DotFn score_dot = dot_for(tiled && D % 8 == 0 ? F16DotOrder::kBlocked8 : F16DotOrder::kStrided32, true);
+  const DotFn value_dot = dot_for(tiled && D % 4 == 0 ? F16DotOrder::kBlocked8 : F16DotOrder::kStrided32, true);
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const Tensor qc = q.contiguous();
   Tensor out = empty(q.shape(), TensorOptions(kFloat32));
@@ -150,14 +155,14 @@ Tensor f16_attention(const Tensor& q, const KVCache& cache, int64_t layer, int64
       const int64_t seen = pos + 1, padded = (seen + 31) / 32 * 32;
       ggml::to_half(pq + r * D, s.q16.data(), D);
       const uint16_t* K = keys + bh * cap * D;
-      for (int64_t j = 0; j < seen; ++j) s.w[j] = f16_dot(K + j * D, s.q16.data(), D, score_order) * scale;
+      for (int64_t j = 0; j < seen; ++j) s.w[j] = score_dot(K + j * D, s.q16.data(), D) * scale;
       std::fill(s.w.begin() + seen, s.w.begin() + padded, -std::numeric_limits<float>::infinity());
       const float max = *std::max_element(s.w.begin(), s.w.begin() + seen);
       const float inv = static_cast<float>(1.0 / softmax_numerators(s.w.data(), max, s.e.data(), padded));
       for (int64_t j = 0; j < padded; ++j) s.e[j] *= inv;
       ggml::to_half(s.e.data(), s.p16.data(), padded);
       const uint16_t* V = values + bh * D * pad;
-      for (int64_t d = 0; d < D; ++d) po[r * D + d] = f16_dot(V + d * pad, s.p16.data(), padded, value_order);
+      for (int64_t d = 0; d < D; ++d) po[r * D + d] = value_dot(V + d * pad, s.p16.data(), padded);
     }
   });
   return out;

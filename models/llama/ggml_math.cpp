@@ -1,7 +1,6 @@
 #include "llama/ggml_math.h"
 
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -14,7 +13,9 @@ namespace {
 
 constexpr const char* kSwigluOp = "llama.ggml.swiglu";
 
-inline float silu_lane(float g) { return g / (1.0f + ggml::exp(0.0f - g)); }
+inline void swiglu_loop(const float* g, const float* u, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = g[i] / (1.0f + ggml::exp(0.0f - g[i])) * u[i];
+}
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define KILN_GGML_FMA __attribute__((target("avx2,fma")))
@@ -24,9 +25,7 @@ bool has_fma() {
 }
 // The same loop compiled for AVX2+FMA: std::fma becomes the fused instruction (same bits
 // as the library call) and the lanes vectorise.
-KILN_GGML_FMA void swiglu_fma(const float* g, const float* u, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = silu_lane(g[i]) * u[i];
-}
+KILN_GGML_FMA void swiglu_fma(const float* g, const float* u, float* y, int64_t n) { swiglu_loop(g, u, y, n); }
 // F16C's conversion rounds to nearest even, as the portable one.
 __attribute__((target("avx2,f16c"))) void to_half_f16c(const float* x, uint16_t* y, int64_t n) {
   int64_t i = 0;
@@ -61,7 +60,7 @@ RotaryTables rope_tables(int64_t from, int64_t T, int64_t head_dim, double base)
 
 void swiglu(const float* g, const float* u, float* y, int64_t n) {
   if (has_fma()) return swiglu_fma(g, u, y, n);
-  for (int64_t i = 0; i < n; ++i) y[i] = silu_lane(g[i]) * u[i];
+  swiglu_loop(g, u, y, n);
 }
 
 Tensor swiglu(const Tensor& gate, const Tensor& up) {

@@ -7,9 +7,9 @@
 // with ggml's formulas and operation order makes a quantized model's logits llama.cpp's
 // to the bit (the matrix products and RMSNorm already match; f16_attention.h has the
 // attention). Inference only: nothing here records a graph.
+#include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 #include <kiln/kiln.h>
 
@@ -20,19 +20,6 @@ namespace kiln::llama::ggml {
 // (theta = p, then theta *= powf(base, -2/head_dim) per pair; cosf, sinf).
 RotaryTables rope_tables(int64_t from, int64_t T, int64_t head_dim, double base);
 
-namespace detail {
-inline uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-inline float float_of(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-}  // namespace detail
-
 // exp(x) in float32 as ggml's vectorised exp computes it (within 2 ulp of the exact value;
 // 0 below about -104, inf above about 88.7): exp(x) = 2^n · (1 + j(b)) with n = round(x /
 // ln 2) found by the 1.5 · 2^23 shift, b = x - n ln 2 in two parts, j a degree-5
@@ -41,8 +28,8 @@ inline float float_of(uint32_t u) {
 // two factors (0 or inf past |n| > 192). Inline and branch-free so that callers' loops
 // vectorise.
 inline float exp(float x) {
-  using detail::bits_of;
-  using detail::float_of;
+  const auto bits_of = [](float f) { return std::bit_cast<uint32_t>(f); };
+  const auto float_of = [](uint32_t u) { return std::bit_cast<float>(u); };
   const float shift = 0x1.8p23f;
   const float z = std::fma(x, 0x1.715476p+0f, shift);
   const float n = z - shift;

@@ -134,19 +134,15 @@ Tensor LlamaModel::forward(const Tensor& input_ids, KVCache* cache) {
     KILN_CHECK(cache->batch() == B, kModelOp, "the cache holds a batch of ", cache->batch(), ", input_ids has ", B);
     ctx.past = cache->length();
   }
+  KILN_CHECK(ctx.past + T <= config.max_position_embeddings, kModelOp, ctx.past, " cached and ", T,
+             " new positions exceed max_position_embeddings ", config.max_position_embeddings);
   // llama.cpp's arithmetic needs its float16 cache: one for this call when none is given.
   ctx.llama_cpp = config.llama_cpp_numerics && !is_grad_enabled() && input_ids.device() == kCPU &&
                   (!cache || cache->is_float16());
   std::optional<KVCache> own;
-  if (ctx.llama_cpp && !cache) {
-    KILN_CHECK(T <= config.max_position_embeddings, kModelOp, T, " positions exceed max_position_embeddings ",
-               config.max_position_embeddings);
-    ctx.cache = &own.emplace(config, B, T);
-  }
+  if (ctx.llama_cpp && !cache) ctx.cache = &own.emplace(config, B, T);
   KILN_CHECK(!cache || !cache->is_float16() || ctx.llama_cpp, kModelOp,
              "a float16 KV cache serves inference only (under NoGradGuard, on the host)");
-  KILN_CHECK(ctx.past + T <= config.max_position_embeddings, kModelOp, ctx.past, " cached and ", T,
-             " new positions exceed max_position_embeddings ", config.max_position_embeddings);
   std::tie(ctx.cos, ctx.sin) = rope(ctx.past, T, input_ids.device());
   // One new token sees every key; more need the causal rule.
   if (T > 1)
