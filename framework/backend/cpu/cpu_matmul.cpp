@@ -2,8 +2,10 @@
 // a (…, M, K) @ b (…, K, N) -> out (…, M, N). Transposed operands go to BLAS as
 // transpose flags; only a layout BLAS cannot express (stride-0 rows, arbitrary
 // strides) is copied. A single float32 product of some size goes to oneDNN's fp32 GEMM
-// instead where Kiln has oneDNN (kOnednnMinFlops), cut the same way. Autocast's mixed product (bfloat16 a and b, float32 out) goes to
-// oneDNN's bf16 GEMM where the CPU has bf16 units, else to OpenBLAS on widened copies.
+// instead where Kiln has oneDNN (kOnednnMinFlops), cut the same way; one of at most 16
+// rows against a weight stored (N, K) to small_gemm.h's kernel, which does not pack.
+// Autocast's mixed product (bfloat16 a and b, float32 out) goes to oneDNN's bf16 GEMM
+// where the CPU has bf16 units, else to OpenBLAS on widened copies.
 #include <algorithm>
 #include <type_traits>
 
@@ -13,6 +15,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/onednn_gemm.h"
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/small_gemm.h"
 
 namespace kiln::cpu {
 namespace {
@@ -45,8 +48,13 @@ constexpr double kMinFlopsPerTask = 4e5;
 // any thread count: oneDNN gets blocks fixed by the shape, one single-threaded call each.
 constexpr double kOnednnMinFlops = 2e6;
 
-bool fp32_on_onednn(int64_t M, int64_t N, int64_t K) {
-  return onednn::available() && 2.0 * static_cast<double>(M) * N * K >= kOnednnMinFlops;
+// On a CPU without AVX-512 (an AVX2 Zen 3, bench_gemm_bf16 --cases small,base, 2 threads)
+// oneDNN's fp32 GEMM ran the products with a stored as it is at 1.02-1.29x OpenBLAS's
+// (forward x Wᵀ and input gradients g W) but the weight gradients gᵀ x, a transposed, at
+// 0.71-0.99x: those stay on OpenBLAS there.
+bool fp32_on_onednn(int64_t M, int64_t N, int64_t K, bool a_transposed) {
+  return onednn::available() && 2.0 * static_cast<double>(M) * N * K >= kOnednnMinFlops &&
+         (!a_transposed || onednn::has_avx512());
 }
 
 template <class T>
@@ -77,7 +85,9 @@ void matmul_typed(const Tensor& a_in, const Tensor& b_in, const Tensor& out, boo
   // small-matrix path, edge kernels) and so round differently, and the result must be
   // the same bits for any set_num_threads. One thread runs the same cuts in turn.
   if constexpr (std::is_same_v<T, float>) {
-    if (batches == 1 && fp32_on_onednn(M, N, K))
+    if (batches == 1 && !la.trans && lb.trans && small_gemm_applies(M, N, K))
+      return gemm_small_nt(M, N, K, pa, la.ld, pb, lb.ld, nullptr, c, N, accumulate);
+    if (batches == 1 && fp32_on_onednn(M, N, K, la.trans))
       return onednn::gemm_f32(la.trans, lb.trans, M, N, K, pa, la.ld, pb, lb.ld, c, N, accumulate);
   }
   if (batches > 1 || flops < 2 * kMinFlopsPerTask) {
@@ -158,8 +168,7 @@ void matmul_bf16_onednn(CpuBackend& be, const Tensor& a_in, const Tensor& b_in, 
 // product accumulated onto it).
 void CpuBackend::matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
   const int64_t M = out.size(0), N = out.size(1), K = a.size(1);
-  if (a.dtype() == kFloat32 && b.dtype() == kFloat32 && bias.dtype() == kFloat32 && K > 0 &&
-      fp32_on_onednn(M, N, K)) {
+  if (a.dtype() == kFloat32 && b.dtype() == kFloat32 && bias.dtype() == kFloat32 && K > 0) {
     Tensor ar = a, br = b;
     MatLayout la, lb;
     if (!blas_layout(ar, la)) {
@@ -170,9 +179,15 @@ void CpuBackend::matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bia
       br = b.contiguous();
       blas_layout(br, lb);
     }
-    const Tensor bc = bias.is_contiguous() ? bias : float32_copy(*this, bias);
-    return onednn::gemm_f32_bias(la.trans, lb.trans, M, N, K, ar.data<float>(), la.ld, br.data<float>(), lb.ld,
-                                 bc.data<float>(), out.data<float>(), N);
+    const bool small = !la.trans && lb.trans && small_gemm_applies(M, N, K);
+    if (small || fp32_on_onednn(M, N, K, la.trans)) {
+      const Tensor bc = bias.is_contiguous() ? bias : float32_copy(*this, bias);
+      if (small)
+        return gemm_small_nt(M, N, K, ar.data<float>(), la.ld, br.data<float>(), lb.ld, bc.data<float>(),
+                             out.data<float>(), N, /*accumulate=*/false);
+      return onednn::gemm_f32_bias(la.trans, lb.trans, M, N, K, ar.data<float>(), la.ld, br.data<float>(), lb.ld,
+                                   bc.data<float>(), out.data<float>(), N);
+    }
   }
   if (a.dtype() != kBFloat16 || bias.dtype() != kFloat32 || !onednn::has_native_bf16() || K == 0)
     return Backend::matmul_bias(a, b, bias, out);

@@ -34,8 +34,9 @@ using dims = dnnl::memory::dims;
 // are thread_local (see ThreadState) and a TBB worker may end after static destructors
 // have run, so the engine they point to must outlive every thread.
 struct Runtime {
-  bool ok = false;
-  std::string error;  // why not, when !ok
+  bool ok = false;       // the engine works: fp32 matmuls
+  bool has_bf16 = false;  // oneDNN has a bf16 matmul for this CPU (see probe_bf16_matmul)
+  std::string error;      // why not, when !ok
   dnnl::engine engine;
   dnnl::cpu_isa isa = dnnl::cpu_isa::all;
 };
@@ -61,15 +62,16 @@ const Runtime& runtime() {
     try {
       rt->engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
       rt->isa = dnnl::get_effective_cpu_isa();
+      rt->ok = true;
     } catch (const dnnl::error& e) {
       rt->error = e.what();
       return rt;
     }
     try {
       probe_bf16_matmul(rt->engine);
-      rt->ok = true;
-    } catch (const dnnl::error& e) {
-      rt->error = std::string("no bfloat16 matmul for this CPU (") + e.what() + ")";
+      rt->has_bf16 = true;
+    } catch (const dnnl::error&) {
+      // fp32 only: bf16 products take Kiln's other path.
     }
     return rt;
   }();
@@ -352,7 +354,7 @@ constexpr int64_t kBlockExtent = 1024, kMaxBlocks = 16, kTile = 32;
 // base model's (100, 100, 64) attention products, 1.1-1.3x faster than one per call.
 constexpr double kGroupFlops = 1.6e7;
 
-void check_args(const char* op, bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t lda,
+void check_args(const char* op, dt type, bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t lda,
                 int64_t ldb, int64_t ldc) {
   KILN_CHECK(M >= 0 && N >= 0 && K >= 0, op, "sizes must not be negative, got M = ", M, ", N = ", N,
              ", K = ", K);
@@ -363,6 +365,8 @@ void check_args(const char* op, bool ta, bool tb, int64_t M, int64_t N, int64_t 
              b_cols, " (B is ", tb ? "(N, K)" : "(K, N)", " = (", tb ? N : K, ", ", b_cols, "))");
   KILN_CHECK(ldc >= std::max<int64_t>(1, N), op, "ldc = ", ldc, " is less than C's row length N = ", N);
   KILN_CHECK(runtime().ok, op, "oneDNN's CPU engine could not be created: ", runtime().error);
+  KILN_CHECK(type != dt::bf16 || runtime().has_bf16, op, "oneDNN has no bfloat16 matmul for this CPU (ISA ",
+             isa_name(runtime().isa), ")");
 }
 
 // K = 0: an empty sum (plus the bias, when there is one).
@@ -466,7 +470,7 @@ template <class T>
 void gemm_parallel(const char* op, dt type, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                    const T* A, int64_t lda, const T* B, int64_t ldb, float* C, int64_t ldc,
                    bool acc, const float* bias = nullptr) {
-  check_args(op, ta, tb, M, N, K, lda, ldb, ldc);
+  check_args(op, type, ta, tb, M, N, K, lda, ldb, ldc);
   if (M == 0 || N == 0) return;
   if (K == 0) return empty_product(M, N, C, ldc, acc, bias);
   const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
@@ -504,7 +508,7 @@ void gemm_batched(const char* op, dt type, int64_t batch, bool ta, bool tb, int6
   KILN_CHECK(batch <= 1 || stride_c >= std::max<int64_t>(1, (M - 1) * ldc + N) || M == 0 || N == 0,
              op, "C's batch stride ", stride_c, " makes products overlap (M = ", M, ", N = ", N,
              ", ldc = ", ldc, ")");
-  check_args(op, ta, tb, M, N, K, lda, ldb, ldc);
+  check_args(op, type, ta, tb, M, N, K, lda, ldb, ldc);
   if (batch == 0 || M == 0 || N == 0) return;
   if (K == 0) {
     for (int64_t i = 0; i < batch; ++i) empty_product(M, N, C + i * stride_c, ldc, accumulate);
@@ -532,7 +536,11 @@ void gemm_batched(const char* op, dt type, int64_t batch, bool ta, bool tb, int6
 
 bool available() { return runtime().ok; }
 
-bool has_native_bf16() { return available() && isa_has(runtime().isa, dnnl_cpu_isa_avx512_core_bf16); }
+bool has_bf16() { return available() && runtime().has_bf16; }
+
+bool has_avx512() { return available() && isa_has(runtime().isa, dnnl_cpu_isa_avx512_core); }
+
+bool has_native_bf16() { return has_bf16() && isa_has(runtime().isa, dnnl_cpu_isa_avx512_core_bf16); }
 
 std::string describe() {
   const dnnl_version_t* v = dnnl_version();
@@ -543,7 +551,7 @@ std::string describe() {
     return os.str();
   }
   os << ", ISA " << isa_name(runtime().isa) << ", bf16 GEMM: "
-     << (has_native_bf16() ? "native" : "emulated, slower than fp32");
+     << (has_native_bf16() ? "native" : runtime().has_bf16 ? "emulated, slower than fp32" : "none for this CPU");
   return os.str();
 }
 

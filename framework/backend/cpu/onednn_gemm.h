@@ -14,8 +14,15 @@
 
 namespace kiln::cpu::onednn {
 
-// True when oneDNN is built into this Kiln and its CPU engine works.
+// True when oneDNN is built into this Kiln and its CPU engine works: the fp32 GEMMs.
 bool available();
+
+// True when oneDNN also has bf16 GEMMs for this CPU, native or emulated (builds of oneDNN
+// 2.x have none below AVX512_CORE); without them the bf16 GEMMs throw.
+bool has_bf16();
+
+// True when oneDNN runs with AVX-512 (its ISA is AVX512_CORE or above).
+bool has_avx512();
 
 // True when oneDNN runs bf16 GEMMs on hardware made for them here (the ISA oneDNN
 // detects is AVX512_CORE_BF16 or AVX512_CORE_AMX). Without them oneDNN emulates bf16 at a

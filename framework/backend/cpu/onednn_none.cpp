@@ -15,6 +15,10 @@ namespace {
 
 bool available() { return false; }
 
+bool has_bf16() { return false; }
+
+bool has_avx512() { return false; }
+
 bool has_native_bf16() { return false; }
 
 std::string describe() { return "oneDNN: not built in"; }
