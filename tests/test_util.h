@@ -8,7 +8,24 @@
 
 #include "kiln.h"
 
+// Built with AddressSanitizer (scripts/test.sh's clang++ tree). A test that repeats one
+// computation over many real inputs may take a few of them there: the sanitizers check
+// code paths, which a few inputs already take, at several times the cost each.
+#if defined(__SANITIZE_ADDRESS__)
+#define KILN_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KILN_TEST_SANITIZED 1
+#endif
+#endif
+
 namespace kiln::testing {
+
+#ifdef KILN_TEST_SANITIZED
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
 
 // Reference tensors written by a script beside them (tests/fixtures/*.py), one per
 // line: "name dtype ndim d0 d1 … v0 v1 …". The folder comes from $KILN_FIXTURES.
