@@ -1,6 +1,6 @@
 // The few-row float32 product (backend/cpu/small_gemm.h): against a float64 reference
 // within fp32 rounding for every edge of its blocking (rows 1-16, columns not a multiple
-// of 3, K not a multiple of 8 or of its 256-long stretches, padded rows), with a bias and
+// of 3, K not a multiple of 8 or of its 512-long stretches, padded rows), with a bias and
 // accumulating; the same bits at 1, 2 and 4 threads and for a row alone or among others;
 // Kiln's matmul and linear on it; and its refusals. On a CPU without AVX2+FMA it takes
 // nothing, and the cases say so.
