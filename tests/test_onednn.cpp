@@ -15,6 +15,7 @@
 
 #include "backend/cpu/blas.h"
 #include "backend/cpu/onednn_gemm.h"
+#include "backend/cpu/small_gemm.h"
 #include "report/config.h"
 #include "test_util.h"
 
@@ -343,10 +344,12 @@ TEST_CASE("onednn: Kiln's float32 products run on oneDNN from 2 MFLOP (linear's 
     CHECK((calls() > before) == (in.is_contiguous() || onednn::has_avx512()));
     CHECK(close(y, linear(in.to(kFloat64), w.to(kFloat64), bias.to(kFloat64))));
   }
-  // Below 2 MFLOP (the tiny step's products), and float64: OpenBLAS; 16 rows or fewer
-  // against a weight: small_gemm.h's kernel.
+  // 16 rows or fewer against a weight: small_gemm.h's kernel where the CPU has AVX2.
   before = calls();
   const Tensor few_rows = linear(values({16, 1000}, 12), values({300, 1000}, 13), values({300}, 14));  // 9.6 MFLOP
+  CHECK((calls() == before) == cpu::small_gemm_applies(16, 300, 1000));
+  // Below 2 MFLOP (the tiny step's products), and float64: OpenBLAS.
+  before = calls();
   const Tensor small = matmul(values({41, 37}, 7), values({37, 43}, 8));
   const Tensor small_linear = linear(values({41, 37}, 9), values({43, 37}, 10), values({43}, 11));
   const Tensor wide = matmul(a.to(kFloat64), b.to(kFloat64));
