@@ -169,18 +169,16 @@ void matmul_bf16_onednn(CpuBackend& be, const Tensor& a_in, const Tensor& b_in, 
 void CpuBackend::matmul_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
   const int64_t M = out.size(0), N = out.size(1), K = a.size(1);
   if (a.dtype() == kFloat32 && b.dtype() == kFloat32 && bias.dtype() == kFloat32 && K > 0) {
-    Tensor ar = a, br = b;
+    // The path first, from the layouts (one BLAS cannot express is copied to a contiguous,
+    // untransposed one); the copies only for a path that takes the product.
     MatLayout la, lb;
-    if (!blas_layout(ar, la)) {
-      ar = a.contiguous();
-      blas_layout(ar, la);
-    }
-    if (!blas_layout(br, lb)) {
-      br = b.contiguous();
-      blas_layout(br, lb);
-    }
-    const bool small = !la.trans && lb.trans && small_gemm_applies(M, N, K);
-    if (small || fp32_on_onednn(M, N, K, la.trans)) {
+    const bool a_ok = blas_layout(a, la), b_ok = blas_layout(b, lb);
+    const bool a_trans = a_ok && la.trans, b_trans = b_ok && lb.trans;
+    const bool small = !a_trans && b_trans && small_gemm_applies(M, N, K);
+    if (small || fp32_on_onednn(M, N, K, a_trans)) {
+      const Tensor ar = a_ok ? a : a.contiguous(), br = b_ok ? b : b.contiguous();
+      if (!a_ok) blas_layout(ar, la);
+      if (!b_ok) blas_layout(br, lb);
       const Tensor bc = bias.is_contiguous() ? bias : float32_copy(*this, bias);
       if (small)
         return gemm_small_nt(M, N, K, ar.data<float>(), la.ld, br.data<float>(), lb.ld, bc.data<float>(),
