@@ -52,14 +52,21 @@ void for_each_element(const Shape& shape, const std::array<const Tensor*, N>& ts
   const int64_t count = shape_numel(shape);
   if (count == 0) return;
   const size_t nd = shape.size();
+  // The strides looked up once: a Tensor's accessors check it on every call.
+  std::array<const int64_t*, N> strides{};
+  for (size_t i = 0; i < N; ++i) {
+    KILN_CHECK(ts[i]->strides().size() >= nd, "reference backend", "a tensor of ", ts[i]->dim(),
+               " dimensions walked over ", nd);
+    strides[i] = ts[i]->strides().data();
+  }
   std::vector<int64_t> pos(nd, 0);
   std::array<int64_t, N> off{};
   for (int64_t e = 0; e < count; ++e) {
     f(pos, off);
     for (size_t d = nd; d-- > 0;) {
-      for (size_t i = 0; i < N; ++i) off[i] += ts[i]->stride(static_cast<int64_t>(d));
+      for (size_t i = 0; i < N; ++i) off[i] += strides[i][d];
       if (++pos[d] < shape[d]) break;
-      for (size_t i = 0; i < N; ++i) off[i] -= ts[i]->stride(static_cast<int64_t>(d)) * shape[d];
+      for (size_t i = 0; i < N; ++i) off[i] -= strides[i][d] * shape[d];
       pos[d] = 0;
     }
   }
