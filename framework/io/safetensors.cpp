@@ -15,6 +15,7 @@
 #include "autograd/grad_mode.h"
 #include "core/float16.h"
 #include "io/json.h"
+#include "io/read_all.h"
 #include "ops/ops.h"
 
 namespace kiln::io {
@@ -336,7 +337,7 @@ SafetensorsContents load_safetensors(const std::string& path) {
   KILN_CHECK(!std::filesystem::is_directory(path, ec), "safetensors", path, ": is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   KILN_CHECK(in.good(), "safetensors", path, ": cannot open: ", std::strerror(errno));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string bytes = detail::read_all(in);
   KILN_CHECK(!in.bad(), "safetensors", path, ": reading failed after ", bytes.size(), " bytes");
   return parse_safetensors(bytes, path);
 }

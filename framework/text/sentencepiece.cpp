@@ -22,7 +22,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <limits>
 #include <sstream>
 #include <string_view>
@@ -30,6 +29,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "io/read_all.h"
 #include "io/safetensors.h"  // write_file_atomic
 
 namespace kiln::text {
@@ -312,7 +312,7 @@ std::string read_model_file(const std::string& path) {
   KILN_CHECK(type != std::filesystem::file_type::directory, op, "'", path, "' is a directory, not a .model file");
   std::ifstream in(path, std::ios::binary);
   KILN_CHECK(in.good(), op, "cannot open '", path, "': ", std::strerror(errno));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string bytes = io::detail::read_all(in);
   KILN_CHECK(!in.bad(), op, "reading '", path, "' failed after ", bytes.size(), " bytes");
   return bytes;
 }
