@@ -1,11 +1,11 @@
 // Checkpoint saves killed with SIGKILL: a process killed in the middle of saving a
 // checkpoint never costs the previous checkpoint, and the temporary file it leaves is
 // removed by the next save of that name. tests/helpers/save_loop.cpp saves 16 MB files
-// over and over; this test kills it 30 times and looks at what is left each time: even
-// rounds at spread-out moments (any point of a save: serialising, writing, flushing,
-// renaming), odd rounds as soon as the save's temporary file is seen, so that some kills
-// land mid-write however short the write is next to the serialising on a given machine
-// (under ASan the timed kills alone once all missed it).
+// over and over; this test kills it 30 times (10 under the sanitizers) and looks at what
+// is left each time: even rounds at spread-out moments (any point of a save: serialising,
+// writing, flushing, renaming), odd rounds as soon as the save's temporary file is seen,
+// so that some kills land mid-write however short the write is next to the serialising
+// on a given machine (under ASan the timed kills alone once all missed it).
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <spawn.h>
@@ -89,7 +89,8 @@ TEST_CASE("SIGKILL during checkpoint saves: the last whole checkpoint survives, 
   REQUIRE_MESSAGE(exe != nullptr, "KILN_SAVE_LOOP (the path of tests/helpers/save_loop) is not set; run under meson test");
   ScratchDir dir("kill_save");
   const std::string target = dir / "ckpt.safetensors";
-  constexpr int kKills = 30;
+  // 10 under the sanitizers, where each round (a 16 MB save first) takes seconds.
+  constexpr int kKills = kiln::testing::kSanitized ? 10 : 30;
   int killed_mid_save = 0;     // kills that left a temporary behind
   int killed_mid_write = 0;    // of those, kills sent once the temporary was seen
   for (int round = 0; round < kKills; ++round) {

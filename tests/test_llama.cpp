@@ -409,7 +409,8 @@ TEST_CASE("llama: SmolLM2-135M's GGUF picks llama.cpp's decisive tokens in one f
   if (!model) return;
   NoGradGuard no_grad;
   int decisive = 0;
-  for (int i = 0; i < 10; ++i) {
+  const int prompts = testing::kSanitized ? 3 : 10;  // as in the bit-for-bit case
+  for (int i = 0; i < prompts; ++i) {
     CAPTURE(i);
     const std::string p = "p" + std::to_string(i);
     const std::vector<int64_t> prompt = kFixtures.get(p + ".prompt").to_vector<int64_t>();
@@ -426,7 +427,9 @@ TEST_CASE("llama: SmolLM2-135M's GGUF picks llama.cpp's decisive tokens in one f
       ++decisive;
     }
   }
-  CHECK(decisive == 445);  // the steps of the fixture with a margin of a logit or more
+  // The steps of the fixture with a margin of a logit or more.
+  if (prompts == 10) CHECK(decisive == 445);
+  CHECK(decisive > 0);
 }
 
 // The logits after each prompt against the float32 model (the dequantised file, itself
