@@ -28,6 +28,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "test_util.h"
@@ -657,6 +658,31 @@ TEST_CASE("Embedding's default init is N(0, 1)") {
   CHECK(std::abs(s.mean) < 0.02);
   CHECK(s.std == doctest::Approx(1.0).epsilon(0.015));
   CHECK(s.max_abs > 3.5);  // tails exist (P(|z| > 3.5) * 64000 ~ 30)
+}
+
+TEST_CASE("SkipInitGuard: zeros instead of draws, the generator left alone, nested, per thread") {
+  manual_seed(32);
+  const Tensor drawn = nn::Linear(30, 40).weight;
+  manual_seed(32);
+  CHECK(!nn::init::is_init_skipped());
+  {
+    nn::init::SkipInitGuard skip;
+    CHECK(nn::init::is_init_skipped());
+    nn::Linear l(30, 40);
+    CHECK(equal(l.weight, zeros({40, 30})));
+    CHECK(equal(l.bias, zeros({40})));
+    CHECK(equal(nn::Embedding(10, 4).weight, zeros({10, 4})));
+    CHECK(equal(nn::init::xavier_normal_(empty({3, 5})), zeros({3, 5})));
+    CHECK(equal(nn::LayerNorm(8).weight, ones({8})));  // constants are still set
+    { nn::init::SkipInitGuard inner; }
+    CHECK(nn::init::is_init_skipped());  // the inner guard restored, not cleared
+    bool other_thread_skips = true;
+    std::thread([&] { other_thread_skips = nn::init::is_init_skipped(); }).join();
+    CHECK(!other_thread_skips);
+  }
+  CHECK(!nn::init::is_init_skipped());
+  // No draw was made under the guard: the next one is the first after the seed.
+  CHECK(equal(nn::Linear(30, 40).weight, drawn));
 }
 
 TEST_CASE("init functions: fans, gains, bounds and stds as torch's; reproducible from manual_seed") {

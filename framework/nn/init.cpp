@@ -23,15 +23,31 @@ double calculate_gain(const std::string& nl, double param) {
   KILN_FAIL("calculate_gain", "unsupported nonlinearity '", nl, "'");
 }
 
+namespace {
+thread_local bool t_skip_init = false;
+}  // namespace
+
+SkipInitGuard::SkipInitGuard() : prev_(t_skip_init) { t_skip_init = true; }
+SkipInitGuard::~SkipInitGuard() { t_skip_init = prev_; }
+bool is_init_skipped() { return t_skip_init; }
+
 Tensor uniform_(Tensor t, double a, double b) {
   NoGradGuard g;
-  t.uniform_(a, b);
+  if (t_skip_init) {
+    t.zero_();
+  } else {
+    t.uniform_(a, b);
+  }
   return t;
 }
 
 Tensor normal_(Tensor t, double mean, double std) {
   NoGradGuard g;
-  t.normal_(mean, std);
+  if (t_skip_init) {
+    t.zero_();
+  } else {
+    t.normal_(mean, std);
+  }
   return t;
 }
 

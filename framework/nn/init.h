@@ -26,4 +26,23 @@ Tensor kaiming_uniform_(Tensor t, double a = 0.0, const std::string& mode = "fan
 Tensor kaiming_normal_(Tensor t, double a = 0.0, const std::string& mode = "fan_in",
                        const std::string& nonlinearity = "leaky_relu");
 
+// While one is alive on this thread, uniform_ and normal_ (and so every initialiser above
+// and every module's default init) fill zeros instead of drawing, and leave the
+// generator where it was: for a model built only to have every parameter loaded from a
+// file next (transformers' no_init_weights, torch.nn.utils.skip_init). Drawing
+// all-MiniLM-L6-v2's 22.7M values took longer than reading its file. Zeros rather than
+// uninitialised memory: a parameter that a non-strict load leaves alone holds no garbage.
+class SkipInitGuard {
+ public:
+  SkipInitGuard();
+  ~SkipInitGuard();
+  SkipInitGuard(const SkipInitGuard&) = delete;
+  SkipInitGuard& operator=(const SkipInitGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+// Whether a SkipInitGuard is alive on this thread.
+bool is_init_skipped();
+
 }  // namespace kiln::nn::init

@@ -174,7 +174,12 @@ std::shared_ptr<BertModel> BertModel::from_pretrained(const std::string& directo
   const std::filesystem::path dir(directory);
   KILN_CHECK(std::filesystem::is_directory(dir), kModelOp, "'", directory, "' is not a folder (expected config.json and "
              "model.safetensors in it)");
-  auto model = std::make_shared<BertModel>(BertConfig::from_file((dir / "config.json").string()), add_pooling_layer);
+  const BertConfig config = BertConfig::from_file((dir / "config.json").string());
+  std::shared_ptr<BertModel> model;
+  {
+    nn::init::SkipInitGuard no_init;  // the strict load below sets every parameter
+    model = std::make_shared<BertModel>(config, add_pooling_layer);
+  }
   model->load_hf_state_dict(io::load_safetensors((dir / "model.safetensors").string()).tensors);
   return model;
 }

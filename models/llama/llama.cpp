@@ -209,7 +209,12 @@ std::shared_ptr<LlamaForCausalLM> LlamaForCausalLM::from_pretrained(const std::s
   const std::filesystem::path dir(directory);
   KILN_CHECK(std::filesystem::is_directory(dir), kModelOp, "'", directory,
              "' is not a folder (expected config.json and model.safetensors in it)");
-  auto model = std::make_shared<LlamaForCausalLM>(LlamaConfig::from_file((dir / "config.json").string()));
+  const LlamaConfig config = LlamaConfig::from_file((dir / "config.json").string());
+  std::shared_ptr<LlamaForCausalLM> model;
+  {
+    nn::init::SkipInitGuard no_init;  // the strict load below sets every parameter
+    model = std::make_shared<LlamaForCausalLM>(config);
+  }
   model->load_hf_state_dict(io::load_safetensors((dir / "model.safetensors").string()).tensors);
   model->eval();
   return model;
