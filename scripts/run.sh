@@ -3,8 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
-# A unity build (8 sources a compile): the first build in half the time.
-[ -d build ] || meson setup build --buildtype=release -Dunity=on -Dunity_size=8
+[ -d build ] || meson setup build --buildtype=release
 ninja -C build
 # Trains a German->English toy translator from scratch (seconds), prints every
 # translation and writes its pictures to translate_toy_out/.
