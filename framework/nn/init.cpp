@@ -33,22 +33,12 @@ bool is_init_skipped() { return t_skip_init; }
 
 Tensor uniform_(Tensor t, double a, double b) {
   NoGradGuard g;
-  if (t_skip_init) {
-    t.zero_();
-  } else {
-    t.uniform_(a, b);
-  }
-  return t;
+  return t_skip_init ? t.zero_() : t.uniform_(a, b);
 }
 
 Tensor normal_(Tensor t, double mean, double std) {
   NoGradGuard g;
-  if (t_skip_init) {
-    t.zero_();
-  } else {
-    t.normal_(mean, std);
-  }
-  return t;
+  return t_skip_init ? t.zero_() : t.normal_(mean, std);
 }
 
 Tensor constant_(Tensor t, double value) {
