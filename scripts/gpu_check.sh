@@ -107,23 +107,36 @@ fi
 export KILN_FIXTURES=$ROOT/tests/fixtures KILN_SAVE_LOOP=$build/tests/save_loop
 
 if stage tests; then
-  # Every test program; each prints doctest's summary. test_cuda exits 77 where no GPU is
-  # usable: here that is a failure. test_cuda and translate_toy run alone on the GPU first,
-  # then the CPU's programs KILN_TEST_JOBS at a time (default 6).
-  run_test() {  # run_test PROGRAM: its log, its line in the summary
-    local t=$1 name rc ms secs line t0
-    name=$(basename "$t")
+  # Every suite of tests/meson.build; each prints doctest's summary. A suite is a test
+  # file's cases: kiln_tests filtered to the file, or the file's own program (test_cuda,
+  # test_threads). test_cuda exits 77 where no GPU is usable: here that is a failure.
+  # test_cuda and translate_toy run alone on the GPU first, then the CPU's suites
+  # KILN_TEST_JOBS at a time (default 6).
+  run_test() {  # run_test NAME PROGRAM [ARGS...]: its log, its line in the summary
+    local name=$1 rc ms secs line t0
+    shift
     t0=$(date +%s%N)
-    (cd "$build/tests" && timeout 900 "$t" >"$out/$name.log" 2>&1)
+    (cd "$build/tests" && timeout 900 "$@" >"$out/$name.log" 2>&1)
     rc=$?
     ms=$((($(date +%s%N) - t0) / 1000000))
     secs=$((ms / 1000)).$((ms % 1000 / 100))
     line=$(grep -E '^\[doctest\] (test cases|assertions)' "$out/$name.log" | tr '\n' ' ')
     if [ $rc -eq 0 ]; then echo "ok   $name (${secs} s) $line"; else echo "FAIL: $name rc=$rc (${secs} s) $line"; fi
   }
-  export -f run_test
+  run_suite() {  # run_suite FILE: tests/FILE's cases
+    local name
+    name=$(basename "$1" .cpp)
+    if [ "$1" = op_table ]; then
+      run_test test_op_table "$build/tests/kiln_tests" '--source-file=*/op_table/*'
+    elif [ -x "$build/tests/$name" ]; then
+      run_test "$name" "$build/tests/$name"
+    else
+      run_test "$name" "$build/tests/kiln_tests" "--source-file=*/$1"
+    fi
+  }
+  export -f run_test run_suite
   export build out
-  run_test "$build/tests/test_cuda" | tee -a "$summary"
+  run_test test_cuda "$build/tests/test_cuda" | tee -a "$summary"
   toy=$build/examples/translate_toy/translate_toy
   if [ -x "$toy" ]; then
     (cd "$out" && timeout 600 "$toy" --device cuda:0 >"$out/translate_toy.log" 2>&1)
@@ -131,9 +144,8 @@ if stage tests; then
     line=$(grep -iE 'exact|accuracy' "$out/translate_toy.log" | tail -1)
     if [ $rc -eq 0 ]; then note "ok   translate_toy --device cuda:0: $line"; else fail "translate_toy rc=$rc: $line"; fi
   fi
-  for t in "$build"/tests/test_*; do
-    [ -x "$t" ] && [ -f "$t" ] && [ "$(basename "$t")" != test_cuda ] && printf '%s\0' "$t"
-  done | xargs -0 -n 1 -P "${KILN_TEST_JOBS:-6}" bash -c 'run_test "$0"' | sort | tee -a "$summary"
+  (cd "$ROOT/tests" && ls test_*.cpp | grep -v -x -e test_cuda.cpp -e test_util.cpp; echo op_table) |
+    xargs -n 1 -P "${KILN_TEST_JOBS:-6}" bash -c 'run_suite "$0"' | sort | tee -a "$summary"
   grep -q '^FAIL: test_' "$summary" && status=1
 fi
 

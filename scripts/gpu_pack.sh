@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Packs a CUDA build tree for scripts/gpu_check.sh --prebuilt on another machine (a GPU
 # machine with no compiler time to spare, or without OpenBLAS/oneTBB): the libraries,
-# test programs, bench_train_step, bench_attention, translate_toy and translate_de_en,
-# stripped, in the tree's layout (their RUNPATH is relative), with the OpenBLAS, oneTBB,
-# gfortran and SentencePiece runtime libraries they load in libs/. The GPU machine needs
+# the test programs (kiln_tests and the suites with programs of their own),
+# bench_train_step, bench_attention, translate_toy and translate_de_en, stripped, in the
+# tree's layout (their RUNPATH is relative), with the OpenBLAS, oneTBB, gfortran and
+# SentencePiece runtime libraries they load in libs/. The GPU machine needs
 # the same CUDA major version (cuBLAS is not packed).
 #
 #   bash scripts/gpu_pack.sh build-gpu .gpu/kiln-gpu.tar.xz
@@ -12,9 +13,11 @@ build=${1:?usage: gpu_pack.sh BUILD_DIR OUT.tar.xz}
 tarball=${2:?usage: gpu_pack.sh BUILD_DIR OUT.tar.xz}
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-files=$(cd "$build" && ls framework/libkiln.so* models/transformer/libkiln_transformer.so* tests/test_* tests/save_loop \
+# (What a build lacks, kiln-viz without libpng say, is left out.)
+files=$(cd "$build" && { ls -d framework/libkiln.so* models/*/libkiln_*.so* framework/viz/libkiln_viz.so* \
+  tests/kiln_tests tests/test_* tests/save_loop \
   benchmarks/bench_train_step benchmarks/bench_attention examples/translate_toy/translate_toy \
-  examples/translate_de_en/translate_de_en 2>/dev/null | grep -v '\.p$')
+  examples/translate_de_en/translate_de_en 2>/dev/null || true; } | grep -v '\.p$')
 for f in $files; do
   [ -f "$build/$f" ] || [ -L "$build/$f" ] || continue
   mkdir -p "$stage/$(dirname "$f")"
