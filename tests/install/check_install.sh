@@ -29,7 +29,7 @@ step() { echo; echo "== $*"; }
 
 step "Meson project with Kiln as a subproject, installed into $prefix, with $cxx"
 start=$(date +%s%N)
-# buildtype plain (no optimisation) and a unity build (8 sources a compile): what is
+# buildtype plain (no optimisation) and a unity build (32 sources a compile): what is
 # checked here is the build, the install and the three ways of building against Kiln, not
 # the code's speed or each source's own includes (the test suite's own tree compiles
 # every source alone), and so it builds in a fraction of the time.
@@ -38,7 +38,7 @@ mkdir -p "$work/meson/subprojects"
 cp "$consumer/main.cpp" "$consumer/meson.build" "$work/meson/"
 ln -s "$src" "$work/meson/subprojects/kiln"
 CXX="${launcher[*]} $cxx" meson setup "$build" "$work/meson" --prefix="$prefix" --buildtype=plain \
-  -Dunity=on -Dunity_size=8 > "$work/meson-setup.log"
+  -Dunity=on -Dunity_size=32 > "$work/meson-setup.log"
 ninja -C "$build" -j "$jobs" > "$work/meson-build.log"
 meson install -C "$build" --quiet > "$work/install.log"
 ms=$((($(date +%s%N) - start) / 1000000))
