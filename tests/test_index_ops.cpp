@@ -32,9 +32,6 @@ void check_thread_independent(F f) {
   CHECK(equal(one, many));
 }
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
 }  // namespace
 
 // ---------------------------------------------------------------- scatter
