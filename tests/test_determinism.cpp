@@ -22,12 +22,6 @@ namespace {
 
 constexpr int kThreadCounts[] = {1, 2, 4};
 
-// Restores the thread count a test found.
-struct ThreadsGuard {
-  int saved = get_num_threads();
-  ~ThreadsGuard() { set_num_threads(saved); }
-};
-
 // A tensor's bytes (contiguous copy), for a bitwise comparison.
 std::vector<unsigned char> bytes_of(const Tensor& t) {
   Tensor c = t.detach().contiguous();
@@ -46,7 +40,7 @@ using Results = std::vector<std::pair<std::string, std::vector<unsigned char>>>;
 // Runs f at 1, 2 and 4 threads and checks that every result has the bits of the
 // 1-thread run.
 void check_same_bits_on_any_thread_count(const std::function<Results()>& f) {
-  ThreadsGuard guard;
+  testing::ThreadsGuard guard;
   set_num_threads(1);
   const Results want = f();
   for (int threads : kThreadCounts) {

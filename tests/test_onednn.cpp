@@ -43,11 +43,6 @@ bool skip_without_bf16() {
   return true;
 }
 
-struct ThreadsGuard {
-  int saved = get_num_threads();
-  ~ThreadsGuard() { set_num_threads(saved); }
-};
-
 float bf16_value(uint16_t h) {
   uint32_t u = static_cast<uint32_t>(h) << 16;
   float f;
@@ -156,10 +151,6 @@ std::vector<float> run_f32(const Gemm& g, bool acc) {
   return c;
 }
 
-bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
-  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
-}
-
 }  // namespace
 
 TEST_CASE("onednn: available(), describe() and kiln::config() agree; without oneDNN the GEMMs say so") {
@@ -263,7 +254,7 @@ TEST_CASE("onednn: gemm_f32 equals the exact product within fp32 rounding, as Op
 
 TEST_CASE("onednn: float32 weight gradients (A transposed, K the long side) are cut along K: exact within fp32 rounding, the same bits at 1, 2 and 4 threads") {
   if (skip_without_onednn()) return;
-  ThreadsGuard guard;
+  testing::ThreadsGuard guard;
   // K >= 6400 and >= M, N: two parts of 3200 (three for 9700), the second summed onto C.
   const int64_t sizes[][3] = {{24, 40, 6400}, {33, 17, 9700}};
   uint64_t seed = 700;
@@ -280,8 +271,8 @@ TEST_CASE("onednn: float32 weight gradients (A transposed, K the long side) are 
           const std::string what = describe_case("gemm_f32", 1, tb, s[0], s[1], s[2], pad, acc);
           check_product(g, runs[0], acc, what);
           INFO(what);
-          CHECK(same_bits(runs[1], runs[0]));
-          CHECK(same_bits(runs[2], runs[0]));
+          CHECK(testing::same_bits(runs[1], runs[0]));
+          CHECK(testing::same_bits(runs[2], runs[0]));
         }
   set_num_threads(1);
   Gemm g(true, false, 40, 24, 6400, 2, seed++);
@@ -487,7 +478,7 @@ TEST_CASE("onednn: bad sizes, leading dimensions and batch strides are kiln::Err
 // that 2 and 4 threads run them concurrently.
 TEST_CASE("onednn: the same bits at 1, 2 and 4 Kiln threads") {
   if (skip_without_onednn()) return;
-  ThreadsGuard guard;
+  testing::ThreadsGuard guard;
   struct Shape3 {
     bool ta, tb;
     int64_t M, N, K;
@@ -525,7 +516,7 @@ TEST_CASE("onednn: the same bits at 1, 2 and 4 Kiln threads") {
     REQUIRE(got.size() == want.size());
     for (size_t i = 0; i < want.size(); ++i) {
       INFO("result " << i << " at " << threads << " threads against 1 thread");
-      CHECK(same_bits(got[i], want[i]));
+      CHECK(testing::same_bits(got[i], want[i]));
     }
   }
 }
@@ -554,7 +545,7 @@ TEST_CASE("onednn: 8 threads at once, many shapes: each result has the bits of a
           const size_t j = (i + static_cast<size_t>(t) * 5) % gs.size();
           const bool bf16 = has_bf16 && (j + round) % 2 == 0;
           const std::vector<float> c = bf16 ? run_bf16(gs[j], true) : run_f32(gs[j], false);
-          if (!same_bits(c, bf16 ? want_bf16[j] : want_f32[j])) ++failures[static_cast<size_t>(t)];
+          if (!testing::same_bits(c, bf16 ? want_bf16[j] : want_f32[j])) ++failures[static_cast<size_t>(t)];
         }
     });
   for (auto& th : threads) th.join();
@@ -583,12 +574,12 @@ TEST_CASE("onednn: the primitive cache stays within its bound and drops the leas
     onednn::gemm_f32(false, false, m, n, 3, f.data(), 3, f.data(), n, c.data(), n, false);
     CHECK(c[0] == 0.75f);
     if (i % 50 == 0)
-      in_new_thread([&] { CHECK(same_bits(run_f32(keep, false), keep_c)); });  // used again: stays
+      in_new_thread([&] { CHECK(testing::same_bits(run_f32(keep, false), keep_c)); });  // used again: stays
     CHECK(onednn::cache_stats().size <= capacity);
   }
   CHECK(onednn::cache_stats().size == capacity);
   const int64_t misses = onednn::cache_stats().misses;
-  in_new_thread([&] { CHECK(same_bits(run_f32(keep, false), keep_c)); });
+  in_new_thread([&] { CHECK(testing::same_bits(run_f32(keep, false), keep_c)); });
   CHECK(onednn::cache_stats().misses == misses);  // recently used, so still cached
   // The first shape, dropped long ago: made again.
   in_new_thread(

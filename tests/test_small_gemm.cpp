@@ -19,15 +19,6 @@ using namespace kiln;
 
 namespace {
 
-bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
-  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
-}
-
-struct ThreadsGuard {
-  int saved = get_num_threads();
-  ~ThreadsGuard() { set_num_threads(saved); }
-};
-
 bool skip_without_kernel() {
   if (cpu::small_gemm_applies(1, 1, 1)) return false;
   MESSAGE("skipped: this CPU has no AVX2+FMA; small products stay on OpenBLAS");
@@ -111,14 +102,14 @@ TEST_CASE("small_gemm: within fp32 rounding of the exact product at every edge o
 
 TEST_CASE("small_gemm: the same bits at 1, 2 and 4 threads, and a row alone as among 16") {
   if (skip_without_kernel()) return;
-  ThreadsGuard guard;
+  testing::ThreadsGuard guard;
   const Product p(16, 1537, 770, 3, 77);  // many column chunks, a partial block and stretch
   set_num_threads(1);
   const std::vector<float> want = p.run(true, false);
   for (int threads : {2, 4}) {
     set_num_threads(threads);
     INFO(threads << " threads");
-    CHECK(same_bits(p.run(true, false), want));
+    CHECK(testing::same_bits(p.run(true, false), want));
   }
   // Row 5 alone (M = 1) against its row of the 16-row product.
   Product one = p;
@@ -126,7 +117,7 @@ TEST_CASE("small_gemm: the same bits at 1, 2 and 4 threads, and a row alone as a
   one.a.assign(p.a.begin() + 5 * p.lda, p.a.begin() + 6 * p.lda);
   one.c.assign(p.c.begin() + 5 * p.ldc, p.c.begin() + 6 * p.ldc);
   const std::vector<float> row = one.run(true, false);
-  CHECK(same_bits(row, std::vector<float>(want.begin() + 5 * p.ldc, want.begin() + 6 * p.ldc)));
+  CHECK(testing::same_bits(row, std::vector<float>(want.begin() + 5 * p.ldc, want.begin() + 6 * p.ldc)));
 }
 
 TEST_CASE("small_gemm: matmul and linear take it for up to 16 rows against a stored weight") {
@@ -135,12 +126,12 @@ TEST_CASE("small_gemm: matmul and linear take it for up to 16 rows against a sto
   const Tensor x = from_vector<float>(p.a, {16, 96}), w = from_vector<float>(p.b, {200, 96});
   const Tensor bias = from_vector<float>(p.bias, {200});
   // linear: x Wᵀ + bias, the kernel's bits.
-  CHECK(same_bits(linear(x, w, bias).to_vector<float>(), p.run(true, false)));
+  CHECK(testing::same_bits(linear(x, w, bias).to_vector<float>(), p.run(true, false)));
   // matmul with the transposed weight, 3-d (one batch of rows), without a bias.
   const Tensor y = matmul(x.view({1, 16, 96}), w.t());
   std::vector<float> want(16 * 200, 0.0f);
   cpu::gemm_small_nt(16, 200, 96, p.a.data(), 96, p.b.data(), 96, nullptr, want.data(), 200, false);
-  CHECK(same_bits(y.to_vector<float>(), want));
+  CHECK(testing::same_bits(y.to_vector<float>(), want));
   // 17 rows: OpenBLAS; still the product.
   const Tensor x17 = from_vector<float>(random_floats(17 * 96, 9), {17, 96});
   CHECK(allclose(linear(x17, w, bias).to(kFloat64), linear(x17.to(kFloat64), w.to(kFloat64), bias.to(kFloat64)),

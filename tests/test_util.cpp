@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -64,6 +64,10 @@ Tensor FixtureFile::get(const std::string& name) const {
     return Tensor();
   }
   return it->second;
+}
+
+bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
+  return x.size() == y.size() && (x.empty() || std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
 }
 
 Tensor leaf64(const Shape& shape, uint64_t seed, double scale) {

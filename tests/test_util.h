@@ -60,6 +60,15 @@ struct ScratchDir {
   std::vector<std::string> entries() const;
 };
 
+// Restores the thread count (set_num_threads) a test found, at scope end.
+struct ThreadsGuard {
+  int saved = get_num_threads();
+  ~ThreadsGuard() { set_num_threads(saved); }
+};
+
+// Whether x and y hold the same float bits, element for element.
+bool same_bits(const std::vector<float>& x, const std::vector<float>& y);
+
 // A float64 leaf requiring grad with values from randn (seeded), for gradient checks.
 Tensor leaf64(const Shape& shape, uint64_t seed, double scale = 1.0);
 
