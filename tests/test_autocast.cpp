@@ -635,7 +635,7 @@ TEST_CASE("autocast: the same bits at 1, 2 and 4 threads (work cut by shape, as 
   manual_seed(17);
   Tensor a = leaf({700, 300}), w = leaf({520, 300}, 0.1), bias = leaf({520});
   const Tensor q = randn({4, 4, 60, 32}), c = randn({700, 520});
-  const int saved = get_num_threads();
+  testing::ThreadsGuard guard;
   std::vector<std::vector<float>> runs;
   for (int threads : {1, 2, 4}) {
     set_num_threads(threads);
@@ -654,7 +654,6 @@ TEST_CASE("autocast: the same bits at 1, 2 and 4 threads (work cut by shape, as 
     }
     runs.push_back(bits);
   }
-  set_num_threads(saved);
   CHECK(runs[0] == runs[1]);
   CHECK(runs[0] == runs[2]);
 }

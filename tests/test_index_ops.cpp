@@ -23,12 +23,11 @@ Tensor f64(const std::vector<double>& v, const Shape& shape) { return from_vecto
 // Runs f with one thread and with several; the results must be bitwise equal.
 template <class F>
 void check_thread_independent(F f) {
-  const int threads = get_num_threads();
+  testing::ThreadsGuard guard;
   set_num_threads(1);
   Tensor one = f();
-  set_num_threads(std::max(2, threads));
+  set_num_threads(std::max(2, guard.saved));
   Tensor many = f();
-  set_num_threads(threads);
   CHECK(equal(one, many));
 }
 

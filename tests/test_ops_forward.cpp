@@ -60,12 +60,11 @@ TEST_CASE("column sums of a tall matrix (a bias gradient) are exact to float and
     std::vector<double> ref(static_cast<size_t>(cols), 0.0);
     for (int64_t r = 0; r < 6400; ++r)
       for (int64_t c = 0; c < cols; ++c) ref[static_cast<size_t>(c)] += v[static_cast<size_t>(r * cols + c)];
-    const int threads = get_num_threads();
+    testing::ThreadsGuard guard;
     set_num_threads(1);
     Tensor one = sum(x, {0});
-    set_num_threads(std::max(2, threads));
+    set_num_threads(std::max(2, guard.saved));
     Tensor many = sum(x, {0});
-    set_num_threads(threads);
     CHECK(equal(one, many));
     std::vector<float> got = many.to_vector<float>();
     int bad = 0;
