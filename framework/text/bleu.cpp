@@ -20,7 +20,7 @@ namespace {
 
 // Python's str.isspace() (what str.split() and str.rstrip() use): the bidirectional
 // classes WS, B and S, and the space separators.
-bool is_space(char32_t c) {
+bool is_python_space(char32_t c) {
   if (c <= 0x20) return c == 0x20 || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F);
   constexpr char32_t kOthers[] = {0x85, 0xA0, 0x1680, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000};
   return (c >= 0x2000 && c <= 0x200A) || std::find(std::begin(kOthers), std::end(kOthers), c) != std::end(kOthers);
@@ -225,7 +225,7 @@ bool is_final_sigma(const std::vector<Utf8Char>& chars, size_t i) {
 std::string rstrip(const std::string& line) {
   size_t end = 0;
   for (const Utf8Char& c : decode_utf8(line)) {
-    if (!is_space(c.value)) end = c.begin + c.size;
+    if (!is_python_space(c.value)) end = c.begin + c.size;
   }
   return line.substr(0, end);
 }
@@ -322,7 +322,7 @@ std::vector<std::string> tokens_13a(const std::string& line) {
 std::vector<std::string> tokens_char(const std::string& line) {
   std::vector<std::string> tokens;
   for (const Utf8Char& c : decode_utf8(line)) {
-    if (!is_space(c.value)) tokens.push_back(line.substr(c.begin, c.size));
+    if (!is_python_space(c.value)) tokens.push_back(line.substr(c.begin, c.size));
   }
   return tokens;
 }
@@ -338,12 +338,12 @@ std::string join(const std::vector<std::string>& words) {
 
 // ---- BLEU ------------------------------------------------------------------------------
 
-enum class Tokenizer { k13a, kChar, kNone };
+enum class Tokenization { k13a, kChar, kNone };
 enum class Smooth { kExp, kFloor, kAddK, kNone };
 
 // The options checked and resolved.
 struct BleuSettings {
-  Tokenizer tokenizer;
+  Tokenization tokenizer;
   Smooth smooth;
   double smooth_value;
   size_t order;
@@ -353,11 +353,11 @@ struct BleuSettings {
 BleuSettings resolve(const BleuOptions& o, const char* op) {
   BleuSettings s{};
   if (o.tokenize == "13a") {
-    s.tokenizer = Tokenizer::k13a;
+    s.tokenizer = Tokenization::k13a;
   } else if (o.tokenize == "char") {
-    s.tokenizer = Tokenizer::kChar;
+    s.tokenizer = Tokenization::kChar;
   } else if (o.tokenize == "none") {
-    s.tokenizer = Tokenizer::kNone;
+    s.tokenizer = Tokenization::kNone;
   } else {
     KILN_FAIL(op, "unknown tokenizer '", o.tokenize, "' (known: 13a, char, none)");
   }
@@ -383,11 +383,11 @@ BleuSettings resolve(const BleuOptions& o, const char* op) {
 std::vector<std::string> bleu_tokens(const std::string& segment, const BleuSettings& s) {
   const std::string text = rstrip(s.lowercase ? lowercase(segment) : segment);
   switch (s.tokenizer) {
-    case Tokenizer::k13a:
+    case Tokenization::k13a:
       return tokens_13a(text);
-    case Tokenizer::kChar:
+    case Tokenization::kChar:
       return tokens_char(text);
-    case Tokenizer::kNone:
+    case Tokenization::kNone:
       break;
   }
   return split_whitespace(text);
@@ -529,7 +529,7 @@ std::vector<std::string> split_whitespace(const std::string& line) {
   std::vector<std::string> words;
   size_t start = std::string::npos;  // of the word being read
   for (const Utf8Char& c : decode_utf8(line)) {
-    if (is_space(c.value)) {
+    if (is_python_space(c.value)) {
       if (start != std::string::npos) words.push_back(line.substr(start, c.begin - start));
       start = std::string::npos;
     } else if (start == std::string::npos) {
