@@ -798,9 +798,9 @@ TEST_SUITE("gpu") {
 
   TEST_CASE("losses without an op record, forward and backward") {
     run_table({
-        {"nll_loss", [](V x, Device d) { return nn::nll_loss(log_softmax(x[0], 1), ids({2, 0, 1}, {3}, d)); },
+        {"nll_loss", [](V x, Device d) { return nll_loss(log_softmax(x[0], 1), ids({2, 0, 1}, {3}, d)); },
          {R({3, 4})}},
-        {"mse_loss", [](V x, Device) { return nn::mse_loss(x[0], x[1]); }, {R({3, 4}), T({3, 4})}},
+        {"mse_loss", [](V x, Device) { return mse_loss(x[0], x[1]); }, {R({3, 4}), T({3, 4})}},
     });
   }
 
@@ -813,17 +813,17 @@ TEST_SUITE("gpu") {
     };
     run_table({
         {"nll_loss weighted", [wts](V x, Device d) {
-           return nn::nll_loss(log_softmax(x[0], 1), ids({2, 0, 1}, {3}, d), wts({0.5, 2, 1, 0.3}, {4}, x[0]));
+           return nll_loss(log_softmax(x[0], 1), ids({2, 0, 1}, {3}, d), wts({0.5, 2, 1, 0.3}, {4}, x[0]));
          }, {R({3, 4})}},
         {"l1, smooth_l1", [](V x, Device) {
-           return nn::l1_loss(x[0], x[1], RD::None) + nn::smooth_l1_loss(x[0], x[1], RD::None, 0.5);
+           return l1_loss(x[0], x[1], RD::None) + smooth_l1_loss(x[0], x[1], RD::None, 0.5);
          }, {R({3, 4}), R({4})}},
         {"bce with logits, weight, pos_weight", [wts](V x, Device) {
-           return nn::binary_cross_entropy_with_logits(x[0] * 20.0, x[1], wts({1.2, 0.3, 0.8}, {3, 1}, x[0]), RD::Sum,
+           return binary_cross_entropy_with_logits(x[0] * 20.0, x[1], wts({1.2, 0.3, 0.8}, {3, 1}, x[0]), RD::Sum,
                                                        wts({0.5, 1, 2, 3}, {4}, x[0]));
          }, {R({3, 4}), T({3, 4})}},
         {"kl_div batchmean, log_target", [](V x, Device) {
-           return nn::kl_div(x[0], x[1], RD::BatchMean) + nn::kl_div(x[0], x[2], RD::BatchMean, true);
+           return kl_div(x[0], x[1], RD::BatchMean) + kl_div(x[0], x[2], RD::BatchMean, true);
          }, {R({3, 4}), P({3, 4}), R({4})}},
     });
   }

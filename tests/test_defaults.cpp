@@ -656,40 +656,40 @@ void loss_functions(Audit& a) {
                  cross_entropy(logits, targets, idx(ce_ignore), ce_smooth.number, red(v)));
   });
   const Tensor lp = log_softmax(logits, 1);
-  a.check("nn::nll_loss(log_probs, targets): the overload without weight", "nll_loss.weight", none());
-  a.check_by_effect("nn::nll_loss(log_probs, targets) ignore_index", "nll_loss.ignore_index", [&](const Py& v) {
-    return equal(nn::nll_loss(lp, targets), nn::nll_loss(lp, targets, idx(v)));
+  a.check("nll_loss(log_probs, targets): the overload without weight", "nll_loss.weight", none());
+  a.check_by_effect("nll_loss(log_probs, targets) ignore_index", "nll_loss.ignore_index", [&](const Py& v) {
+    return equal(nll_loss(lp, targets), nll_loss(lp, targets, idx(v)));
   });
-  a.check_by_effect("nn::nll_loss(log_probs, targets) reduction", "nll_loss.reduction", [&](const Py& v) {
+  a.check_by_effect("nll_loss(log_probs, targets) reduction", "nll_loss.reduction", [&](const Py& v) {
     const int64_t ignore = idx(a.torch("nll_loss.ignore_index"));
-    return equal(nn::nll_loss(lp, targets, ignore), nn::nll_loss(lp, targets, ignore, red(v)));
+    return equal(nll_loss(lp, targets, ignore), nll_loss(lp, targets, ignore, red(v)));
   });
-  a.check_by_effect("nn::mse_loss(input, target) reduction", "mse_loss.reduction",
-                    [&](const Py& v) { return equal(nn::mse_loss(x, y), nn::mse_loss(x, y, red(v))); });
-  a.check_by_effect("nn::l1_loss(input, target) reduction", "l1_loss.reduction",
-                    [&](const Py& v) { return equal(nn::l1_loss(x, y), nn::l1_loss(x, y, red(v))); });
-  a.check_by_effect("nn::smooth_l1_loss(input, target) reduction", "smooth_l1_loss.reduction",
-                    [&](const Py& v) { return equal(nn::smooth_l1_loss(x, y), nn::smooth_l1_loss(x, y, red(v))); });
-  a.check_by_effect("nn::smooth_l1_loss(input, target) beta", "smooth_l1_loss.beta", [&](const Py& v) {
+  a.check_by_effect("mse_loss(input, target) reduction", "mse_loss.reduction",
+                    [&](const Py& v) { return equal(mse_loss(x, y), mse_loss(x, y, red(v))); });
+  a.check_by_effect("l1_loss(input, target) reduction", "l1_loss.reduction",
+                    [&](const Py& v) { return equal(l1_loss(x, y), l1_loss(x, y, red(v))); });
+  a.check_by_effect("smooth_l1_loss(input, target) reduction", "smooth_l1_loss.reduction",
+                    [&](const Py& v) { return equal(smooth_l1_loss(x, y), smooth_l1_loss(x, y, red(v))); });
+  a.check_by_effect("smooth_l1_loss(input, target) beta", "smooth_l1_loss.beta", [&](const Py& v) {
     const Reduction r = red(a.torch("smooth_l1_loss.reduction"));
-    return equal(nn::smooth_l1_loss(x, y, r), nn::smooth_l1_loss(x, y, r, v.number));
+    return equal(smooth_l1_loss(x, y, r), smooth_l1_loss(x, y, r, v.number));
   });
-  a.check("nn::binary_cross_entropy_with_logits(input, target): weight Tensor()",
+  a.check("binary_cross_entropy_with_logits(input, target): weight Tensor()",
           "binary_cross_entropy_with_logits.weight", none());
-  a.check_by_effect("nn::binary_cross_entropy_with_logits(input, target) reduction",
+  a.check_by_effect("binary_cross_entropy_with_logits(input, target) reduction",
                     "binary_cross_entropy_with_logits.reduction", [&](const Py& v) {
-                      return equal(nn::binary_cross_entropy_with_logits(x, probs),
-                                   nn::binary_cross_entropy_with_logits(x, probs, Tensor(), red(v)));
+                      return equal(binary_cross_entropy_with_logits(x, probs),
+                                   binary_cross_entropy_with_logits(x, probs, Tensor(), red(v)));
                     });
-  a.check("nn::binary_cross_entropy_with_logits(input, target): pos_weight Tensor()",
+  a.check("binary_cross_entropy_with_logits(input, target): pos_weight Tensor()",
           "binary_cross_entropy_with_logits.pos_weight", none());
   const Tensor log_q = log_softmax(x, 0);
-  a.check_by_effect("nn::kl_div(input, target) reduction", "kl_div.reduction",
-                    [&](const Py& v) { return equal(nn::kl_div(log_q, probs), nn::kl_div(log_q, probs, red(v))); });
-  a.check_by_effect("nn::kl_div(input, target) log_target", "kl_div.log_target", [&](const Py& v) {
+  a.check_by_effect("kl_div(input, target) reduction", "kl_div.reduction",
+                    [&](const Py& v) { return equal(kl_div(log_q, probs), kl_div(log_q, probs, red(v))); });
+  a.check_by_effect("kl_div(input, target) log_target", "kl_div.log_target", [&](const Py& v) {
     const Reduction r = red(a.torch("kl_div.reduction"));
     const Tensor t = from_vector<float>({0.3f, 0.1f, 0.4f, 0.2f}, {4});  // finite read either way
-    return equal(nn::kl_div(log_q, t, r), nn::kl_div(log_q, t, r, v.flag));
+    return equal(kl_div(log_q, t, r), kl_div(log_q, t, r, v.flag));
   });
 }
 

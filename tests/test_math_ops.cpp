@@ -1,9 +1,10 @@
 // Pointwise math's methods and modules (its values are rows of the op table:
-// tests/op_table/pointwise.cpp), reductions over empty dims, and the losses (mse, l1, smooth_l1, binary_cross_entropy_with_logits,
-// kl_div, weighted cross_entropy and nll_loss) against PyTorch:
+// tests/op_table/pointwise.cpp), reductions over empty dims, and the loss modules and
+// what the losses' rows cannot hold (mixed dtypes; the loss functions themselves are rows
+// of tests/op_table/elementwise_losses.cpp and nll_loss.cpp) against PyTorch:
 // tests/fixtures/math_ops.txt holds the inputs and torch's outputs (made by
 // tests/fixtures/make_math_fixtures.py, which says how to regenerate it). Then the
-// modules, and every error. (Gradient checks are in test_gradcheck.cpp.)
+// modules' errors.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -40,14 +41,6 @@ Tensor grad_of(const Tensor& value, const std::function<Tensor(const Tensor&)>& 
   Tensor v = value.detach().clone().requires_grad_();
   f(v).backward();
   return v.grad();
-}
-
-// The gradients of the scalar f(a, b) w.r.t. fresh leaves holding a and b.
-std::pair<Tensor, Tensor> grads_of(const Tensor& a, const Tensor& b,
-                                   const std::function<Tensor(const Tensor&, const Tensor&)>& f) {
-  Tensor va = a.detach().clone().requires_grad_(), vb = b.detach().clone().requires_grad_();
-  f(va, vb).backward();
-  return {va.grad(), vb.grad()};
 }
 
 }  // namespace
@@ -87,138 +80,53 @@ TEST_CASE("logsumexp over an empty dim is differentiable (its values are rows of
   CHECK(v.grad().shape() == Shape{3, 0});
 }
 
-// ================================================================ elementwise losses
-TEST_CASE("mse_loss, l1_loss, smooth_l1_loss match torch: reductions, broadcast targets, gradients") {
-  using Fn = std::function<Tensor(const Tensor&, const Tensor&, Reduction)>;
-  const std::vector<std::pair<std::string, Fn>> fns = {
-      {"mse", [](const Tensor& a, const Tensor& b, Reduction r) { return nn::mse_loss(a, b, r); }},
-      {"l1", [](const Tensor& a, const Tensor& b, Reduction r) { return nn::l1_loss(a, b, r); }},
-      {"sl1", [](const Tensor& a, const Tensor& b, Reduction r) { return nn::smooth_l1_loss(a, b, r); }},
-      {"sl1_b05", [](const Tensor& a, const Tensor& b, Reduction r) { return nn::smooth_l1_loss(a, b, r, 0.5); }},
-      {"sl1_b0", [](const Tensor& a, const Tensor& b, Reduction r) { return nn::smooth_l1_loss(a, b, r, 0.0); }},
-  };
+// ================================================================ loss modules
+TEST_CASE("the loss modules call their functions with their arguments") {
   for (const auto& tag : kTags) {
     const std::string p = "reg." + tag + ".";
     Tensor a = fx(p + "a"), b = fx(p + "b"), row = fx(p + "row");
-    for (const auto& fn : fns) {
-      const auto& name = fn.first;
-      const auto& f = fn.second;
-      CAPTURE(name);
-      for (const auto& [rn, r] : kReds) {
-        check_fx(f(a, b, r), p + name + "." + rn);
-        check_fx(f(a, row, r), p + name + ".bc." + rn);
-      }
-      if (tag != "f64") continue;
-      // (torch's smooth_l1 backward with beta = 0 gives -1 to both sides at d = 0, Kiln the
-      // l1 subgradient 0: that gradient is checked away from the kink.)
-      Tensor bg = name == "sl1_b0" ? fx(p + "b_nokink") : b;
-      auto [ga, gb] = grads_of(a, bg, [&](const Tensor& u, const Tensor& v) { return f(u, v, Reduction::Mean); });
-      check_fx(ga, p + name + ".ga");
-      check_fx(gb, p + name + ".gb");  // the target gets a gradient too
-      auto [gba, grow] = grads_of(a, row, [&](const Tensor& u, const Tensor& v) { return f(u, v, Reduction::Sum); });
-      check_fx(gba, p + name + ".bc.ga");
-      check_fx(grow, p + name + ".bc.grow");  // summed over the broadcast rows
-    }
-    // The modules call the functions.
     for (const auto& [rn, r] : kReds) {
       check_fx(nn::MSELoss(r)(a, b), p + "mse." + rn);
       check_fx(nn::L1Loss(r)(a, b), p + "l1." + rn);
       check_fx(nn::SmoothL1Loss(r)(a, b), p + "sl1." + rn);
       check_fx(nn::SmoothL1Loss(r, 0.5)(a, row), p + "sl1_b05.bc." + rn);
     }
-  }
-  check_fx(nn::mse_loss(fx("reg.f32.a"), fx("reg.f64.b")), "reg.mixed.mse");
-  check_fx(nn::l1_loss(fx("reg.f32.a"), fx("reg.int"), Reduction::None), "reg.mixed.l1_int");
-  check_fx(nn::mse_loss(zeros({0}), zeros({0})), "reg.empty.mse");
-  check_fx(nn::l1_loss(zeros({0}), zeros({0}), Reduction::Sum), "reg.empty.l1.sum");
-}
-
-TEST_CASE("binary_cross_entropy_with_logits matches torch: weight, pos_weight, logits of ±100, gradients") {
-  for (const auto& tag : kTags) {
-    const std::string p = "bce." + tag + ".";
-    Tensor x = fx(p + "x"), t = fx(p + "t"), w = fx(p + "weight"), wrow = fx(p + "wrow"), pw = fx(p + "pos_weight");
-    const std::vector<std::pair<std::string, std::pair<Tensor, Tensor>>> cases = {
-        {"plain", {Tensor(), Tensor()}}, {"w", {w, Tensor()}}, {"wrow", {wrow, Tensor()}},
-        {"pw", {Tensor(), pw}}, {"wpw", {w, pw}}};
-    for (const auto& c : cases) {
-      const auto& name = c.first;
-      const auto& wp = c.second;
-      CAPTURE(name);
-      const Tensor &cw = wp.first, &cpw = wp.second;
-      for (const auto& [rn, r] : kReds) {
-        check_fx(nn::binary_cross_entropy_with_logits(x, t, cw, r, cpw), p + name + "." + rn);
-        check_fx(nn::BCEWithLogitsLoss(cw, r, cpw)(x, t), p + name + "." + rn);
-      }
-      if (tag != "f64") continue;
-      auto [gx, gt] = grads_of(x, t, [&](const Tensor& u, const Tensor& v) {
-        return nn::binary_cross_entropy_with_logits(u, v, cw, Reduction::Mean, cpw);
-      });
-      check_fx(gx, p + name + ".gx");
-      check_fx(gt, p + name + ".gt");
+    const std::string q = "bce." + tag + ".";
+    Tensor x = fx(q + "x"), t = fx(q + "t"), w = fx(q + "weight"), pw = fx(q + "pos_weight");
+    for (const auto& [rn, r] : kReds) {
+      check_fx(nn::BCEWithLogitsLoss(Tensor(), r)(x, t), q + "plain." + rn);
+      check_fx(nn::BCEWithLogitsLoss(w, r, pw)(x, t), q + "wpw." + rn);
+    }
+    const std::string k = "kl." + tag + ".";
+    for (const auto& [rn, r] : kReds) {
+      check_fx(nn::KLDivLoss(r)(fx(k + "i"), fx(k + "t")), k + rn);
+      check_fx(nn::KLDivLoss(r, true)(fx(k + "i"), fx(k + "lt")), k + "log." + rn);
+    }
+    check_fx(nn::KLDivLoss(Reduction::BatchMean)(fx(k + "i"), fx(k + "t")), k + "batchmean");
+    const std::string c = "ce." + tag + ".";
+    Tensor cw = fx(c + "w");
+    for (const auto& [rn, r] : kReds) {
+      check_fx(nn::CrossEntropyLoss(cw, -100, 0.0, r)(fx(c + "x"), fx("ce.t")), c + rn + ".ce");
+      check_fx(nn::CrossEntropyLoss(cw, 2, 0.3, r)(fx(c + "x"), fx("ce.t2")), c + rn + ".ce.ign2ls");
+      check_fx(nn::NLLLoss(cw, -100, r)(fx(c + "lp"), fx("ce.t")), c + rn + ".nll");
     }
   }
 }
 
-TEST_CASE("kl_div matches torch: log_target, batchmean, broadcast, 0 log 0, negative and NaN targets") {
-  std::vector<std::pair<std::string, Reduction>> reds = kReds;
-  reds.push_back({"batchmean", Reduction::BatchMean});
-  for (const auto& tag : kTags) {
-    const std::string p = "kl." + tag + ".";
-    Tensor i = fx(p + "i"), t = fx(p + "t"), tp = fx(p + "tp"), lt = fx(p + "lt"), row = fx(p + "row");
-    for (const auto& red : reds) {
-      const auto& rn = red.first;
-      const auto& r = red.second;
-      CAPTURE(rn);
-      check_fx(nn::kl_div(i, t, r), p + rn);
-      check_fx(nn::KLDivLoss(r)(i, t), p + rn);
-      check_fx(nn::kl_div(i, lt, r, true), p + "log." + rn);
-      check_fx(nn::KLDivLoss(r, true)(i, lt), p + "log." + rn);
-      check_fx(nn::kl_div(i, row, r), p + "bc." + rn);
-      check_fx(nn::kl_div(log(row), t, r), p + "bcin." + rn);
-    }
-    check_fx(nn::kl_div(full({4}, -1.0, fx(p + "odd").dtype()), fx(p + "odd"), Reduction::None), p + "odd.out");
-    check_fx(nn::kl_div(i.select(0, 0).select(0, 0), t.select(0, 0).select(0, 0), Reduction::BatchMean),
-             p + "scalar.batchmean");
-    if (tag != "f64") continue;
-    auto [gi, gt] = grads_of(i, tp, [](const Tensor& u, const Tensor& v) { return nn::kl_div(u, v, Reduction::BatchMean); });
-    check_fx(gi, p + "gi");
-    check_fx(gt, p + "gt");
-    auto [lgi, lgt] = grads_of(i, lt, [](const Tensor& u, const Tensor& v) { return nn::kl_div(u, v, Reduction::Sum, true); });
-    check_fx(lgi, p + "log.gi");
-    check_fx(lgt, p + "log.gt");
-  }
-  // A zero target's gradient is finite: the 0 · log 0 term contributes 0 (not NaN), so
-  // ∂/∂t (t log t - t x) at t = 0 is -x.
+// A row's inputs share one dtype; torch's promotion of mixed ones, and empty inputs:
+TEST_CASE("mse_loss and l1_loss promote mixed dtypes and reduce empty inputs as torch") {
+  check_fx(mse_loss(fx("reg.f32.a"), fx("reg.f64.b")), "reg.mixed.mse");
+  check_fx(l1_loss(fx("reg.f32.a"), fx("reg.int"), Reduction::None), "reg.mixed.l1_int");
+  check_fx(mse_loss(zeros({0}), zeros({0})), "reg.empty.mse");
+  check_fx(l1_loss(zeros({0}), zeros({0}), Reduction::Sum), "reg.empty.l1.sum");
+}
+
+// A zero target's gradient is finite: the 0 · log 0 term contributes 0 (not NaN), so
+// ∂/∂t (t log t - t x) at t = 0 is -x. (gradcheck cannot take differences at 0.)
+TEST_CASE("kl_div's gradient at a zero target is finite") {
   Tensor t0 = from_vector<double>({0.0, 0.5, 0.5}, {3}).requires_grad_();
-  nn::kl_div(from_vector<double>({-1.0, -2.0, -0.5}, {3}), t0, Reduction::Sum).backward();
+  kl_div(from_vector<double>({-1.0, -2.0, -0.5}, {3}), t0, Reduction::Sum).backward();
   CHECK(t0.grad().at({0}) == 1.0);
-}
-
-// ================================================================ weighted class losses
-TEST_CASE("nll_loss and the CrossEntropyLoss module with class weights match torch: ignore_index, label smoothing, layouts") {
-  // cross_entropy itself: rows of tests/op_table/losses.cpp
-  Tensor t = fx("ce.t"), t2 = fx("ce.t2"), t3 = fx("ce.t3"), t1 = fx("ce.t1");
-  for (const auto& tag : kTags) {
-    const std::string q = "ce." + tag + ".";
-    Tensor x = fx(q + "x"), w = fx(q + "w");
-    Tensor lp = fx(q + "lp"), lp3 = fx(q + "lp3"), lp1 = fx(q + "lp1");
-    for (const auto& red : kReds) {
-      const auto& rn = red.first;
-      const auto& r = red.second;
-      CAPTURE(rn);
-      const std::string p = q + rn + ".";
-      check_fx(nn::CrossEntropyLoss(w, -100, 0.0, r)(x, t), p + "ce");
-      check_fx(nn::CrossEntropyLoss(w, 2, 0.3, r)(x, t2), p + "ce.ign2ls");
-      check_fx(nn::nll_loss(lp, t, w, -100, r), p + "nll");
-      check_fx(nn::NLLLoss(w, -100, r)(lp, t), p + "nll");
-      check_fx(nn::nll_loss(lp, t2, w, 2, r), p + "nll.ign2");
-      check_fx(nn::nll_loss(lp3, t3, w, -100, r), p + "nll.nd");
-      check_fx(nn::nll_loss(lp1, t1, w, -100, r), p + "nll.1d");
-    }
-    if (tag != "f64") continue;
-    check_fx(grad_of(lp, [&](const Tensor& v) { return nn::nll_loss(v, t2, w, 2); }), q + "grad.nll.ign2");
-    check_fx(grad_of(lp3, [&](const Tensor& v) { return nn::nll_loss(v, t3, w); }), q + "grad.nll.nd");
-  }
 }
 
 TEST_CASE("cross_entropy with all-one class weights equals the unweighted loss") {
@@ -274,45 +182,22 @@ TEST_CASE("nn::Softplus: bad beta is a clear error") {
   CHECK_ERROR_STARTS("[Softplus]", nn::Softplus(0.0), "beta");
 }
 
+// (The loss functions' errors are in their rows of tests/op_table.)
 TEST_CASE("losses: bad input is a clear error") {
   Tensor a = ones({3, 4}), b = ones({4, 3});
-  SUBCASE("shapes that do not broadcast, integer pairs, batchmean outside kl_div") {
-    CHECK_ERROR_STARTS("[mse_loss]", nn::mse_loss(a, b), "(3, 4)", "(4, 3)");
-    CHECK_ERROR_STARTS("[l1_loss]", nn::l1_loss(a, ones({5})), "(3, 4)", "(5,)");
-    CHECK_ERROR_STARTS("[smooth_l1_loss]", nn::smooth_l1_loss(a, b), "(3, 4)", "(4, 3)");
-    CHECK_ERROR_STARTS("[l1_loss]", nn::l1_loss(ones({2}, kInt64), ones({2}, kInt64)), "int64");
-    CHECK_ERROR_STARTS("[mse_loss]", nn::mse_loss(a, Tensor()), "target", "undefined");
-    CHECK_ERROR_STARTS("[mse_loss]", nn::mse_loss(a, a, Reduction::BatchMean), "batchmean", "kl_div");
+  SUBCASE("the modules' arguments, reductions") {
     CHECK_ERROR_STARTS("[l1_loss]", nn::L1Loss(Reduction::BatchMean)(a, a), "batchmean");
+    CHECK_ERROR_STARTS("[SmoothL1Loss]", nn::SmoothL1Loss(Reduction::Mean, -0.5), "-0.5");
     CHECK_ERROR_STARTS("[cross_entropy]", cross_entropy(a, zeros({3}, kInt64), -100, 0.0, Reduction::BatchMean), "batchmean");
-    CHECK_ERROR_STARTS("[nll_loss]", nn::nll_loss(a, zeros({3}, kInt64), -100, Reduction::BatchMean), "batchmean");
-    CHECK_ERROR_STARTS("[binary_cross_entropy_with_logits]", nn::binary_cross_entropy_with_logits(a, a, Tensor(), Reduction::BatchMean), "batchmean");
     CHECK_ERROR_STARTS("[reduction]", reduction_from_string("avg"), "'avg'", "batchmean");
     CHECK(reduction_from_string("batchmean") == Reduction::BatchMean);
   }
-  SUBCASE("smooth_l1 beta") {
-    CHECK_ERROR_STARTS("[smooth_l1_loss]", nn::smooth_l1_loss(a, a, Reduction::Mean, -1.0), "beta", "-1");
-    CHECK_ERROR_STARTS("[SmoothL1Loss]", nn::SmoothL1Loss(Reduction::Mean, -0.5), "-0.5");
-  }
-  SUBCASE("binary_cross_entropy_with_logits") {
-    const char* op = "[binary_cross_entropy_with_logits]";
-    CHECK_ERROR_STARTS(op, nn::binary_cross_entropy_with_logits(ones({3}), ones({2, 3})), "(2, 3)", "(3,)");
-    CHECK_ERROR_STARTS(op, nn::binary_cross_entropy_with_logits(a, ones({3, 4}, kInt64)), "target", "int64");
-    CHECK_ERROR_STARTS(op, nn::binary_cross_entropy_with_logits(ones({3, 4}, kInt64), a), "input", "int64");
-    CHECK_ERROR_STARTS(op, nn::binary_cross_entropy_with_logits(a, a, ones({2, 3, 4})), "weight", "(2, 3, 4)", "(3, 4)");
-    CHECK_ERROR_STARTS(op, nn::binary_cross_entropy_with_logits(a, a, Tensor(), Reduction::Mean, ones({5})), "(5,)", "(3, 4)");
+  SUBCASE("a weight requiring grad is fine where nothing is recorded") {
     Tensor wg = ones({4}).requires_grad_();
-    CHECK_ERROR_STARTS(op, nn::binary_cross_entropy_with_logits(a, a, wg), "'weight'", "requires_grad");
-    CHECK_ERROR_STARTS(op, nn::binary_cross_entropy_with_logits(a, a, Tensor(), Reduction::Mean, wg), "'pos_weight'");
-    NoGradGuard no_grad;  // a weight requiring grad is fine where nothing is recorded
-    CHECK(nn::binary_cross_entropy_with_logits(a, a, wg).defined());
+    NoGradGuard no_grad;
+    CHECK(binary_cross_entropy_with_logits(a, a, wg).defined());
   }
-  SUBCASE("kl_div") {
-    CHECK_ERROR_STARTS("[kl_div]", nn::kl_div(ones({3}, kInt64), ones({3})), "input", "int64");
-    CHECK_ERROR_STARTS("[kl_div]", nn::kl_div(ones({3}), ones({3}, kInt64)), "target", "int64");
-    CHECK_ERROR_STARTS("[kl_div]", nn::kl_div(ones({3}), ones({4})), "(3,)", "(4,)");
-  }
-  SUBCASE("class weights of cross_entropy and nll_loss") {
+  SUBCASE("class weights of cross_entropy") {
     Tensor t = zeros({3}, kInt64);
     CHECK_ERROR_STARTS("[cross_entropy]", cross_entropy(a, t, ones({3})), "4 classes", "(3,)");
     CHECK_ERROR_STARTS("[cross_entropy]", cross_entropy(a, t, ones({4, 1})), "(4, 1)");
@@ -320,8 +205,6 @@ TEST_CASE("losses: bad input is a clear error") {
     CHECK_ERROR_STARTS("[cross_entropy]", cross_entropy(a, t, Tensor()), "weight", "undefined");
     CHECK_ERROR_STARTS("[cross_entropy]", cross_entropy(a, t, ones({4}).requires_grad_()), "'weight'", "requires_grad");
     CHECK_ERROR_STARTS("[cross_entropy]", nn::CrossEntropyLoss(ones({5}))(a, t), "4 classes", "(5,)");
-    CHECK_ERROR_STARTS("[nll_loss]", nn::nll_loss(a, t, ones({2})), "4 classes", "(2,)");
-    CHECK_ERROR_STARTS("[nll_loss]", nn::nll_loss(a, t, ones({4}, kInt64)), "int64", "float32");
     CHECK_ERROR_STARTS("[nll_loss]", nn::NLLLoss(ones({4}).requires_grad_())(a, t), "requires_grad");
     // A bad target is still reported with a weight.
     CHECK_ERROR_STARTS("[cross_entropy]", cross_entropy(a, from_vector<int64_t>({0, 4, 1}, {3}), ones({4})), "target 4");

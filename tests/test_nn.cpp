@@ -382,7 +382,7 @@ TEST_CASE("nested model (Embedding, ModuleList of a custom block with a buffer, 
   Tensor idx = fx("net.idx");
   check_fx(net->forward(idx), "net.f64.out");
   // One training step's gradients: NLL with the class dim in the middle, (N, C, d1).
-  Tensor loss = nn::nll_loss(net->forward(idx).transpose(1, 2), fx("net.target"));
+  Tensor loss = nll_loss(net->forward(idx).transpose(1, 2), fx("net.target"));
   check_fx(loss, "net.f64.loss");
   loss.backward();
   for (const auto& [n, p] : net->named_parameters()) check_fx(p.grad(), "net.f64.grad." + n);
@@ -477,12 +477,10 @@ TEST_CASE("CrossEntropyLoss, NLLLoss, MSELoss match torch: reductions, ignore_in
       check_fx(nn::CrossEntropyLoss(-100, 0.1, r)(x3, t3), p + "ce.ndls");
       check_fx(nn::CrossEntropyLoss(-100, 0.0, r)(x1, t1), p + "ce.1d");
       check_fx(nn::NLLLoss(-100, r)(lp, t), p + "nll");
-      check_fx(nn::nll_loss(lp, t, -100, r), p + "nll");
       check_fx(nn::NLLLoss(2, r)(lp, t2), p + "nll.ign2");
       check_fx(nn::NLLLoss(-100, r)(lp3, t3), p + "nll.nd");
       check_fx(nn::NLLLoss(-100, r)(lp1, t1), p + "nll.1d");
       check_fx(nn::MSELoss(r)(ma, mb), p + "mse");
-      check_fx(nn::mse_loss(ma, mb, r), p + "mse");
     }
     // Gradients of the mean losses with respect to their input.
     auto grad_of = [](const Tensor& in, const std::function<Tensor(const Tensor&)>& f) {
@@ -593,7 +591,7 @@ TEST_CASE("gradcheck: Sequential and the nested model w.r.t. all parameters") {
   Tensor target = from_vector<int64_t>({3, -100, 4, 0, 9, 1}, {2, 3});
   std::vector<Tensor> params = net.parameters();
   check_grads("Net (NLL loss)", [&](const std::vector<Tensor>&) {
-    return nn::nll_loss(net.forward(idx).transpose(1, 2), target);
+    return nll_loss(net.forward(idx).transpose(1, 2), target);
   }, params);
 }
 

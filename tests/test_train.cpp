@@ -235,7 +235,7 @@ struct Run {
   double step() {
     Tensor x = randn({8, 3});
     Tensor y = x.sum(1, true).sin();
-    Tensor loss = nn::mse_loss(model.forward(x), y);
+    Tensor loss = mse_loss(model.forward(x), y);
     optimizer.zero_grad();
     loss.backward();
     optimizer.step();

@@ -97,9 +97,9 @@ TEST_CASE("DDP: rank 0's parameters everywhere; gradients equal one process's on
       Batch whole = global_batch(world_, 5, 1000 + static_cast<uint64_t>(step), dtype);
       Batch mine = shard(whole, rank_, world_);
       opt.zero_grad();
-      nn::mse_loss(net->forward(mine.x), mine.y).backward();
+      mse_loss(net->forward(mine.x), mine.y).backward();
       ref_opt.zero_grad();
-      nn::mse_loss(ref->forward(whole.x), whole.y).backward();
+      mse_loss(ref->forward(whole.x), whole.y).backward();
       const auto got = net->named_parameters(), want = ref->named_parameters();
       for (size_t i = 0; i < got.size(); ++i) {
         check_close(got[i].first + ".grad", got[i].second.grad(), want[i].second.grad(), rtol, atol);
@@ -145,7 +145,7 @@ TEST_CASE("DDP: bucket all-reduces start during backward, before earlier layers'
   });
   HookHandle hx = x.register_post_accumulate_grad_hook([&](const Tensor&) { started_at_x = ddp.stats().buckets_started_in_hooks; });
   net->zero_grad();
-  nn::mse_loss(net->forward(x), b.y).backward();
+  mse_loss(net->forward(x), b.y).backward();
   // Buckets 0 and 1 (the last two layers) were all-reducing while layer 0's backward had
   // not run yet; all four were started by hooks before backward returned.
   CHECK(started_at_w2 == 2);
@@ -169,16 +169,16 @@ TEST_CASE("DDP: no_sync() keeps gradients local; the next backward averages what
   Batch m1 = global_batch(world_, 3, 21), m2 = global_batch(world_, 3, 22);
   {
     auto guard = ddp.no_sync();
-    nn::mse_loss(net->forward(shard(m1, rank_, world_).x), shard(m1, rank_, world_).y).backward();
+    mse_loss(net->forward(shard(m1, rank_, world_).x), shard(m1, rank_, world_).y).backward();
   }
-  nn::mse_loss(local->forward(shard(m1, rank_, world_).x), shard(m1, rank_, world_).y).backward();
+  mse_loss(local->forward(shard(m1, rank_, world_).x), shard(m1, rank_, world_).y).backward();
   for (size_t i = 0; i < 6; ++i)
     check_close("local grad", net->parameters()[i].grad(), local->parameters()[i].grad(), 1e-13, 1e-15);
   CHECK(ddp.stats().backward_passes == 0);
 
-  nn::mse_loss(net->forward(shard(m2, rank_, world_).x), shard(m2, rank_, world_).y).backward();
-  nn::mse_loss(ref->forward(m1.x), m1.y).backward();
-  nn::mse_loss(ref->forward(m2.x), m2.y).backward();
+  mse_loss(net->forward(shard(m2, rank_, world_).x), shard(m2, rank_, world_).y).backward();
+  mse_loss(ref->forward(m1.x), m1.y).backward();
+  mse_loss(ref->forward(m2.x), m2.y).backward();
   for (size_t i = 0; i < 6; ++i)
     check_close("accumulated grad", net->parameters()[i].grad(), ref->parameters()[i].grad(), 1e-12, 1e-14);
   CHECK(ddp.stats().backward_passes == 1);
@@ -260,14 +260,14 @@ TEST_CASE("DDP: bfloat16 parameters are averaged in float32") {
   DistributedDataParallel ddp(*net);
   Batch whole = global_batch(world_, 2, 31, kBFloat16);
   Batch mine = shard(whole, rank_, world_);
-  nn::mse_loss(net->forward(mine.x), mine.y).backward();
+  mse_loss(net->forward(mine.x), mine.y).backward();
   // The reference: every rank's local gradient, gathered, averaged in float32, rounded once.
   auto local = make_net(6, kBFloat16);
   std::vector<Tensor> grads;
   for (int r = 0; r < world_; ++r) {
     local->zero_grad();
     Batch s = shard(whole, r, world_);
-    nn::mse_loss(local->forward(s.x), s.y).backward();
+    mse_loss(local->forward(s.x), s.y).backward();
     grads.push_back(local->parameters()[4].grad().to(kFloat32));
   }
   Tensor sum = grads[0];

@@ -68,7 +68,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Tensor x = randn({4, 3}, {}, &gen);
   Tensor y = randn({4, 2}, {}, &gen);
   m.optimizer->zero_grad();
-  Tensor loss = nn::mse_loss((*m.model)(x), y);
+  Tensor loss = mse_loss((*m.model)(x), y);
   loss.backward();
   m.optimizer->step();
   m.scheduler->step();

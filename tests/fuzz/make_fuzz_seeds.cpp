@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
                       {m.model.get(), m.optimizer.get(), m.scheduler.get(), &gen});
   for (int step = 0; step < 2; ++step) {
     m.optimizer->zero_grad();
-    nn::mse_loss((*m.model)(randn({4, 3}, {}, &gen)), randn({4, 2}, {}, &gen)).backward();
+    mse_loss((*m.model)(randn({4, 3}, {}, &gen)), randn({4, 2}, {}, &gen)).backward();
     m.optimizer->step();
     m.scheduler->step();
   }

@@ -19,6 +19,7 @@ const std::map<std::string, std::string> kScripts = {
     {"llama_ops.txt", "make_llama_ops_fixtures.py"}, {"ops_forward.txt", "make_op_fixtures.py"},
     {"math_ops.txt", "make_math_fixtures.py"},       {"shape_ops.txt", "make_shape_fixtures.py"},
     {"bf16.txt", "make_bf16_fixtures.py"},           {"index_ops.txt", "make_index_fixtures.py"},
+    {"nn_modules.txt", "make_nn_fixtures.py"},
 };
 
 // "rms.{t}.x" -> "rms.f64.x"
@@ -339,6 +340,20 @@ Tensor fixture(const std::string& file, const std::string& name) {
     it = files.emplace(file, std::make_unique<testing::FixtureFile>(file, script->second)).first;
   }
   return it->second->get(name);
+}
+
+Tensor constant_like(const std::string& file, std::string name, const Tensor& like) {
+  const size_t at = name.find("{t}");
+  if (at != std::string::npos) name.replace(at, 3, like.dtype() == kFloat64 ? "f64" : "f32");
+  return fixture(file, name).to(like.device());
+}
+
+Tensor indices_like(const std::vector<int64_t>& v, const Shape& s, const Tensor& like) {
+  return from_vector<int64_t>(v, s).to(like.device());
+}
+
+Tensor values_like(const std::vector<double>& v, const Shape& s, const Tensor& like) {
+  return from_vector<double>(v, s).to(like.dtype()).to(like.device());
 }
 
 void run_table(const std::vector<OpTest>& table) {

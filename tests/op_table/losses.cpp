@@ -10,21 +10,6 @@ namespace {
 
 using RD = Reduction;
 
-// A constant of a fixture file on the logits' device; "{t}" takes the logits' dtype.
-Tensor constant(const std::string& file, std::string name, const Tensor& like) {
-  const size_t at = name.find("{t}");
-  if (at != std::string::npos) name.replace(at, 3, like.dtype() == kFloat64 ? "f64" : "f32");
-  return fixture(file, name).to(like.device());
-}
-
-// Integer targets, or weights in the logits' dtype, on the logits' device.
-Tensor ids(const std::vector<int64_t>& v, const Shape& s, const Tensor& like) {
-  return from_vector<int64_t>(v, s).to(like.device());
-}
-Tensor wts(const std::vector<double>& v, const Shape& s, const Tensor& like) {
-  return from_vector<double>(v, s).to(like.dtype()).to(like.device());
-}
-
 const std::vector<std::pair<std::string, RD>> kReds = {{"none", RD::None}, {"mean", RD::Mean}, {"sum", RD::Sum}};
 
 // ops_forward.txt: (5, 4) logits, (2, 4, 3) and (4) ones.
@@ -42,28 +27,28 @@ std::vector<OpTest> unweighted_rows() {
   std::vector<OpTest> rows;
   for (const auto& [rn, r] : kReds) {
     const RD red = r;
-    rows.push_back(row(rn, [f, red](V x) { return cross_entropy(x[0], constant(f, "ce.t", x[0]), -100, 0.0, red); },
+    rows.push_back(row(rn, [f, red](V x) { return cross_entropy(x[0], constant_like(f, "ce.t", x[0]), -100, 0.0, red); },
                        "x", rn));
     rows.push_back(row(rn + ", smoothing 0.1",
-                       [f, red](V x) { return cross_entropy(x[0], constant(f, "ce.t", x[0]), -100, 0.1, red); }, "x",
+                       [f, red](V x) { return cross_entropy(x[0], constant_like(f, "ce.t", x[0]), -100, 0.1, red); }, "x",
                        rn + ".ls"));
     rows.push_back(row(rn + ", ignore 2",
-                       [f, red](V x) { return cross_entropy(x[0], constant(f, "ce.t2", x[0]), 2, 0.0, red); }, "x",
+                       [f, red](V x) { return cross_entropy(x[0], constant_like(f, "ce.t2", x[0]), 2, 0.0, red); }, "x",
                        rn + ".ign2"));
     rows.push_back(row(rn + ", ignore 2, smoothing 0.1",
-                       [f, red](V x) { return cross_entropy(x[0], constant(f, "ce.t2", x[0]), 2, 0.1, red); }, "x",
+                       [f, red](V x) { return cross_entropy(x[0], constant_like(f, "ce.t2", x[0]), 2, 0.1, red); }, "x",
                        rn + ".ign2ls"));
     rows.push_back(row(rn + ", (N, C, d)",
-                       [f, red](V x) { return cross_entropy(x[0], constant(f, "ce.t3", x[0]), -100, 0.0, red); }, "x3",
+                       [f, red](V x) { return cross_entropy(x[0], constant_like(f, "ce.t3", x[0]), -100, 0.0, red); }, "x3",
                        rn + ".nd"));
     rows.push_back(row(rn + ", (N, C, d), smoothing 0.1",
-                       [f, red](V x) { return cross_entropy(x[0], constant(f, "ce.t3", x[0]), -100, 0.1, red); }, "x3",
+                       [f, red](V x) { return cross_entropy(x[0], constant_like(f, "ce.t3", x[0]), -100, 0.1, red); }, "x3",
                        rn + ".ndls"));
     rows.push_back(row(rn + ", (C)",
-                       [f, red](V x) { return cross_entropy(x[0], constant(f, "ce.t1", x[0]), -100, 0.0, red); }, "x1",
+                       [f, red](V x) { return cross_entropy(x[0], constant_like(f, "ce.t1", x[0]), -100, 0.0, red); }, "x1",
                        rn + ".1d"));
   }
-  rows.push_back(row("the defaults", [f](V x) { return cross_entropy(x[0], constant(f, "ce.t", x[0])); }, "x", "mean"));
+  rows.push_back(row("the defaults", [f](V x) { return cross_entropy(x[0], constant_like(f, "ce.t", x[0])); }, "x", "mean"));
   return rows;
 }
 
@@ -80,8 +65,8 @@ std::vector<OpTest> weighted_rows() {
                   .file = f,
                   .zero_size = false};  // the targets have the logits' rows
   };
-  auto w = [f](const Tensor& x) { return constant(f, "ce.{t}.w", x); };
-  auto t = [f](const std::string& name, const Tensor& x) { return constant(f, name, x); };
+  auto w = [f](const Tensor& x) { return constant_like(f, "ce.{t}.w", x); };
+  auto t = [f](const std::string& name, const Tensor& x) { return constant_like(f, name, x); };
   std::vector<OpTest> rows;
   for (const auto& [rn, r] : kReds) {
     const RD red = r;
@@ -133,24 +118,24 @@ OpTest made(const std::string& sample, Fn fn, std::vector<In> in) {
 // the CUDA backend against the CPU.
 std::vector<OpTest> made_rows() {
   const Shape s4{4}, s23{2, 3};
-  auto t4 = [=](const Tensor& x) { return ids({1, 0, 4, 2}, s4, x); };
-  auto t4_ign = [=](const Tensor& x) { return ids({1, -100, 4, 2}, s4, x); };
-  auto t4_ign3 = [=](const Tensor& x) { return ids({3, 0, 3, 2}, s4, x); };  // ignore_index 3
-  auto t0 = [](const Tensor& x) { return ids({2}, {}, x); };
-  auto tnd = [=](const Tensor& x) { return ids({0, 3, 1, 2, 2, 0}, s23, x); };
-  auto tnd_ign = [=](const Tensor& x) { return ids({0, -100, 1, 2, -100, 3}, s23, x); };
-  auto tnd_ign_w = [=](const Tensor& x) { return ids({0, -100, 1, 2, 3, 3}, s23, x); };
-  auto w5 = [](const Tensor& x) { return wts({0.2, 1.0, 2.5, 0.7, 1.3}, {5}, x); };
-  auto w4 = [](const Tensor& x) { return wts({0.5, 2.0, 1.0, 0.3}, {4}, x); };
+  auto t4 = [=](const Tensor& x) { return indices_like({1, 0, 4, 2}, s4, x); };
+  auto t4_ign = [=](const Tensor& x) { return indices_like({1, -100, 4, 2}, s4, x); };
+  auto t4_ign3 = [=](const Tensor& x) { return indices_like({3, 0, 3, 2}, s4, x); };  // ignore_index 3
+  auto t0 = [](const Tensor& x) { return indices_like({2}, {}, x); };
+  auto tnd = [=](const Tensor& x) { return indices_like({0, 3, 1, 2, 2, 0}, s23, x); };
+  auto tnd_ign = [=](const Tensor& x) { return indices_like({0, -100, 1, 2, -100, 3}, s23, x); };
+  auto tnd_ign_w = [=](const Tensor& x) { return indices_like({0, -100, 1, 2, 3, 3}, s23, x); };
+  auto w5 = [](const Tensor& x) { return values_like({0.2, 1.0, 2.5, 0.7, 1.3}, {5}, x); };
+  auto w4 = [](const Tensor& x) { return values_like({0.5, 2.0, 1.0, 0.3}, {4}, x); };
   auto wide = [](const Tensor& x) {
     std::vector<int64_t> t(6);
     for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<int64_t>(i * 331 % 1000);
-    return ids(t, {6}, x);
+    return indices_like(t, {6}, x);
   };
   auto wide_w = [](const Tensor& x) {
     std::vector<double> w(1000);
     for (size_t i = 0; i < w.size(); ++i) w[i] = 0.5 + static_cast<double>(i % 7) * 0.25;
-    return wts(w, {1000}, x);
+    return values_like(w, {1000}, x);
   };
   std::vector<OpTest> rows = {
       made("mean", [=](V x) { return cross_entropy(x[0], t4(x[0])); }, {R({4, 5})}),
@@ -177,7 +162,7 @@ std::vector<OpTest> made_rows() {
            [=](V x) { return cross_entropy(x[0], tnd_ign(x[0]), -100, 0.1, RD::Sum); }, {R({2, 4, 3})}),
       made("(N,C,d) ignore mean", [=](V x) { return cross_entropy(x[0], tnd_ign(x[0])); }, {R({2, 4, 3})}),
       made("(N,C,d1,d2) mean smoothing",
-           [](V x) { return cross_entropy(x[0], ids({0, 2, 1, 1, 2, 0, -100, 1}, {2, 2, 2}, x[0]), -100, 0.1); },
+           [](V x) { return cross_entropy(x[0], indices_like({0, 2, 1, 1, 2, 0, -100, 1}, {2, 2, 2}, x[0]), -100, 0.1); },
            {R({2, 3, 2, 2})}),
       made("transposed logits", [=](V x) { return cross_entropy(x[0], t4(x[0]), -100, 0.1); }, {T({4, 5})}),
       made("stepped logits none", [=](V x) { return cross_entropy(x[0], t4(x[0]), -100, 0.0, RD::None); },

@@ -18,6 +18,8 @@ const std::vector<std::pair<std::string, std::vector<OpTest> (*)()>>& families()
       {"softmax", softmax_rows},
       {"matmul", matmul_rows},
       {"losses", loss_rows},
+      {"nll_loss", nll_loss_rows},
+      {"elementwise losses", elementwise_loss_rows},
       {"std and norm", norm_rows},
       {"structure", structure_rows},
       {"shape", shape_rows},
@@ -43,6 +45,8 @@ TEST_CASE("op table: reductions") { run_table(reduction_rows()); }
 TEST_CASE("op table: softmax") { run_table(softmax_rows()); }
 TEST_CASE("op table: matmul") { run_table(matmul_rows()); }
 TEST_CASE("op table: losses") { run_table(loss_rows()); }
+TEST_CASE("op table: nll_loss") { run_table(nll_loss_rows()); }
+TEST_CASE("op table: elementwise losses") { run_table(elementwise_loss_rows()); }
 TEST_CASE("op table: std and norm") { run_table(norm_rows()); }
 TEST_CASE("op table: structure") { run_table(structure_rows()); }
 TEST_CASE("op table: shape") { run_table(shape_rows()); }

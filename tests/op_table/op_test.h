@@ -144,6 +144,13 @@ inline OpTest bf16_row(const std::string& op, const std::string& out, Fn fn, std
 // A tensor of a fixture file ("ops_forward.txt"), read once.
 Tensor fixture(const std::string& file, const std::string& name);
 
+// What rows capture (class targets, weights), on the device of `like`, the row's first
+// input: a tensor of a fixture file, "{t}" in its name taking like's dtype tag (f64,
+// f32); int64 indices; values in like's dtype.
+Tensor constant_like(const std::string& file, std::string name, const Tensor& like);
+Tensor indices_like(const std::vector<int64_t>& v, const Shape& s, const Tensor& like);
+Tensor values_like(const std::vector<double>& v, const Shape& s, const Tensor& like);
+
 // Runs every check of every row, each row as its own SUBCASE.
 void run_table(const std::vector<OpTest>& table);
 
@@ -166,6 +173,8 @@ std::vector<OpTest> predicate_rows();
 std::vector<OpTest> factory_rows();
 std::vector<OpTest> random_rows();
 std::vector<OpTest> fused_loss_rows();
+std::vector<OpTest> nll_loss_rows();
+std::vector<OpTest> elementwise_loss_rows();
 std::vector<OpTest> quantized_rows();
 
 }  // namespace kiln::optable

@@ -1,12 +1,12 @@
-// The elementwise losses: mse_loss, l1_loss, smooth_l1_loss,
-// binary_cross_entropy_with_logits, kl_div. Each computes a loss per element,
-// input (…) and target (…) -> l (their broadcast shape), then reduces it.
+// The elementwise losses (records in core/op_records.inc): mse_loss, l1_loss,
+// smooth_l1_loss, binary_cross_entropy_with_logits, kl_div. Each computes a loss per
+// element, input (…) and target (…) -> l (their broadcast shape), then reduces it.
 #include <cmath>
 
-#include "nn/loss.h"
 #include "ops/op_helpers.h"
+#include "ops/ops.h"
 
-namespace kiln::nn {
+namespace kiln {
 namespace {
 
 // Checks what mse/l1/smooth_l1 take: both defined, one of them floating (the result's
@@ -134,4 +134,4 @@ Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction, bo
   return div(sum(l), static_cast<double>(input.size(0)));
 }
 
-}  // namespace kiln::nn
+}  // namespace kiln
