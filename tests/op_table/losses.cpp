@@ -224,6 +224,24 @@ void add_errors(OpTest& t) {
       {"label_smoothing past 1", [logits] { cross_entropy(logits, zeros({4}, kInt64), -100, 1.5); },
        {"[cross_entropy]", "label_smoothing", "1.5"}},
       {"undefined targets", [u] { cross_entropy(ones({2, 3}), u); }, {"[cross_entropy]", "undefined"}},
+      {"batchmean", [] { cross_entropy(ones({3, 4}), zeros({3}, kInt64), -100, 0.0, RD::BatchMean); },
+       {"[cross_entropy]", "batchmean"}},
+      // class weights
+      {"weights for 3 classes of 4", [] { cross_entropy(ones({3, 4}), zeros({3}, kInt64), ones({3})); },
+       {"[cross_entropy]", "4 classes", "(3,)"}},
+      {"weights of rank 2", [] { cross_entropy(ones({3, 4}), zeros({3}, kInt64), ones({4, 1})); },
+       {"[cross_entropy]", "(4, 1)"}},
+      {"float64 weights for float32 logits",
+       [] { cross_entropy(ones({3, 4}), zeros({3}, kInt64), ones({4}, kFloat64)); },
+       {"[cross_entropy]", "float64", "float32"}},
+      {"an undefined weight", [u] { cross_entropy(ones({3, 4}), zeros({3}, kInt64), u); },
+       {"[cross_entropy]", "weight", "undefined"}},
+      {"a weight that requires grad",
+       [] { cross_entropy(ones({3, 4}), zeros({3}, kInt64), ones({4}).requires_grad_()); },
+       {"[cross_entropy]", "'weight'", "requires_grad"}},
+      {"a target past the classes, with weights",
+       [] { cross_entropy(ones({3, 4}), from_vector<int64_t>({0, 4, 1}, {3}), ones({4})); },
+       {"[cross_entropy]", "target 4"}},
   };
 }
 
