@@ -658,7 +658,7 @@ TEST_CASE("Embedding's default init is N(0, 1)") {
   CHECK(s.max_abs > 3.5);  // tails exist (P(|z| > 3.5) * 64000 ~ 30)
 }
 
-TEST_CASE("SkipInitGuard: zeros instead of draws, the generator left alone, nested, per thread") {
+TEST_CASE("SkipInitGuard and nn::skip_init: zeros instead of draws, the generator left alone, nested, per thread") {
   manual_seed(32);
   const Tensor drawn = nn::Linear(30, 40).weight;
   manual_seed(32);
@@ -678,6 +678,11 @@ TEST_CASE("SkipInitGuard: zeros instead of draws, the generator left alone, nest
     std::thread([&] { other_thread_skips = nn::init::is_init_skipped(); }).join();
     CHECK(!other_thread_skips);
   }
+  CHECK(!nn::init::is_init_skipped());
+  // nn::skip_init builds one module so, and draws nothing either.
+  const auto blank = nn::skip_init<nn::Linear>(30, 40, false);
+  CHECK(equal(blank->weight, zeros({40, 30})));
+  CHECK(!blank->bias.defined());
   CHECK(!nn::init::is_init_skipped());
   // No draw was made under the guard: the next one is the first after the seed.
   CHECK(equal(nn::Linear(30, 40).weight, drawn));

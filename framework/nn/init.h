@@ -1,7 +1,9 @@
 #pragma once
 // Parameter initialisers, as torch.nn.init. Each fills the tensor in place (without
 // recording) from the default generator (see kiln::manual_seed) and returns it.
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "../core/tensor.h"
 
@@ -46,3 +48,15 @@ class SkipInitGuard {
 bool is_init_skipped();
 
 }  // namespace kiln::nn::init
+
+namespace kiln::nn {
+
+// torch.nn.utils.skip_init(M, *args): a module M(args...) built under a SkipInitGuard,
+// its parameters zeros, for a load to set them next.
+template <class M, class... Args>
+std::shared_ptr<M> skip_init(Args&&... args) {
+  init::SkipInitGuard no_init;
+  return std::make_shared<M>(std::forward<Args>(args)...);
+}
+
+}  // namespace kiln::nn

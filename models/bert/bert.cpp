@@ -175,10 +175,8 @@ std::shared_ptr<BertModel> BertModel::from_pretrained(const std::string& directo
   KILN_CHECK(std::filesystem::is_directory(dir), kModelOp, "'", directory, "' is not a folder (expected config.json and "
              "model.safetensors in it)");
   const BertConfig config = BertConfig::from_file((dir / "config.json").string());
-  const auto model = [&] {
-    nn::init::SkipInitGuard no_init;  // the strict load below sets every parameter
-    return std::make_shared<BertModel>(config, add_pooling_layer);
-  }();
+  // The strict load below sets every parameter.
+  const auto model = nn::skip_init<BertModel>(config, add_pooling_layer);
   model->load_hf_state_dict(io::load_safetensors((dir / "model.safetensors").string()).tensors);
   return model;
 }

@@ -210,10 +210,8 @@ std::shared_ptr<LlamaForCausalLM> LlamaForCausalLM::from_pretrained(const std::s
   KILN_CHECK(std::filesystem::is_directory(dir), kModelOp, "'", directory,
              "' is not a folder (expected config.json and model.safetensors in it)");
   const LlamaConfig config = LlamaConfig::from_file((dir / "config.json").string());
-  const auto model = [&] {
-    nn::init::SkipInitGuard no_init;  // the strict load below sets every parameter
-    return std::make_shared<LlamaForCausalLM>(config);
-  }();
+  // The strict load below sets every parameter.
+  const auto model = nn::skip_init<LlamaForCausalLM>(config);
   model->load_hf_state_dict(io::load_safetensors((dir / "model.safetensors").string()).tensors);
   model->eval();
   return model;
