@@ -20,7 +20,7 @@ using kernel_views::reshaped;
 using kernel_views::transposed;
 using kernel_views::view;
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 // The core kernels on fresh outputs: each returns a new contiguous tensor on be's device.
 struct Core {
@@ -77,7 +77,7 @@ struct Core {
   Tensor rows(const Tensor& x, int64_t rows, int64_t n) const { return reshaped(contiguous(x), {rows, n}); }
   // x, whose -inf entries become 0 (a row maximum of a row with nothing to attend to).
   Tensor finite_or_zero(const Tensor& x) const {
-    return where(binary(BinaryOp::Eq, x, scalar(-kInf, x.dtype(), x.shape())), scalar(0, x.dtype(), x.shape()), x);
+    return where(binary(BinaryOp::Eq, x, scalar(-kInfinity, x.dtype(), x.shape())), scalar(0, x.dtype(), x.shape()), x);
   }
   // Σ exp(x - m) along dim (kept), m the row maximum where finite: 0 for a row of -inf.
   // Returns {m, Σ}.
@@ -439,7 +439,7 @@ Probabilities attention_probabilities(const Core& c, const Tensor& q, const Tens
   Tensor scores = c.unary(UnaryOp::MulScalar, c.matmul(q, transposed(k)), scale);
   if (mask.defined()) {
     scores = mask.dtype() == kBool
-                 ? c.where(mask, c.scalar(-kInf, scores.dtype(), scores.shape()), scores)
+                 ? c.where(mask, c.scalar(-kInfinity, scores.dtype(), scores.shape()), scores)
                  : c.binary(BinaryOp::Add, scores, mask);
   }
   const int64_t last = scores.dim() - 1;

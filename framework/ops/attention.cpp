@@ -106,7 +106,7 @@ Tensor kernel_mask(const Tensor& q, const Tensor& k, const Tensor& attn_mask, bo
 // its window of its base's, whatever its chain of views).
 
 // A view's place in its base's storage, as (N, H, L, X) (as_4d of the view).
-struct Window {
+struct Window4d {
   Shape shape;
   Strides strides;
   int64_t offset = 0;  // from the base's first element
@@ -165,7 +165,7 @@ Tensor tiled_base(const std::vector<const Tensor*>& views) {
 struct GradRoute {
   std::array<size_t, 3> slot{};   // the input that q's, k's, v's gradient goes to
   std::array<bool, 3> in_base{};  // written into a window of that input's buffer
-  std::array<Window, 3> window;   // where, for those
+  std::array<Window4d, 3> window;   // where, for those
   std::vector<Shape> input_shapes;
 };
 
@@ -177,10 +177,10 @@ struct GradPlan {
 
 // The window of view (rank >= 2) in base, as the kernels see it: as_4d of the view, which
 // must stay a view (undefined shape when it would copy) with rows of unit stride.
-std::optional<Window> kernel_window(const Tensor& view, const Tensor& base) {
+std::optional<Window4d> kernel_window(const Tensor& view, const Tensor& base) {
   const Tensor v4 = as_4d(view.detach());
   if (v4.impl()->storage != base.impl()->storage || (v4.size(3) > 1 && v4.stride(3) != 1)) return std::nullopt;
-  return Window{v4.shape(), v4.strides(), v4.offset() - base.offset()};
+  return Window4d{v4.shape(), v4.strides(), v4.offset() - base.offset()};
 }
 
 GradPlan own_gradients(const Tensor& q, const Tensor& k, const Tensor& v) {
@@ -196,7 +196,7 @@ GradPlan plan_gradients(const Tensor& q, const Tensor& k, const Tensor& v) {
   // Those of q, k, v (by index) that tile `base` go to it, as one input.
   auto add_base = [&](const Tensor& base, std::initializer_list<size_t> which) {
     for (size_t w : which) {
-      std::optional<Window> win = kernel_window(*qkv[w], base);
+      std::optional<Window4d> win = kernel_window(*qkv[w], base);
       if (!win) return false;
       plan.route.slot[w] = plan.inputs.size();
       plan.route.in_base[w] = true;
@@ -289,7 +289,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     // q's, k's, v's gradient as the kernel writes it: a window of its base's buffer, or its own.
     auto grad_of = [&](size_t w, const Tensor& saved, int64_t rows, int64_t cols) {
       if (!route.in_base[w]) return new_heads(N, H, rows, cols, saved, dtype);
-      const Window& win = route.window[w];
+      const Window4d& win = route.window[w];
       return detail::make_view(grads[route.slot[w]], win.shape, win.strides, win.offset);
     };
     Tensor g4 = rows_contiguous(g.to(dtype).reshape({N, H, L, Ev}));
