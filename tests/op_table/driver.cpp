@@ -356,6 +356,19 @@ Tensor values_like(const std::vector<double>& v, const Shape& s, const Tensor& l
   return from_vector<double>(v, s).to(like.dtype()).to(like.device());
 }
 
+OpTest& with_sum_grads(OpTest& row, std::vector<std::string> grads, std::vector<std::string> tags) {
+  row.upstream = "1";
+  row.grads = std::move(grads);
+  row.grad_tags = std::move(tags);
+  return row;
+}
+
+OpTest& row_named(std::vector<OpTest>& rows, const std::string& sample) {
+  for (OpTest& r : rows)
+    if (r.sample == sample) return r;
+  throw std::logic_error("op table: no row named '" + sample + "'");
+}
+
 void run_table(const std::vector<OpTest>& table) {
   std::set<std::string> records, names;
   for (const OpRecord& r : op_records()) records.insert(r.name);

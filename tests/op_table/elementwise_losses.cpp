@@ -31,15 +31,6 @@ OpTest made_row(const std::string& op, const std::string& sample, Fn fn, std::ve
   return {.op = op, .sample = sample, .fn = std::move(fn), .made = std::move(in), .zero_size = red == RD::None};
 }
 
-// Where a row's output must also be differentiated: the gradients of sum(out) against
-// torch's, float64.
-OpTest& with_grads(OpTest& row, std::vector<std::string> grads) {
-  row.upstream = "1";
-  row.grads = std::move(grads);
-  row.grad_tags = {"f64"};
-  return row;
-}
-
 // ---------------------------------------------------------------- mse, l1, smooth_l1
 // math_ops.txt: a and b (3, 4), with d = a - b 0 at [0, 0] (l1's kink), 0.25 and -0.75
 // elsewhere (smooth_l1's quadratic part); row (4) broadcasts over a's rows.
@@ -70,8 +61,8 @@ std::vector<OpTest> regression_rows() {
       // Both sides get a gradient; a broadcast target's is summed over the rows. (torch's
       // smooth_l1 backward with beta = 0 gives -1 to both sides at d = 0, Kiln l1's
       // subgradient 0: that one is compared away from the kink, below.)
-      if (red == RD::Mean && l.name != "sl1_b0") with_grads(same, {p + "ga", p + "gb"});
-      if (red == RD::Sum) with_grads(bc, {p + "bc.ga", p + "bc.grow"});
+      if (red == RD::Mean && l.name != "sl1_b0") with_sum_grads(same, {p + "ga", p + "gb"});
+      if (red == RD::Sum) with_sum_grads(bc, {p + "bc.ga", p + "bc.grow"});
       rows.push_back(same);
       rows.push_back(bc);
     }
@@ -82,7 +73,7 @@ std::vector<OpTest> regression_rows() {
                    .inputs = {"reg.{t}.a", "reg.{t}.b_nokink"},
                    .file = kFile,
                    .zero_size = false};
-  rows.push_back(with_grads(nokink, {"reg.{t}.sl1_b0.ga", "reg.{t}.sl1_b0.gb"}));
+  rows.push_back(with_sum_grads(nokink, {"reg.{t}.sl1_b0.ga", "reg.{t}.sl1_b0.gb"}));
   rows.front().errors = {
       {"shapes that do not broadcast", [] { mse_loss(ones({3, 4}), ones({4, 3})); }, {"[mse_loss]", "(3, 4)", "(4, 3)"}},
       {"an undefined target", [] { mse_loss(ones({3, 4}), Tensor()); }, {"[mse_loss]", "target", "undefined"}},
@@ -151,7 +142,7 @@ std::vector<OpTest> bce_rows() {
                                [=](V x) { return binary_cross_entropy_with_logits(x[0], x[1], w(x[0]), red, pw(x[0])); },
                                {"bce.{t}.x", "bce.{t}.t"}, "bce.{t}." + k.name + "." + rn, red);
       if (k.name == "wrow") row.zero_size = false;  // a weight per row of the (3, 4) input
-      if (red == RD::Mean) with_grads(row, {"bce.{t}." + k.name + ".gx", "bce.{t}." + k.name + ".gt"});
+      if (red == RD::Mean) with_sum_grads(row, {"bce.{t}." + k.name + ".gx", "bce.{t}." + k.name + ".gt"});
       rows.push_back(row);
     }
   }
@@ -224,7 +215,7 @@ std::vector<OpTest> kl_rows() {
     // t's 0 is where p log p has no two-sided derivative (p < 0 is NaN): central
     // differences cannot be taken there. The generated rows gradcheck positive targets.
     plain.gradcheck = bcin.gradcheck = false;
-    if (red == RD::Sum) with_grads(log_target, {"kl.{t}.log.gi", "kl.{t}.log.gt"});
+    if (red == RD::Sum) with_sum_grads(log_target, {"kl.{t}.log.gi", "kl.{t}.log.gt"});
     for (OpTest* t : {&plain, &log_target, &bc, &bcin}) rows.push_back(*t);
   }
   OpTest grads = {.op = "kl_div",
@@ -233,7 +224,7 @@ std::vector<OpTest> kl_rows() {
                   .inputs = {"kl.{t}.i", "kl.{t}.tp"},
                   .file = kFile,
                   .zero_size = false};
-  rows.push_back(with_grads(grads, {"kl.{t}.gi", "kl.{t}.gt"}));
+  rows.push_back(with_sum_grads(grads, {"kl.{t}.gi", "kl.{t}.gt"}));
   OpTest odd = fixture_row("kl_div", "targets 0.3, 0, -0.5, NaN",
                            [](V x) { return kl_div(full_like(x[0], -1.0), x[0], RD::None); }, {"kl.{t}.odd"},
                            "kl.{t}.odd.out", RD::None);

@@ -93,20 +93,10 @@ std::vector<OpTest> weighted_rows() {
                        p + "ce.1d"));
   }
   // The float64 gradients of sum(loss) against torch's.
-  auto with_grad = [&](const std::string& sample, const std::string& grad) {
-    for (OpTest& r : rows)
-      if (r.sample == "weighted, " + sample) {
-        r.upstream = "1";
-        r.grads = {"ce.{t}." + grad};
-        r.grad_tags = {"f64"};
-        return;
-      }
-    FAIL("no row " << sample);
-  };
-  with_grad("mean", "grad.ce");
-  with_grad("mean, smoothing 0.2", "grad.ce.ls");
-  with_grad("mean, ignore 2, smoothing 0.3", "grad.ce.ign2ls");
-  with_grad("sum, (N, C, d), smoothing 0.1", "grad.ce.ndls");
+  with_sum_grads(row_named(rows, "weighted, mean"), {"ce.{t}.grad.ce"});
+  with_sum_grads(row_named(rows, "weighted, mean, smoothing 0.2"), {"ce.{t}.grad.ce.ls"});
+  with_sum_grads(row_named(rows, "weighted, mean, ignore 2, smoothing 0.3"), {"ce.{t}.grad.ce.ign2ls"});
+  with_sum_grads(row_named(rows, "weighted, sum, (N, C, d), smoothing 0.1"), {"ce.{t}.grad.ce.ndls"});
   return rows;
 }
 

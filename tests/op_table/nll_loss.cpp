@@ -24,19 +24,6 @@ OpTest fixture_row(const std::string& file, const std::string& sample, Fn fn, co
           .zero_size = false};  // the targets have the input's rows
 }
 
-// The float64 (and float32, where the file has them) gradients of the mean loss.
-void with_grad(std::vector<OpTest>& rows, const std::string& sample, const std::string& grad,
-               std::vector<std::string> tags) {
-  for (OpTest& r : rows)
-    if (r.sample == sample) {
-      r.upstream = "1";
-      r.grads = {grad};
-      r.grad_tags = std::move(tags);
-      return;
-    }
-  FAIL("no row " << sample);
-}
-
 // nn_modules.txt: (5, 4) log-probabilities, (2, 4, 3) and (4) ones, no class weights.
 std::vector<OpTest> unweighted_rows() {
   const std::string f = "nn_modules.txt";
@@ -64,8 +51,8 @@ std::vector<OpTest> unweighted_rows() {
   none_counted.tags = {"f64"};
   none_counted.gradcheck = false;  // a NaN loss: no differences to compare
   rows.push_back(none_counted);
-  with_grad(rows, "mean, ignore 2", "loss.{t}.grad.nll.ign2", {"f64", "f32"});
-  with_grad(rows, "mean, (N, C, d)", "loss.{t}.grad.nll.nd", {"f64", "f32"});
+  with_sum_grads(row_named(rows, "mean, ignore 2"), {"loss.{t}.grad.nll.ign2"}, {"f64", "f32"});
+  with_sum_grads(row_named(rows, "mean, (N, C, d)"), {"loss.{t}.grad.nll.nd"}, {"f64", "f32"});
   return rows;
 }
 
@@ -91,8 +78,8 @@ std::vector<OpTest> weighted_rows() {
                                [=](V x) { return nll_loss(x[0], t("ce.t1", x[0]), w(x[0]), -100, red); },
                                "ce.{t}.lp1", p + "nll.1d"));
   }
-  with_grad(rows, "weighted, mean, ignore 2", "ce.{t}.grad.nll.ign2", {"f64"});
-  with_grad(rows, "weighted, mean, (N, C, d)", "ce.{t}.grad.nll.nd", {"f64"});
+  with_sum_grads(row_named(rows, "weighted, mean, ignore 2"), {"ce.{t}.grad.nll.ign2"}, {"f64"});
+  with_sum_grads(row_named(rows, "weighted, mean, (N, C, d)"), {"ce.{t}.grad.nll.nd"}, {"f64"});
   return rows;
 }
 

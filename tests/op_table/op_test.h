@@ -151,6 +151,12 @@ Tensor constant_like(const std::string& file, std::string name, const Tensor& li
 Tensor indices_like(const std::vector<int64_t>& v, const Shape& s, const Tensor& like);
 Tensor values_like(const std::vector<double>& v, const Shape& s, const Tensor& like);
 
+// Marks `row` for gradients against torch's: those of sum(out), one fixture per input,
+// in the dtypes of `tags`.
+OpTest& with_sum_grads(OpTest& row, std::vector<std::string> grads, std::vector<std::string> tags = {"f64"});
+// The row of `rows` whose sample is `sample`; throws where none is.
+OpTest& row_named(std::vector<OpTest>& rows, const std::string& sample);
+
 // Runs every check of every row, each row as its own SUBCASE.
 void run_table(const std::vector<OpTest>& table);
 
