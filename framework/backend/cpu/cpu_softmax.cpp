@@ -76,7 +76,7 @@ KILN_MULTIVERSION void softmax_backward_row(const T* y, const T* g, T* gx, int64
 }
 
 template <class F>
-void for_each_line(const DimSplit& d, F f) {
+void for_each_line_base(const DimSplit& d, F f) {
   int64_t lines = d.outer * d.inner;
   int64_t grain = std::max<int64_t>(1, kGrainElements / std::max<int64_t>(d.n * 8, 1));
   parallel_for(lines, grain, [&](int64_t l0, int64_t l1) {
@@ -96,9 +96,9 @@ void CpuBackend::softmax(const Tensor& x, int64_t dim, bool log, const Tensor& o
     const T* px = x.data<T>();
     T* py = out.data<T>();
     if (d.inner == 1) {
-      for_each_line(d, [&](int64_t base) { softmax_row(px + base, py + base, d.n, log); });
+      for_each_line_base(d, [&](int64_t base) { softmax_row(px + base, py + base, d.n, log); });
     } else {
-      for_each_line(d, [&](int64_t base) { softmax_line(px + base, py + base, d.n, d.inner, log); });
+      for_each_line_base(d, [&](int64_t base) { softmax_line(px + base, py + base, d.n, d.inner, log); });
     }
   });
 }
@@ -112,9 +112,9 @@ void CpuBackend::softmax_backward(const Tensor& y, const Tensor& g, int64_t dim,
     const T* pg = g.data<T>();
     T* pgx = grad_x.data<T>();
     if (d.inner == 1) {
-      for_each_line(d, [&](int64_t base) { softmax_backward_row(py + base, pg + base, pgx + base, d.n, log); });
+      for_each_line_base(d, [&](int64_t base) { softmax_backward_row(py + base, pg + base, pgx + base, d.n, log); });
     } else {
-      for_each_line(d, [&](int64_t base) {
+      for_each_line_base(d, [&](int64_t base) {
         softmax_backward_line(py + base, pg + base, pgx + base, d.n, d.inner, log);
       });
     }
