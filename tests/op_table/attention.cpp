@@ -226,10 +226,7 @@ std::vector<OpTest> made_rows() {
 }  // namespace
 
 std::vector<OpTest> attention_rows() {
-  std::vector<OpTest> rows;
-  for (auto* part : {&fixture_rows, &made_rows})
-    for (OpTest& t : (*part)()) rows.push_back(std::move(t));
-  return rows;
+  return rows_of({&fixture_rows, &made_rows});
 }
 
 }  // namespace kiln::optable

@@ -374,9 +374,7 @@ const std::set<std::string> kNoZeroSize = {
 }  // namespace
 
 std::vector<OpTest> binary_rows() {
-  std::vector<OpTest> rows;
-  for (auto* part : {&arithmetic_rows, &integer_rows, &comparison_rows, &where_rows, &made_rows, &bf16_rows})
-    for (OpTest& t : (*part)()) rows.push_back(std::move(t));
+  std::vector<OpTest> rows = rows_of({&arithmetic_rows, &integer_rows, &comparison_rows, &where_rows, &made_rows, &bf16_rows});
   for (OpTest& t : rows)
     if (kNoZeroSize.count(t.op + " " + t.sample)) t.zero_size = false;
   add_errors(rows);

@@ -356,6 +356,13 @@ Tensor values_like(const std::vector<double>& v, const Shape& s, const Tensor& l
   return from_vector<double>(v, s).to(like.dtype()).to(like.device());
 }
 
+std::vector<OpTest> rows_of(std::initializer_list<std::vector<OpTest> (*)()> parts) {
+  std::vector<OpTest> rows;
+  for (auto* part : parts)
+    for (OpTest& t : part()) rows.push_back(std::move(t));
+  return rows;
+}
+
 OpTest& with_sum_grads(OpTest& row, std::vector<std::string> grads, std::vector<std::string> tags) {
   row.upstream = "1";
   row.grads = std::move(grads);

@@ -260,10 +260,7 @@ std::vector<OpTest> kl_rows() {
 }  // namespace
 
 std::vector<OpTest> elementwise_loss_rows() {
-  std::vector<OpTest> rows;
-  for (auto* part : {&regression_rows, &regression_made_rows, &bce_rows, &kl_rows})
-    for (OpTest& t : (*part)()) rows.push_back(std::move(t));
-  return rows;
+  return rows_of({&regression_rows, &regression_made_rows, &bce_rows, &kl_rows});
 }
 
 }  // namespace kiln::optable

@@ -158,10 +158,7 @@ std::vector<OpTest> quantized_embedding_rows() {
 }  // namespace
 
 std::vector<OpTest> embedding_and_fused_rows() {
-  std::vector<OpTest> rows;
-  for (auto* part : {&embedding_rows, &add_layer_norm_rows, &quantized_embedding_rows})
-    for (OpTest& t : (*part)()) rows.push_back(std::move(t));
-  return rows;
+  return rows_of({&embedding_rows, &add_layer_norm_rows, &quantized_embedding_rows});
 }
 
 }  // namespace kiln::optable

@@ -573,9 +573,7 @@ void add_errors(std::vector<OpTest>& rows) {
 }  // namespace
 
 std::vector<OpTest> indexing_rows() {
-  std::vector<OpTest> rows;
-  for (auto* part : {&fixture_rows, &literal_rows, &bf16_rows, &made_rows})
-    for (OpTest& t : (*part)()) rows.push_back(std::move(t));
+  std::vector<OpTest> rows = rows_of({&fixture_rows, &literal_rows, &bf16_rows, &made_rows});
   add_errors(rows);
   return rows;
 }

@@ -193,9 +193,7 @@ void add_errors(std::vector<OpTest>& rows) {
 }  // namespace
 
 std::vector<OpTest> inplace_rows() {
-  std::vector<OpTest> rows;
-  for (auto* part : {&made_rows, &bf16_rows})
-    for (OpTest& t : (*part)()) rows.push_back(std::move(t));
+  std::vector<OpTest> rows = rows_of({&made_rows, &bf16_rows});
   add_errors(rows);
   return rows;
 }

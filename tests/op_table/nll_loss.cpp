@@ -139,9 +139,7 @@ void add_errors(OpTest& row) {
 }  // namespace
 
 std::vector<OpTest> nll_loss_rows() {
-  std::vector<OpTest> rows;
-  for (auto* part : {&unweighted_rows, &weighted_rows, &made_rows})
-    for (OpTest& t : (*part)()) rows.push_back(std::move(t));
+  std::vector<OpTest> rows = rows_of({&unweighted_rows, &weighted_rows, &made_rows});
   add_errors(rows.front());
   return rows;
 }

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -150,6 +151,9 @@ Tensor fixture(const std::string& file, const std::string& name);
 Tensor constant_like(const std::string& file, std::string name, const Tensor& like);
 Tensor indices_like(const std::vector<int64_t>& v, const Shape& s, const Tensor& like);
 Tensor values_like(const std::vector<double>& v, const Shape& s, const Tensor& like);
+
+// A family's rows: those of each part in turn.
+std::vector<OpTest> rows_of(std::initializer_list<std::vector<OpTest> (*)()> parts);
 
 // Marks `row` for gradients against torch's: those of sum(out), one fixture per input,
 // in the dtypes of `tags`.

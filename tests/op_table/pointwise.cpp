@@ -296,9 +296,7 @@ void add_errors(std::vector<OpTest>& rows) {
 }  // namespace
 
 std::vector<OpTest> pointwise_rows() {
-  std::vector<OpTest> rows;
-  for (auto* part : {&ops_forward_rows, &math_ops_rows, &made_rows, &bf16_rows})
-    for (OpTest& t : (*part)()) rows.push_back(std::move(t));
+  std::vector<OpTest> rows = rows_of({&ops_forward_rows, &math_ops_rows, &made_rows, &bf16_rows});
   add_errors(rows);
   return rows;
 }

@@ -140,10 +140,7 @@ std::vector<OpTest> comparison_rows() {
 }  // namespace
 
 std::vector<OpTest> predicate_rows() {
-  std::vector<OpTest> rows;
-  for (auto* part : {&elementwise_rows, &all_any_rows, &comparison_rows})
-    for (OpTest& t : (*part)()) rows.push_back(std::move(t));
-  return rows;
+  return rows_of({&elementwise_rows, &all_any_rows, &comparison_rows});
 }
 
 }  // namespace kiln::optable

@@ -292,9 +292,7 @@ void add_errors(std::vector<OpTest>& rows) {
 }  // namespace
 
 std::vector<OpTest> reduction_rows() {
-  std::vector<OpTest> rows;
-  for (auto* part : {&dims_rows, &ties_rows, &integer_rows, &empty_rows, &made_rows, &bf16_rows})
-    for (OpTest& t : (*part)()) rows.push_back(std::move(t));
+  std::vector<OpTest> rows = rows_of({&dims_rows, &ties_rows, &integer_rows, &empty_rows, &made_rows, &bf16_rows});
   add_errors(rows);
   return rows;
 }

@@ -300,9 +300,7 @@ void add_errors(std::vector<OpTest>& rows) {
 }  // namespace
 
 std::vector<OpTest> shape_rows() {
-  std::vector<OpTest> rows;
-  for (auto* part : {&fixture_rows, &made_rows})
-    for (OpTest& t : (*part)()) rows.push_back(std::move(t));
+  std::vector<OpTest> rows = rows_of({&fixture_rows, &made_rows});
   add_errors(rows);
   return rows;
 }

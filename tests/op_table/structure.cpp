@@ -389,9 +389,7 @@ const std::set<std::string> kNoZeroSize = {
 }  // namespace
 
 std::vector<OpTest> structure_rows() {
-  std::vector<OpTest> rows;
-  for (auto* part : {&triangle_rows, &repeat_rows, &flip_roll_rows, &einsum_rows, &made_rows})
-    for (OpTest& t : (*part)()) rows.push_back(std::move(t));
+  std::vector<OpTest> rows = rows_of({&triangle_rows, &repeat_rows, &flip_roll_rows, &einsum_rows, &made_rows});
   for (OpTest& t : rows)
     if (kNoZeroSize.count(t.op + " " + t.sample)) t.zero_size = false;
   add_errors(rows);
