@@ -100,6 +100,12 @@ const Absent kAbsent[] = {
     // schedulers, clipping
     {"StepLR.last_epoch", "a schedule starts at step 0 (torch's last_epoch=-1); set_last_step resumes one"},
     {"LambdaLR.last_epoch", "as StepLR.last_epoch"},
+    {"MultiStepLR.last_epoch", "as StepLR.last_epoch"},
+    {"ExponentialLR.last_epoch", "as StepLR.last_epoch"},
+    {"ConstantLR.last_epoch", "as StepLR.last_epoch"},
+    {"LinearLR.last_epoch", "as StepLR.last_epoch"},
+    {"PolynomialLR.last_epoch", "as StepLR.last_epoch"},
+    {"CosineAnnealingLR.last_epoch", "as StepLR.last_epoch"},
     {"clip_grad_norm_.error_if_nonfinite",
      "no option: a non-finite norm is returned, never an error (torch's default False)"},
     {"clip_grad_norm_.foreach", kNoForeach},
@@ -545,6 +551,40 @@ void schedulers(Audit& a) {
   {
     optim::StepLR s(sgd, 1);
     a.check("StepLR gamma (its lr after one step of size 1, base 1)", "StepLR.gamma", num(s.lr_at(1, 1.0)));
+  }
+  {
+    optim::MultiStepLR s(sgd, {1});
+    a.check("MultiStepLR gamma (its lr after milestone 1, base 1)", "MultiStepLR.gamma", num(s.lr_at(1, 1.0)));
+  }
+  // The first step at which a schedule's lr (base 1) is `v`.
+  auto first_step_at = [](const optim::LRScheduler& s, double v) {
+    int64_t step = 0;
+    while (step < 1000 && s.lr_at(step, 1.0) != v) ++step;
+    return static_cast<double>(step);
+  };
+  {
+    optim::ConstantLR s(sgd);
+    a.check("ConstantLR factor (its lr at step 0, base 1)", "ConstantLR.factor", num(s.lr_at(0, 1.0)));
+    a.check("ConstantLR total_iters (the first step at base)", "ConstantLR.total_iters", num(first_step_at(s, 1.0)));
+  }
+  {
+    optim::LinearLR s(sgd);
+    const double end = s.lr_at(1000, 1.0);
+    a.check("LinearLR start_factor (its lr at step 0, base 1)", "LinearLR.start_factor", num(s.lr_at(0, 1.0)));
+    a.check("LinearLR end_factor (its lr at step 1000)", "LinearLR.end_factor", num(end));
+    a.check("LinearLR total_iters (the first step at the end)", "LinearLR.total_iters", num(first_step_at(s, end)));
+  }
+  {
+    optim::PolynomialLR s(sgd);
+    const double total = first_step_at(s, 0.0);
+    a.check("PolynomialLR total_iters (the first step at 0)", "PolynomialLR.total_iters", num(total));
+    // lr at step 1 is (1 - 1 / total)^power.
+    a.check("PolynomialLR power (from its lr at step 1)", "PolynomialLR.power",
+            num(std::log(s.lr_at(1, 1.0)) / std::log(1.0 - 1.0 / total)));
+  }
+  {
+    optim::CosineAnnealingLR s(sgd, 1);
+    a.check("CosineAnnealingLR eta_min (its lr at T_max)", "CosineAnnealingLR.eta_min", num(s.lr_at(1, 1.0)));
   }
   {
     // Kiln's own: lr = factor · d^-0.5 · min(s^-0.5, s · warmup^-1.5); d = 4, warmup 4.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace kiln::optim {
 
@@ -51,6 +52,78 @@ StepLR::StepLR(Optimizer& opt, int64_t step_size, double gamma) : LRScheduler(op
 
 double StepLR::lr_at(int64_t step, double base) const {
   return base * std::pow(gamma_, static_cast<double>(step / step_size_));
+}
+
+MultiStepLR::MultiStepLR(Optimizer& opt, std::vector<int64_t> milestones, double gamma)
+    : LRScheduler(opt), milestones_(std::move(milestones)), gamma_(gamma) {
+  for (int64_t m : milestones_) KILN_CHECK(m >= 0, "MultiStepLR", "milestones must be non-negative, got ", m);
+  KILN_CHECK(std::isfinite(gamma), "MultiStepLR", "gamma must be finite, got ", gamma);
+  std::sort(milestones_.begin(), milestones_.end());
+  apply();
+}
+
+double MultiStepLR::lr_at(int64_t step, double base) const {
+  const auto passed = std::upper_bound(milestones_.begin(), milestones_.end(), step) - milestones_.begin();
+  return base * std::pow(gamma_, static_cast<double>(passed));
+}
+
+ExponentialLR::ExponentialLR(Optimizer& opt, double gamma) : LRScheduler(opt), gamma_(gamma) {
+  KILN_CHECK(std::isfinite(gamma), "ExponentialLR", "gamma must be finite, got ", gamma);
+  apply();
+}
+
+double ExponentialLR::lr_at(int64_t step, double base) const {
+  return base * std::pow(gamma_, static_cast<double>(step));
+}
+
+ConstantLR::ConstantLR(Optimizer& opt, double factor, int64_t total_iters)
+    : LRScheduler(opt), factor_(factor), total_(total_iters) {
+  // torch's bounds: a factor of 0 or more and at most 1.
+  KILN_CHECK(factor >= 0.0 && factor <= 1.0, "ConstantLR", "factor must be in [0, 1], got ", factor);
+  KILN_CHECK(total_iters >= 0, "ConstantLR", "total_iters must be non-negative, got ", total_iters);
+  apply();
+}
+
+double ConstantLR::lr_at(int64_t step, double base) const { return step < total_ ? base * factor_ : base; }
+
+LinearLR::LinearLR(Optimizer& opt, double start_factor, double end_factor, int64_t total_iters)
+    : LRScheduler(opt), start_(start_factor), end_(end_factor), total_(total_iters) {
+  // torch's bounds: the start above 0 (a schedule from 0 would stay at 0 in torch's
+  // step-by-step update), both at most 1.
+  KILN_CHECK(start_factor > 0.0 && start_factor <= 1.0, "LinearLR", "start_factor must be in (0, 1], got ",
+             start_factor);
+  KILN_CHECK(end_factor >= 0.0 && end_factor <= 1.0, "LinearLR", "end_factor must be in [0, 1], got ", end_factor);
+  KILN_CHECK(total_iters > 0, "LinearLR", "total_iters must be positive, got ", total_iters);
+  apply();
+}
+
+double LinearLR::lr_at(int64_t step, double base) const {
+  const double t = static_cast<double>(std::min(step, total_)) / static_cast<double>(total_);
+  return base * (start_ + (end_ - start_) * t);
+}
+
+PolynomialLR::PolynomialLR(Optimizer& opt, int64_t total_iters, double power)
+    : LRScheduler(opt), total_(total_iters), power_(power) {
+  KILN_CHECK(total_iters > 0, "PolynomialLR", "total_iters must be positive, got ", total_iters);
+  KILN_CHECK(std::isfinite(power), "PolynomialLR", "power must be finite, got ", power);
+  apply();
+}
+
+double PolynomialLR::lr_at(int64_t step, double base) const {
+  const double t = static_cast<double>(std::min(step, total_)) / static_cast<double>(total_);
+  return base * std::pow(1.0 - t, power_);
+}
+
+CosineAnnealingLR::CosineAnnealingLR(Optimizer& opt, int64_t T_max, double eta_min)
+    : LRScheduler(opt), t_max_(T_max), eta_min_(eta_min) {
+  KILN_CHECK(T_max > 0, "CosineAnnealingLR", "T_max must be positive, got ", T_max);
+  KILN_CHECK(std::isfinite(eta_min), "CosineAnnealingLR", "eta_min must be finite, got ", eta_min);
+  apply();
+}
+
+double CosineAnnealingLR::lr_at(int64_t step, double base) const {
+  const double phase = M_PI * static_cast<double>(step) / static_cast<double>(t_max_);
+  return eta_min_ + (base - eta_min_) * (1.0 + std::cos(phase)) / 2.0;
 }
 
 WarmupInverseSqrtLR::WarmupInverseSqrtLR(Optimizer& opt, int64_t d_model, int64_t warmup, double factor,

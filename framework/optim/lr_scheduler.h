@@ -52,6 +52,77 @@ class StepLR : public LRScheduler {
   double gamma_;
 };
 
+// lr = base · gamma^(the number of milestones <= step), a milestone listed twice counting
+// twice (torch.optim.lr_scheduler.MultiStepLR).
+class MultiStepLR : public LRScheduler {
+ public:
+  MultiStepLR(Optimizer& opt, std::vector<int64_t> milestones, double gamma = 0.1);
+  double lr_at(int64_t step, double base) const override;
+
+ private:
+  std::vector<int64_t> milestones_;  // sorted
+  double gamma_;
+};
+
+// lr = base · gamma^step (torch.optim.lr_scheduler.ExponentialLR).
+class ExponentialLR : public LRScheduler {
+ public:
+  ExponentialLR(Optimizer& opt, double gamma);
+  double lr_at(int64_t step, double base) const override;
+
+ private:
+  double gamma_;
+};
+
+// lr = base · factor for step < total_iters, then base (torch's ConstantLR).
+class ConstantLR : public LRScheduler {
+ public:
+  explicit ConstantLR(Optimizer& opt, double factor = 1.0 / 3.0, int64_t total_iters = 5);
+  double lr_at(int64_t step, double base) const override;
+
+ private:
+  double factor_;
+  int64_t total_;
+};
+
+// lr = base · (start_factor + (end_factor - start_factor) · min(step, total_iters) /
+// total_iters): a straight line from start to end, then flat (torch's LinearLR).
+class LinearLR : public LRScheduler {
+ public:
+  explicit LinearLR(Optimizer& opt, double start_factor = 1.0 / 3.0, double end_factor = 1.0,
+                    int64_t total_iters = 5);
+  double lr_at(int64_t step, double base) const override;
+
+ private:
+  double start_, end_;
+  int64_t total_;
+};
+
+// lr = base · (1 - min(step, total_iters) / total_iters)^power (torch's PolynomialLR).
+class PolynomialLR : public LRScheduler {
+ public:
+  explicit PolynomialLR(Optimizer& opt, int64_t total_iters = 5, double power = 1.0);
+  double lr_at(int64_t step, double base) const override;
+
+ private:
+  int64_t total_;
+  double power_;
+};
+
+// lr = eta_min + (base - eta_min) · (1 + cos(pi · step / T_max)) / 2: from base down to
+// eta_min at T_max, then up again, a period of 2 · T_max (torch's CosineAnnealingLR, whose
+// step-by-step update follows this formula; no restarts: that is SGDR's
+// CosineAnnealingWarmRestarts).
+class CosineAnnealingLR : public LRScheduler {
+ public:
+  CosineAnnealingLR(Optimizer& opt, int64_t T_max, double eta_min = 0.0);
+  double lr_at(int64_t step, double base) const override;
+
+ private:
+  int64_t t_max_;
+  double eta_min_;
+};
+
 // Which step number the k-th optimizer update (k = 1, 2, …) is given by the warm-up schedule.
 enum class WarmupStepIndexing {
   // As LambdaLR(opt, rate) in PyTorch (The Annotated Transformer): the lr of update k is
