@@ -106,6 +106,7 @@ const Absent kAbsent[] = {
     {"LinearLR.last_epoch", "as StepLR.last_epoch"},
     {"PolynomialLR.last_epoch", "as StepLR.last_epoch"},
     {"CosineAnnealingLR.last_epoch", "as StepLR.last_epoch"},
+    {"SequentialLR.last_epoch", "as StepLR.last_epoch"},
     {"clip_grad_norm_.error_if_nonfinite",
      "no option: a non-finite norm is returned, never an error (torch's default False)"},
     {"clip_grad_norm_.foreach", kNoForeach},

@@ -3,7 +3,8 @@
 //   by make_optim_fixtures.py), every variant (maximize too), parameter groups, float64
 //   and float32;
 // - each schedule against its formula, and torch.optim.lr_scheduler's (StepLR, LambdaLR,
-//   MultiStepLR, ExponentialLR, ConstantLR, LinearLR, PolynomialLR, CosineAnnealingLR)
+//   MultiStepLR, ExponentialLR, ConstantLR, LinearLR, PolynomialLR, CosineAnnealingLR,
+//   SequentialLR)
 //   against PyTorch's sequences (optim.txt, lr_schedules.txt);
 // - state_dict / load_state_dict resume bitwise, and bad state dicts are refused;
 // - clip_grad_norm_ / clip_grad_value_ against PyTorch; the documented errors.
@@ -818,10 +819,11 @@ TEST_CASE("StepLR and LambdaLR give PyTorch's lr sequence, per group") {
 // torch's other closed-form schedules (tests/fixtures/lr_schedules.txt, made by
 // make_lr_schedule_fixtures.py): lr at construction and after each of 20 steps, groups of
 // lr 0.1 and 0.03. torch updates these step by step from the current lr (a product of
-// ratios of the same formula), Kiln evaluates the formula: the two meet within 6 units in
-// the last place (1.4e-15 relative, the cosine near its minimum), and are both 0 where
-// the formula is.
-TEST_CASE("MultiStepLR, ExponentialLR, ConstantLR, LinearLR, PolynomialLR, CosineAnnealingLR give PyTorch's lrs") {
+// ratios of the same formula), Kiln evaluates the formula. torch's products drift: up to
+// 4.3e-15 relative after 20 steps (the cosine climbing back from its minimum, where its
+// 0.0505 is 0.050500000000000218), so the two are held to 1e-14 relative, and are both 0
+// where the formula is. (The formula itself is checked to rounding below.)
+TEST_CASE("MultiStepLR, ExponentialLR, ConstantLR, LinearLR, PolynomialLR, CosineAnnealingLR, SequentialLR: torch's lrs") {
   static const auto fixtures = kiln::testing::load_fixtures("lr_schedules.txt");
   using Make = std::function<std::unique_ptr<LRScheduler>(Optimizer&)>;
   const std::vector<std::pair<std::string, Make>> cases = {
@@ -837,6 +839,21 @@ TEST_CASE("MultiStepLR, ExponentialLR, ConstantLR, LinearLR, PolynomialLR, Cosin
       {"polynomial_default", [](Optimizer& o) { return std::make_unique<PolynomialLR>(o); }},
       {"cosine", [](Optimizer& o) { return std::make_unique<CosineAnnealingLR>(o, 8, 0.001); }},
       {"cosine_default", [](Optimizer& o) { return std::make_unique<CosineAnnealingLR>(o, 5); }},
+      {"sequential",
+       [](Optimizer& o) {
+         return std::make_unique<SequentialLR>(
+             o, std::vector<std::shared_ptr<LRScheduler>>{std::make_shared<LinearLR>(o, 0.1, 1.0, 5),
+                                                          std::make_shared<CosineAnnealingLR>(o, 10, 0.001)},
+             std::vector<int64_t>{5});
+       }},
+      {"sequential3",
+       [](Optimizer& o) {
+         return std::make_unique<SequentialLR>(
+             o, std::vector<std::shared_ptr<LRScheduler>>{std::make_shared<ConstantLR>(o, 0.5, 10),
+                                                          std::make_shared<ExponentialLR>(o, 0.8),
+                                                          std::make_shared<StepLR>(o, 2, 0.5)},
+             std::vector<int64_t>{4, 9});
+       }},
   };
   REQUIRE(fixtures.size() == cases.size());
   for (const auto& c : cases) {
@@ -857,7 +874,7 @@ TEST_CASE("MultiStepLR, ExponentialLR, ConstantLR, LinearLR, PolynomialLR, Cosin
         REQUIRE(last.size() == 2);
         for (int64_t g = 0; g < 2; ++g) {
           const double want = seq.at({s, g});
-          CHECK(std::abs(last[g] - want) <= 4e-15 * std::abs(want) + 1e-18);
+          CHECK(std::abs(last[g] - want) <= 1e-14 * std::abs(want) + 1e-18);
         }
       }
     }
@@ -920,6 +937,13 @@ TEST_CASE("each schedule follows its formula") {
     ConstantLR constant(opt, 0.5, 3);
     CHECK(constant.lr_at(2, 1.0) == 0.5);
     CHECK(constant.lr_at(3, 1.0) == 1.0);
+    // Each part from its own step 0 at its milestone.
+    SequentialLR sequential(opt, {std::make_shared<LinearLR>(opt, 0.5, 1.0, 2), std::make_shared<ExponentialLR>(opt, 0.5)},
+                            {3});
+    const double want[] = {0.5, 0.75, 1.0, 1.0, 0.5, 0.25};
+    for (int64_t s = 0; s < 6; ++s) CHECK(sequential.lr_at(s, 1.0) == want[s]);
+    sequential.step();
+    CHECK(opt.param_groups()[0].get("lr") == 0.75 * 0.1);
   }
   SUBCASE("WarmupInverseSqrtLR: factor * d^-0.5 * min(s^-0.5, s * warmup^-1.5), every group alike") {
     const double d = 512, w = 4000, factor = 2.0;
@@ -1238,7 +1262,21 @@ TEST_CASE("bad schedule and clipping arguments") {
   CHECK_ERROR(PolynomialLR(opt, 5, nan), "[PolynomialLR] power must be finite, got nan");
   CHECK_ERROR(CosineAnnealingLR(opt, 0), "[CosineAnnealingLR] T_max must be positive, got 0");
   CHECK_ERROR(CosineAnnealingLR(opt, 10, -nan), "[CosineAnnealingLR] eta_min must be finite");
-  CHECK(opt.param_groups()[0].get("lr") == 0.1);  // no schedule that failed set it
+  auto linear = std::make_shared<LinearLR>(opt, 0.5, 1.0, 2);
+  auto cosine = std::make_shared<CosineAnnealingLR>(opt, 4);
+  using Parts = std::vector<std::shared_ptr<LRScheduler>>;
+  CHECK_ERROR(SequentialLR(opt, {}, {}), "[SequentialLR] needs at least one schedule");
+  CHECK_ERROR(SequentialLR(opt, Parts{linear, cosine}, {}),
+              "[SequentialLR] needs one milestone fewer than schedules, got 2 schedules and 0 milestones");
+  CHECK_ERROR(SequentialLR(opt, Parts{linear, nullptr}, {2}), "[SequentialLR] schedule 1 is null");
+  CHECK_ERROR(SequentialLR(opt, Parts{linear, cosine, linear}, {3, 3}),
+              "[SequentialLR] milestones must be positive and rise strictly, got 3 at 1");
+  CHECK_ERROR(SequentialLR(opt, Parts{linear, cosine}, {0}), "got 0 at 0");
+  Tensor other_q = zeros({1}, TensorOptions().requires_grad());
+  SGD other({other_q}, sgd(0.1));
+  CHECK_ERROR(SequentialLR(other, Parts{linear, cosine}, {2}),
+              "[SequentialLR] schedule 0 drives another optimizer than this one");
+  opt.param_groups()[0].options["lr"] = 0.1;  // (the two parts set it when made)
   StepLR sched(opt, 2);
   CHECK_ERROR(sched.set_last_step(-1), "[LRScheduler] step must be non-negative, got -1");
   CHECK(sched.last_step() == 0);

@@ -126,6 +126,29 @@ double CosineAnnealingLR::lr_at(int64_t step, double base) const {
   return eta_min_ + (base - eta_min_) * (1.0 + std::cos(phase)) / 2.0;
 }
 
+SequentialLR::SequentialLR(Optimizer& opt, std::vector<std::shared_ptr<LRScheduler>> schedulers,
+                           std::vector<int64_t> milestones)
+    : LRScheduler(opt), schedulers_(std::move(schedulers)), milestones_(std::move(milestones)) {
+  KILN_CHECK(!schedulers_.empty(), "SequentialLR", "needs at least one schedule");
+  KILN_CHECK(milestones_.size() + 1 == schedulers_.size(), "SequentialLR", "needs one milestone fewer than schedules, got ",
+             schedulers_.size(), " schedules and ", milestones_.size(), " milestones");
+  for (size_t i = 0; i < schedulers_.size(); ++i) {
+    KILN_CHECK(schedulers_[i] != nullptr, "SequentialLR", "schedule ", i, " is null");
+    KILN_CHECK(&schedulers_[i]->optimizer() == &opt, "SequentialLR", "schedule ", i,
+               " drives another optimizer than this one");
+  }
+  for (size_t i = 0; i < milestones_.size(); ++i)
+    KILN_CHECK(milestones_[i] > (i ? milestones_[i - 1] : 0), "SequentialLR",
+               "milestones must be positive and rise strictly, got ", milestones_[i], " at ", i);
+  apply();
+}
+
+double SequentialLR::lr_at(int64_t step, double base) const {
+  const auto i = std::upper_bound(milestones_.begin(), milestones_.end(), step) - milestones_.begin();
+  const int64_t start = i ? milestones_[static_cast<size_t>(i) - 1] : 0;
+  return schedulers_[static_cast<size_t>(i)]->lr_at(step - start, base);
+}
+
 WarmupInverseSqrtLR::WarmupInverseSqrtLR(Optimizer& opt, int64_t d_model, int64_t warmup, double factor,
                                          WarmupStepIndexing indexing)
     : LRScheduler(opt), d_model_(d_model), warmup_(warmup), factor_(factor), indexing_(indexing) {

@@ -4,6 +4,7 @@
 // lr of a group is its option "initial_lr", which the first schedule sets from the
 // group's lr (as in torch.optim); groups added to the optimizer later are not driven.
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "optimizer.h"
@@ -23,6 +24,8 @@ class LRScheduler {
 
   // For checkpoints: the schedule's position; setting it also sets the groups' lr.
   void set_last_step(int64_t step);
+
+  const Optimizer& optimizer() const { return optimizer_; }
 
  protected:
   void apply();  // must be called by subclasses' constructors once they are set up
@@ -121,6 +124,22 @@ class CosineAnnealingLR : public LRScheduler {
  private:
   int64_t t_max_;
   double eta_min_;
+};
+
+// One schedule after another (torch's SequentialLR): schedulers[i] from milestones[i - 1]
+// on, at its own step 0 there. The milestones rise strictly, one fewer than the
+// schedules, which must drive the same optimizer; step this schedule only, not the ones
+// it holds. E.g. a linear warm-up over 5 steps, then a cosine over 95:
+//   SequentialLR s(opt, {std::make_shared<LinearLR>(opt, 0.1, 1.0, 5),
+//                        std::make_shared<CosineAnnealingLR>(opt, 95)}, {5});
+class SequentialLR : public LRScheduler {
+ public:
+  SequentialLR(Optimizer& opt, std::vector<std::shared_ptr<LRScheduler>> schedulers, std::vector<int64_t> milestones);
+  double lr_at(int64_t step, double base) const override;
+
+ private:
+  std::vector<std::shared_ptr<LRScheduler>> schedulers_;
+  std::vector<int64_t> milestones_;
 };
 
 // Which step number the k-th optimizer update (k = 1, 2, …) is given by the warm-up schedule.
