@@ -588,6 +588,20 @@ void schedulers(Audit& a) {
     a.check("CosineAnnealingLR eta_min (its lr at T_max)", "CosineAnnealingLR.eta_min", num(s.lr_at(1, 1.0)));
   }
   {
+    using O = optim::ReduceLROnPlateauOptions;
+    const O o = optim::ReduceLROnPlateau(sgd).options();
+    const std::string p = "ReduceLROnPlateau.";
+    a.check(p + "mode", p + "mode", str(o.mode == O::Mode::Min ? "min" : "max"));
+    a.check(p + "factor", p + "factor", num(o.factor));
+    a.check(p + "patience", p + "patience", num(static_cast<double>(o.patience)));
+    a.check(p + "threshold", p + "threshold", num(o.threshold));
+    a.check(p + "threshold_mode", p + "threshold_mode", str(o.threshold_mode == O::ThresholdMode::Rel ? "rel" : "abs"));
+    a.check(p + "cooldown", p + "cooldown", num(static_cast<double>(o.cooldown)));
+    REQUIRE(o.min_lr.size() == 1);  // one for every group, as torch's single number
+    a.check(p + "min_lr", p + "min_lr", num(o.min_lr[0]));
+    a.check(p + "eps", p + "eps", num(o.eps));
+  }
+  {
     // Kiln's own: lr = factor · d^-0.5 · min(s^-0.5, s · warmup^-1.5); d = 4, warmup 4.
     optim::WarmupInverseSqrtLR s(sgd, 4, 4);
     const double at1 = 0.5 * 0.125;  // s = 1

@@ -4,12 +4,13 @@
 //   and float32;
 // - each schedule against its formula, and torch.optim.lr_scheduler's (StepLR, LambdaLR,
 //   MultiStepLR, ExponentialLR, ConstantLR, LinearLR, PolynomialLR, CosineAnnealingLR,
-//   SequentialLR)
-//   against PyTorch's sequences (optim.txt, lr_schedules.txt);
+//   SequentialLR, ReduceLROnPlateau) against PyTorch's sequences (optim.txt,
+//   lr_schedules.txt);
 // - state_dict / load_state_dict resume bitwise, and bad state dicts are refused;
 // - clip_grad_norm_ / clip_grad_value_ against PyTorch; the documented errors.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -855,7 +856,8 @@ TEST_CASE("MultiStepLR, ExponentialLR, ConstantLR, LinearLR, PolynomialLR, Cosin
              std::vector<int64_t>{4, 9});
        }},
   };
-  REQUIRE(fixtures.size() == cases.size());
+  REQUIRE(std::count_if(fixtures.begin(), fixtures.end(), [](const auto& f) { return f.first.starts_with("sched."); }) ==
+          static_cast<std::ptrdiff_t>(cases.size()));
   for (const auto& c : cases) {
     // A name, not a structured binding: clang 14's lambdas (INFO's) cannot capture one.
     const std::string& name = c.first;
@@ -879,6 +881,99 @@ TEST_CASE("MultiStepLR, ExponentialLR, ConstantLR, LinearLR, PolynomialLR, Cosin
       }
     }
   }
+}
+
+// ReduceLROnPlateau fed a metric that falls, then wanders on a plateau (lr_schedules.txt):
+// each group's lr, the best metric and the two counters after every step are torch's,
+// bit for bit (the same products in the same order).
+TEST_CASE("ReduceLROnPlateau follows torch's, step by step") {
+  static const auto fixtures = kiln::testing::load_fixtures("lr_schedules.txt");
+  auto fixture = [&](const std::string& name) -> const Tensor& {
+    const auto it = fixtures.find(name);
+    REQUIRE_MESSAGE(it != fixtures.end(), name << " missing from lr_schedules.txt");
+    return it->second;
+  };
+  using O = ReduceLROnPlateauOptions;
+  const std::vector<std::pair<std::string, O>> cases = {
+      {"default", {}},
+      {"patience3", {.patience = 3}},
+      {"max_abs",
+       {.mode = O::Mode::Max, .factor = 0.5, .patience = 2, .threshold = 0.01, .threshold_mode = O::ThresholdMode::Abs,
+        .cooldown = 2, .min_lr = {0.02, 0.001}}},
+      {"min_abs_eps",
+       {.factor = 0.5, .patience = 1, .threshold = 0.001, .threshold_mode = O::ThresholdMode::Abs, .min_lr = {0.01},
+        .eps = 0.004}},
+      {"rel_cooldown", {.factor = 0.7, .patience = 0, .threshold = 0.05, .cooldown = 3}},
+  };
+  const std::vector<double> metric = fixture("plateau.metric").to_vector<double>();
+  REQUIRE(metric.size() == 40);
+  for (const auto& c : cases) {
+    const std::string& name = c.first;
+    SUBCASE(name.c_str()) {
+      const Tensor& lr = fixture("plateau." + name + ".lr");
+      const auto best = fixture("plateau." + name + ".best").to_vector<double>();
+      const auto bad = fixture("plateau." + name + ".bad").to_vector<int64_t>();
+      const auto cooldown = fixture("plateau." + name + ".cooldown").to_vector<int64_t>();
+      Tensor q0 = zeros({1}, TensorOptions().requires_grad()), q1 = zeros({1}, TensorOptions().requires_grad());
+      SGD opt({ParamGroup({q0}, {{"lr", 0.1}}), ParamGroup({q1}, {{"lr", 0.03}})}, sgd(1.0));
+      ReduceLROnPlateau sched(opt, c.second);
+      const double sign = c.second.mode == O::Mode::Max ? -1.0 : 1.0;  // max watches the negated loss
+      int reductions = 0;
+      for (size_t k = 0; k < metric.size(); ++k) {
+        INFO(name << " step " << k + 1);
+        const double before = opt.param_groups()[1].get("lr");
+        sched.step(sign * metric[k]);
+        reductions += opt.param_groups()[1].get("lr") < before;
+        const auto last = sched.get_last_lr();
+        CHECK(last[0] == lr.at({static_cast<int64_t>(k), 0}));
+        CHECK(last[1] == lr.at({static_cast<int64_t>(k), 1}));
+        CHECK(sched.state().best == best[k]);
+        CHECK(sched.state().num_bad_epochs == bad[k]);
+        CHECK(sched.state().cooldown_counter == cooldown[k]);
+        CHECK(sched.state().last_step == static_cast<int64_t>(k + 1));
+      }
+      if (name != "default") CHECK(reductions >= 2);  // the fixture's cases do reduce
+    }
+  }
+}
+
+TEST_CASE("ReduceLROnPlateau: NaN metrics, resuming, bad options") {
+  Tensor q = zeros({1}, TensorOptions().requires_grad());
+  SGD opt({q}, sgd(0.1));
+  ReduceLROnPlateau sched(opt, {.patience = 1});
+  CHECK(sched.state().best == std::numeric_limits<double>::infinity());
+  sched.step(1.0);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  sched.step(nan);  // never an improvement: two in a row reduce
+  CHECK(opt.param_groups()[0].get("lr") == 0.1);
+  sched.step(nan);
+  CHECK(opt.param_groups()[0].get("lr") == doctest::Approx(0.01).epsilon(1e-15));
+  CHECK(sched.state().best == 1.0);
+
+  // A copy resumed from the state (and the lr, which the optimizer's state holds) goes on
+  // as the original does.
+  Tensor q2 = zeros({1}, TensorOptions().requires_grad());
+  SGD opt2({q2}, sgd(opt.param_groups()[0].get("lr")));
+  ReduceLROnPlateau resumed(opt2, {.patience = 1});
+  resumed.load_state(sched.state());
+  for (double m : {1.5, 0.5, 0.6, 0.7, 0.4}) {
+    sched.step(m);
+    resumed.step(m);
+    CHECK(opt2.param_groups()[0].get("lr") == opt.param_groups()[0].get("lr"));
+    CHECK(resumed.state().best == sched.state().best);
+  }
+  CHECK_ERROR(resumed.load_state({.best = nan}), "[ReduceLROnPlateau] a state needs a best that is a number");
+  CHECK_ERROR(resumed.load_state({.best = 1.0, .num_bad_epochs = -1}), "[ReduceLROnPlateau]", "num_bad_epochs -1");
+
+  CHECK_ERROR(ReduceLROnPlateau(opt, {.factor = 1.0}), "[ReduceLROnPlateau] factor must be in [0, 1), got 1");
+  CHECK_ERROR(ReduceLROnPlateau(opt, {.factor = nan}), "[ReduceLROnPlateau] factor must be in [0, 1), got nan");
+  CHECK_ERROR(ReduceLROnPlateau(opt, {.patience = -1}), "[ReduceLROnPlateau] patience must be non-negative, got -1");
+  CHECK_ERROR(ReduceLROnPlateau(opt, {.threshold = -0.1}), "[ReduceLROnPlateau] threshold must be finite");
+  CHECK_ERROR(ReduceLROnPlateau(opt, {.cooldown = -2}), "[ReduceLROnPlateau] cooldown must be non-negative, got -2");
+  CHECK_ERROR(ReduceLROnPlateau(opt, {.min_lr = {0.1, 0.2}}),
+              "[ReduceLROnPlateau] expected 1 or 1 min_lr values (one per parameter group), got 2");
+  CHECK_ERROR(ReduceLROnPlateau(opt, {.min_lr = {-1.0}}), "[ReduceLROnPlateau] min_lr must be finite and non-negative");
+  CHECK_ERROR(ReduceLROnPlateau(opt, {.eps = nan}), "[ReduceLROnPlateau] eps must be finite");
 }
 
 TEST_CASE("each schedule follows its formula") {

@@ -179,4 +179,75 @@ double CosineWarmupLR::lr_at(int64_t step, double base) const {
   return base * (min_ratio_ + (1.0 - min_ratio_) * cosine);
 }
 
+ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& opt, ReduceLROnPlateauOptions options)
+    : optimizer_(opt), options_(std::move(options)) {
+  const auto& o = options_;
+  KILN_CHECK(o.factor >= 0.0 && o.factor < 1.0, "ReduceLROnPlateau", "factor must be in [0, 1), got ", o.factor);
+  KILN_CHECK(o.patience >= 0, "ReduceLROnPlateau", "patience must be non-negative, got ", o.patience);
+  KILN_CHECK(o.cooldown >= 0, "ReduceLROnPlateau", "cooldown must be non-negative, got ", o.cooldown);
+  KILN_CHECK(std::isfinite(o.threshold) && o.threshold >= 0.0, "ReduceLROnPlateau",
+             "threshold must be finite and non-negative, got ", o.threshold);
+  KILN_CHECK(std::isfinite(o.eps) && o.eps >= 0.0, "ReduceLROnPlateau", "eps must be finite and non-negative, got ",
+             o.eps);
+  const size_t groups = optimizer_.param_groups().size();
+  KILN_CHECK(o.min_lr.size() == 1 || o.min_lr.size() == groups, "ReduceLROnPlateau", "expected 1 or ", groups,
+             " min_lr values (one per parameter group), got ", o.min_lr.size());
+  for (double m : o.min_lr)
+    KILN_CHECK(std::isfinite(m) && m >= 0.0, "ReduceLROnPlateau", "min_lr must be finite and non-negative, got ", m);
+  state_.best = o.mode == ReduceLROnPlateauOptions::Mode::Min ? INFINITY : -INFINITY;
+}
+
+bool ReduceLROnPlateau::is_better(double metric) const {
+  using O = ReduceLROnPlateauOptions;
+  const double best = state_.best, t = options_.threshold;
+  const bool rel = options_.threshold_mode == O::ThresholdMode::Rel;
+  if (options_.mode == O::Mode::Min) return rel ? metric < best * (1.0 - t) : metric < best - t;
+  return rel ? metric > best * (t + 1.0) : metric > best + t;
+}
+
+void ReduceLROnPlateau::step(double metric) {
+  State& s = state_;
+  ++s.last_step;
+  if (is_better(metric)) {
+    s.best = metric;
+    s.num_bad_epochs = 0;
+  } else {
+    ++s.num_bad_epochs;
+  }
+  if (s.cooldown_counter > 0) {  // failures in the cooldown do not count
+    --s.cooldown_counter;
+    s.num_bad_epochs = 0;
+  }
+  if (s.num_bad_epochs > options_.patience) {
+    auto& groups = optimizer_.param_groups();
+    KILN_CHECK(options_.min_lr.size() == 1 || options_.min_lr.size() == groups.size(), "ReduceLROnPlateau",
+               "the optimizer has ", groups.size(), " parameter groups, but min_lr has ", options_.min_lr.size(),
+               " values");
+    for (size_t i = 0; i < groups.size(); ++i) {
+      const double old_lr = groups[i].get("lr");
+      const double floor = options_.min_lr[options_.min_lr.size() == 1 ? 0 : i];
+      const double new_lr = std::max(old_lr * options_.factor, floor);
+      if (old_lr - new_lr > options_.eps) groups[i].options["lr"] = new_lr;
+    }
+    s.cooldown_counter = options_.cooldown;
+    s.num_bad_epochs = 0;
+  }
+}
+
+std::vector<double> ReduceLROnPlateau::get_last_lr() const {
+  std::vector<double> out;
+  for (const auto& g : optimizer_.param_groups()) out.push_back(g.get("lr"));
+  return out;
+}
+
+void ReduceLROnPlateau::load_state(const State& state) {
+  KILN_CHECK(!std::isnan(state.best) && state.num_bad_epochs >= 0 && state.cooldown_counter >= 0 &&
+                 state.last_step >= 0,
+             "ReduceLROnPlateau", "a state needs a best that is a number and non-negative counts, got best ",
+             state.best, ", num_bad_epochs ", state.num_bad_epochs, ", cooldown_counter ", state.cooldown_counter,
+             ", last_step ", state.last_step);
+  state_ = state;
+}
+
 }  // namespace kiln::optim
+

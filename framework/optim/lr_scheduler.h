@@ -5,6 +5,7 @@
 // group's lr (as in torch.optim); groups added to the optimizer later are not driven.
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "optimizer.h"
@@ -178,6 +179,50 @@ class CosineWarmupLR : public LRScheduler {
  private:
   int64_t warmup_, total_;
   double min_ratio_;
+};
+
+// torch's ReduceLROnPlateau: each group's lr times `factor` (not below its min_lr) once a
+// metric (a validation loss, say) has failed to improve for more than `patience` steps in
+// a row, then `cooldown` steps in which failures do not count. Improving means beating the
+// best so far by `threshold`: relatively (min: below best · (1 - threshold); max: above
+// best · (1 + threshold)) or absolutely (below best - threshold; above best + threshold).
+// A NaN metric never improves. A reduction smaller than eps is not made.
+struct ReduceLROnPlateauOptions {
+  enum class Mode { Min, Max };
+  enum class ThresholdMode { Rel, Abs };
+  Mode mode = Mode::Min;
+  double factor = 0.1;  // in [0, 1)
+  int64_t patience = 10;
+  double threshold = 1e-4;
+  ThresholdMode threshold_mode = ThresholdMode::Rel;
+  int64_t cooldown = 0;
+  std::vector<double> min_lr = {0.0};  // one for every group, or one per group
+  double eps = 1e-8;
+};
+
+class ReduceLROnPlateau {
+ public:
+  explicit ReduceLROnPlateau(Optimizer& opt, ReduceLROnPlateauOptions options = {});
+
+  // One evaluation's metric: call it once per evaluation, after the optimizer's steps.
+  void step(double metric);
+  std::vector<double> get_last_lr() const;
+  const ReduceLROnPlateauOptions& options() const { return options_; }
+
+  // Where it stands (torch's state_dict names), for checkpoints: best starts at +inf
+  // (Min) or -inf (Max).
+  struct State {
+    double best = 0.0;
+    int64_t num_bad_epochs = 0, cooldown_counter = 0, last_step = 0;
+  };
+  State state() const { return state_; }
+  void load_state(const State& state);
+
+ private:
+  bool is_better(double metric) const;
+  Optimizer& optimizer_;
+  ReduceLROnPlateauOptions options_;
+  State state_;
 };
 
 }  // namespace kiln::optim
