@@ -1114,6 +1114,62 @@ TEST_CASE("checkpoint: contents, and the state it restores") {
   CHECK(snapshot(m) == snapshot(*t.model));
 }
 
+TEST_CASE("checkpoint: a ReduceLROnPlateau resumes where it stood; a bad state changes nothing") {
+  fs::path dir = fresh_dir("plateau");
+  auto model = std::make_shared<Mlp>();
+  optim::SGD opt(model->parameters(), {.lr = 0.1});
+  const optim::ReduceLROnPlateauOptions options{.patience = 1, .cooldown = 2};
+  optim::ReduceLROnPlateau plateau(opt, options);
+  const std::string fresh = (dir / "fresh.safetensors").string();
+  save_checkpoint(fresh, {model.get(), &opt, nullptr, nullptr, &plateau});  // best: +inf
+  for (double m : {1.0, 0.5, 0.6, 0.7, 0.9}) plateau.step(m);  // reduced at 0.7, then in its cooldown
+  REQUIRE(plateau.state().cooldown_counter == 1);
+  const std::string path = (dir / "plateau.safetensors").string();
+  save_checkpoint(path, {model.get(), &opt, nullptr, nullptr, &plateau});
+
+  auto model2 = std::make_shared<Mlp>();
+  optim::SGD opt2(model2->parameters(), {.lr = 0.1});
+  optim::ReduceLROnPlateau plateau2(opt2, options);
+  load_checkpoint(fresh, {model2.get(), &opt2, nullptr, nullptr, &plateau2});
+  CHECK(plateau2.state().best == std::numeric_limits<double>::infinity());
+  load_checkpoint(path, {model2.get(), &opt2, nullptr, nullptr, &plateau2});
+  CHECK(plateau2.state().best == 0.5);
+  CHECK(plateau2.state().num_bad_epochs == plateau.state().num_bad_epochs);
+  CHECK(plateau2.state().cooldown_counter == 1);
+  CHECK(plateau2.state().last_step == 5);
+  CHECK(opt2.param_groups()[0].get("lr") == opt.param_groups()[0].get("lr"));
+  for (double m : {0.8, 0.9, 0.95, 0.4, 0.41, 0.42}) {
+    plateau.step(m);
+    plateau2.step(m);
+    CHECK(opt2.param_groups()[0].get("lr") == opt.param_groups()[0].get("lr"));
+  }
+  CHECK(opt.param_groups()[0].get("lr") < 0.01);  // reduced again after the resume
+
+  const SafetensorsContents contents = load_safetensors(path);
+  const optim::ReduceLROnPlateau::State before = plateau2.state();
+  struct Bad {
+    std::string key, value, message;  // value "": the key left out
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {"plateau.best", "nan", "metadata 'plateau.best' is not a number: 'nan'"},
+           {"plateau.best", "0.5x", "metadata 'plateau.best' is not a number: '0.5x'"},
+           {"plateau.best", "", "metadata 'plateau.best' is missing"},
+           {"plateau.num_bad_epochs", "-1", "metadata 'plateau.num_bad_epochs' is not a number from 0 to"},
+           {"plateau.cooldown_counter", "", "metadata 'plateau.cooldown_counter' is missing"},
+           {"plateau.last_step", "1e3", "metadata 'plateau.last_step' is not a number from 0 to"}}) {
+    CAPTURE(b.key);
+    CAPTURE(b.value);
+    SafetensorsContents c = contents;
+    if (b.value.empty()) c.metadata.erase(b.key);
+    else c.metadata[b.key] = b.value;
+    const std::string p = (dir / "bad.safetensors").string();
+    save_safetensors(p, c.tensors, c.metadata);
+    CHECK(contains(error_of([&] { load_checkpoint(p, {model2.get(), &opt2, nullptr, nullptr, &plateau2}); }), b.message));
+    CHECK(plateau2.state().best == before.best);
+    CHECK(plateau2.state().last_step == before.last_step);
+  }
+}
+
 TEST_CASE("checkpoint: a bad checkpoint is refused before anything changes") {
   fs::path dir = fresh_dir("bad_ckpt");
   std::string good = (dir / "good.safetensors").string();

@@ -1,5 +1,7 @@
 #include "io/checkpoint.h"
 
+#include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "ops/ops.h"
@@ -38,6 +40,23 @@ void release_freed_memory() {
 #endif
 }
 
+// The plateau schedule's best metric: a number or an infinity (nothing seen yet), never NaN.
+double parse_best(const Metadata& m, const std::string& path) {
+  const std::string key = "plateau.best";
+  auto it = m.find(key);
+  KILN_CHECK(it != m.end(), "load_checkpoint", path, ": metadata '", key, "' is missing");
+  double v = 0;
+  KILN_CHECK(parse_whole(it->second, &v) && !std::isnan(v), "load_checkpoint", path, ": metadata '", key,
+             "' is not a number: '", it->second, "'");
+  return v;
+}
+
+std::string best_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);  // reads back as the same double ("inf" too)
+  return buf;
+}
+
 }  // namespace
 
 void save_checkpoint(const std::string& path, const CheckpointParts& parts, const Metadata& user) {
@@ -49,6 +68,13 @@ void save_checkpoint(const std::string& path, const CheckpointParts& parts, cons
   Metadata meta;
   meta["format"] = kFormat;
   if (parts.scheduler) meta["scheduler.last_step"] = std::to_string(parts.scheduler->last_step());
+  if (parts.plateau) {
+    const optim::ReduceLROnPlateau::State s = parts.plateau->state();
+    meta["plateau.best"] = best_text(s.best);
+    meta["plateau.num_bad_epochs"] = std::to_string(s.num_bad_epochs);
+    meta["plateau.cooldown_counter"] = std::to_string(s.cooldown_counter);
+    meta["plateau.last_step"] = std::to_string(s.last_step);
+  }
   if (parts.generator) {
     GeneratorState s = parts.generator->get_state();
     meta["rng.seed"] = std::to_string(s.seed);
@@ -77,6 +103,14 @@ Metadata load_checkpoint(const std::string& path, const CheckpointParts& parts) 
   uint64_t last_step = parts.scheduler ? parse_u64(c.metadata, "scheduler.last_step", path,
                                                    static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
                                        : 0;
+  optim::ReduceLROnPlateau::State plateau;
+  if (parts.plateau) {
+    constexpr auto kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+    plateau.best = parse_best(c.metadata, path);
+    plateau.num_bad_epochs = static_cast<int64_t>(parse_u64(c.metadata, "plateau.num_bad_epochs", path, kMax));
+    plateau.cooldown_counter = static_cast<int64_t>(parse_u64(c.metadata, "plateau.cooldown_counter", path, kMax));
+    plateau.last_step = static_cast<int64_t>(parse_u64(c.metadata, "plateau.last_step", path, kMax));
+  }
   GeneratorState rng;
   if (parts.generator) rng = {parse_u64(c.metadata, "rng.seed", path), parse_u64(c.metadata, "rng.offset", path)};
   KILN_CHECK(!parts.optimizer || !opt_state.empty(), "load_checkpoint", path, ": the checkpoint holds no optimizer state");
@@ -96,6 +130,7 @@ Metadata load_checkpoint(const std::string& path, const CheckpointParts& parts) 
   parts.model->load_state_dict(model_state, /*strict=*/true);
   if (parts.optimizer) parts.optimizer->load_state_dict(opt_state);
   if (parts.scheduler) parts.scheduler->set_last_step(static_cast<int64_t>(last_step));
+  if (parts.plateau) parts.plateau->load_state(plateau);
   if (parts.generator) parts.generator->set_state(rng);
   Metadata user;
   for (auto& [k, v] : c.metadata)

@@ -29,10 +29,13 @@ struct CheckpointParts {
   optim::Optimizer* optimizer = nullptr;       // optional
   optim::LRScheduler* scheduler = nullptr;     // optional
   Generator* generator = &default_generator();  // optional (null: not saved/restored)
+  optim::ReduceLROnPlateau* plateau = nullptr;  // optional
 };
 
 // Keys: "model.<name>", "optimizer.<name>"; metadata "scheduler.last_step",
-// "rng.seed", "rng.offset" and "user.<key>" for each user entry. Written atomically.
+// "plateau.best", "plateau.num_bad_epochs", "plateau.cooldown_counter",
+// "plateau.last_step", "rng.seed", "rng.offset" and "user.<key>" for each user entry.
+// Written atomically.
 void save_checkpoint(const std::string& path, const CheckpointParts& parts, const Metadata& user = {});
 
 // Validates the whole file and every part before changing anything; returns the user

@@ -1,5 +1,6 @@
 // libFuzzer target: io::load_checkpoint of arbitrary bytes into a small model (Linear
-// 3→2) with Adam and StepLR, then one training step as a resumed run would take.
+// 3→2) with Adam, StepLR and ReduceLROnPlateau, then one training step and evaluation as a
+// resumed run would take.
 // load_checkpoint reads a path only, so each input is written to a file of this process
 // in the temporary directory first.
 //
@@ -53,7 +54,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::FuzzModel m;
   Generator gen(1);
   try {
-    io::load_checkpoint(input().path(), {m.model.get(), m.optimizer.get(), m.scheduler.get(), &gen});
+    io::load_checkpoint(input().path(), m.parts(&gen));
   } catch (const Error&) {
     return 0;  // refused with Kiln's error: fine
   }
@@ -72,5 +73,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   loss.backward();
   m.optimizer->step();
   m.scheduler->step();
+  m.plateau->step(loss.item<double>());
   return 0;
 }

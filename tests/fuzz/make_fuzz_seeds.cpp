@@ -72,16 +72,16 @@ int main(int argc, char** argv) {
   // Checkpoints of the fuzz target's model: fresh, after two training steps, with user
   // metadata.
   fuzz::FuzzModel m;
-  io::save_checkpoint((out / "checkpoint" / "fresh.safetensors").string(),
-                      {m.model.get(), m.optimizer.get(), m.scheduler.get(), &gen});
+  io::save_checkpoint((out / "checkpoint" / "fresh.safetensors").string(), m.parts(&gen));
   for (int step = 0; step < 2; ++step) {
     m.optimizer->zero_grad();
     mse_loss((*m.model)(randn({4, 3}, {}, &gen)), randn({4, 2}, {}, &gen)).backward();
     m.optimizer->step();
     m.scheduler->step();
+    m.plateau->step(1.0);  // a best of 1, then a step without improvement
   }
-  io::save_checkpoint((out / "checkpoint" / "trained.safetensors").string(),
-                      {m.model.get(), m.optimizer.get(), m.scheduler.get(), &gen}, {{"epoch", "2"}, {"best", "0.5"}});
+  io::save_checkpoint((out / "checkpoint" / "trained.safetensors").string(), m.parts(&gen),
+                      {{"epoch", "2"}, {"best", "0.5"}});
 
   // Vocabularies as Vocab::save writes them (the notebooks' specials first) and as BERT's
   // vocab.txt has them (specials at other lines, CRLF endings).
