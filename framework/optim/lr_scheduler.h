@@ -5,7 +5,6 @@
 // group's lr (as in torch.optim); groups added to the optimizer later are not driven.
 #include <functional>
 #include <memory>
-#include <string>
 #include <vector>
 
 #include "optimizer.h"
