@@ -107,6 +107,7 @@ const Absent kAbsent[] = {
     {"PolynomialLR.last_epoch", "as StepLR.last_epoch"},
     {"CosineAnnealingLR.last_epoch", "as StepLR.last_epoch"},
     {"SequentialLR.last_epoch", "as StepLR.last_epoch"},
+    {"CosineAnnealingWarmRestarts.last_epoch", "as StepLR.last_epoch"},
     {"clip_grad_norm_.error_if_nonfinite",
      "no option: a non-finite norm is returned, never an error (torch's default False)"},
     {"clip_grad_norm_.foreach", kNoForeach},
@@ -582,6 +583,18 @@ void schedulers(Audit& a) {
     // lr at step 1 is (1 - 1 / total)^power.
     a.check("PolynomialLR power (from its lr at step 1)", "PolynomialLR.power",
             num(std::log(s.lr_at(1, 1.0)) / std::log(1.0 - 1.0 / total)));
+  }
+  {
+    // With T_0 = 1 the second cycle, T_mult long, starts at step 1, so the lr is back at
+    // base (1) at step 1 + T_mult; half way through a cycle it is (1 + eta_min) / 2.
+    optim::CosineAnnealingWarmRestarts s(sgd, 1);
+    int64_t next = 2;
+    while (next < 100 && s.lr_at(next, 1.0) != 1.0) ++next;
+    a.check("CosineAnnealingWarmRestarts T_mult (the second cycle's length)", "CosineAnnealingWarmRestarts.T_mult",
+            num(static_cast<double>(next - 1)));
+    optim::CosineAnnealingWarmRestarts two(sgd, 2);
+    a.check("CosineAnnealingWarmRestarts eta_min", "CosineAnnealingWarmRestarts.eta_min",
+            num(2.0 * two.lr_at(1, 1.0) - 1.0));
   }
   {
     optim::CosineAnnealingLR s(sgd, 1);

@@ -4,7 +4,7 @@
 //   and float32;
 // - each schedule against its formula, and torch.optim.lr_scheduler's (StepLR, LambdaLR,
 //   MultiStepLR, ExponentialLR, ConstantLR, LinearLR, PolynomialLR, CosineAnnealingLR,
-//   SequentialLR, ReduceLROnPlateau) against PyTorch's sequences (optim.txt,
+//   CosineAnnealingWarmRestarts, SequentialLR, ReduceLROnPlateau) against PyTorch's sequences (optim.txt,
 //   lr_schedules.txt);
 // - state_dict / load_state_dict resume bitwise, and bad state dicts are refused;
 // - clip_grad_norm_ / clip_grad_value_ against PyTorch; the documented errors.
@@ -824,7 +824,7 @@ TEST_CASE("StepLR and LambdaLR give PyTorch's lr sequence, per group") {
 // 4.3e-15 relative after 20 steps (the cosine climbing back from its minimum, where its
 // 0.0505 is 0.050500000000000218), so the two are held to 1e-14 relative, and are both 0
 // where the formula is. (The formula itself is checked to rounding below.)
-TEST_CASE("MultiStepLR, ExponentialLR, ConstantLR, LinearLR, PolynomialLR, CosineAnnealingLR, SequentialLR: torch's lrs") {
+TEST_CASE("MultiStepLR, ExponentialLR, ConstantLR, LinearLR, PolynomialLR, the cosines, SequentialLR: torch's lrs") {
   static const auto fixtures = kiln::testing::load_fixtures("lr_schedules.txt");
   using Make = std::function<std::unique_ptr<LRScheduler>(Optimizer&)>;
   const std::vector<std::pair<std::string, Make>> cases = {
@@ -840,6 +840,8 @@ TEST_CASE("MultiStepLR, ExponentialLR, ConstantLR, LinearLR, PolynomialLR, Cosin
       {"polynomial_default", [](Optimizer& o) { return std::make_unique<PolynomialLR>(o); }},
       {"cosine", [](Optimizer& o) { return std::make_unique<CosineAnnealingLR>(o, 8, 0.001); }},
       {"cosine_default", [](Optimizer& o) { return std::make_unique<CosineAnnealingLR>(o, 5); }},
+      {"restarts", [](Optimizer& o) { return std::make_unique<CosineAnnealingWarmRestarts>(o, 6, 1, 0.002); }},
+      {"restarts_mult", [](Optimizer& o) { return std::make_unique<CosineAnnealingWarmRestarts>(o, 3, 2); }},
       {"sequential",
        [](Optimizer& o) {
          return std::make_unique<SequentialLR>(
@@ -1032,6 +1034,15 @@ TEST_CASE("each schedule follows its formula") {
     ConstantLR constant(opt, 0.5, 3);
     CHECK(constant.lr_at(2, 1.0) == 0.5);
     CHECK(constant.lr_at(3, 1.0) == 1.0);
+    // Warm restarts: cycles of 4, 8, 16 steps start at 0, 4, 12, 28.
+    CosineAnnealingWarmRestarts restarts(opt, 4, 2, 0.0);
+    for (int64_t start : {0, 4, 12, 28}) CHECK(restarts.lr_at(start, 1.0) == 1.0);
+    CHECK(restarts.lr_at(8, 1.0) == doctest::Approx(0.5).epsilon(1e-15));   // half way through 4..12
+    CHECK(restarts.lr_at(20, 1.0) == doctest::Approx(0.5).epsilon(1e-15));  // half way through 12..28
+    CHECK(restarts.lr_at(27, 1.0) < 0.01);
+    CosineAnnealingWarmRestarts every5(opt, 5);
+    CHECK(every5.lr_at(1000, 1.0) == 1.0);
+    CHECK(every5.lr_at(1003, 1.0) == every5.lr_at(3, 1.0));
     // Each part from its own step 0 at its milestone.
     SequentialLR sequential(opt, {std::make_shared<LinearLR>(opt, 0.5, 1.0, 2), std::make_shared<ExponentialLR>(opt, 0.5)},
                             {3});
@@ -1356,6 +1367,9 @@ TEST_CASE("bad schedule and clipping arguments") {
   CHECK_ERROR(PolynomialLR(opt, 0), "[PolynomialLR] total_iters must be positive, got 0");
   CHECK_ERROR(PolynomialLR(opt, 5, nan), "[PolynomialLR] power must be finite, got nan");
   CHECK_ERROR(CosineAnnealingLR(opt, 0), "[CosineAnnealingLR] T_max must be positive, got 0");
+  CHECK_ERROR(CosineAnnealingWarmRestarts(opt, 0), "[CosineAnnealingWarmRestarts] T_0 must be positive, got 0");
+  CHECK_ERROR(CosineAnnealingWarmRestarts(opt, 5, 0), "[CosineAnnealingWarmRestarts] T_mult must be at least 1, got 0");
+  CHECK_ERROR(CosineAnnealingWarmRestarts(opt, 5, 1, nan), "[CosineAnnealingWarmRestarts] eta_min must be finite");
   CHECK_ERROR(CosineAnnealingLR(opt, 10, -nan), "[CosineAnnealingLR] eta_min must be finite");
   auto linear = std::make_shared<LinearLR>(opt, 0.5, 1.0, 2);
   auto cosine = std::make_shared<CosineAnnealingLR>(opt, 4);

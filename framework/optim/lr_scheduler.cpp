@@ -126,6 +126,30 @@ double CosineAnnealingLR::lr_at(int64_t step, double base) const {
   return eta_min_ + (base - eta_min_) * (1.0 + std::cos(phase)) / 2.0;
 }
 
+CosineAnnealingWarmRestarts::CosineAnnealingWarmRestarts(Optimizer& opt, int64_t T_0, int64_t T_mult, double eta_min)
+    : LRScheduler(opt), t_0_(T_0), t_mult_(T_mult), eta_min_(eta_min) {
+  KILN_CHECK(T_0 > 0, "CosineAnnealingWarmRestarts", "T_0 must be positive, got ", T_0);
+  KILN_CHECK(T_mult >= 1, "CosineAnnealingWarmRestarts", "T_mult must be at least 1, got ", T_mult);
+  KILN_CHECK(std::isfinite(eta_min), "CosineAnnealingWarmRestarts", "eta_min must be finite, got ", eta_min);
+  apply();
+}
+
+double CosineAnnealingWarmRestarts::lr_at(int64_t step, double base) const {
+  // The cycle `step` falls in, in whole steps as torch counts them: cur steps into a cycle
+  // of length len (the lengths grow geometrically, so the walk is short).
+  int64_t cur = step, len = t_0_;
+  if (t_mult_ == 1) {
+    cur = step % t_0_;
+  } else {
+    while (cur >= len) {
+      cur -= len;
+      len *= t_mult_;
+    }
+  }
+  const double phase = M_PI * static_cast<double>(cur) / static_cast<double>(len);
+  return eta_min_ + (base - eta_min_) * (1.0 + std::cos(phase)) / 2.0;
+}
+
 SequentialLR::SequentialLR(Optimizer& opt, std::vector<std::shared_ptr<LRScheduler>> schedulers,
                            std::vector<int64_t> milestones)
     : LRScheduler(opt), schedulers_(std::move(schedulers)), milestones_(std::move(milestones)) {

@@ -126,6 +126,19 @@ class CosineAnnealingLR : public LRScheduler {
   double eta_min_;
 };
 
+// SGDR's cosine with warm restarts (torch's CosineAnnealingWarmRestarts): the cosine of
+// CosineAnnealingLR from base down towards eta_min over a cycle of T_0 steps, then back at
+// base, each cycle T_mult times as long as the one before.
+class CosineAnnealingWarmRestarts : public LRScheduler {
+ public:
+  CosineAnnealingWarmRestarts(Optimizer& opt, int64_t T_0, int64_t T_mult = 1, double eta_min = 0.0);
+  double lr_at(int64_t step, double base) const override;
+
+ private:
+  int64_t t_0_, t_mult_;
+  double eta_min_;
+};
+
 // One schedule after another (torch's SequentialLR): schedulers[i] from milestones[i - 1]
 // on, at its own step 0 there. The milestones rise strictly, one fewer than the
 // schedules, which must drive the same optimizer; step this schedule only, not the ones
