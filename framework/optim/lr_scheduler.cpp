@@ -5,6 +5,20 @@
 #include <utility>
 
 namespace kiln::optim {
+namespace {
+
+// How far `step` is through `total` steps, from 0 to 1 and then 1.
+double fraction_done(int64_t step, int64_t total) {
+  return static_cast<double>(std::min(step, total)) / static_cast<double>(total);
+}
+
+// The cosine from base (at 0) down to eta_min (at period) of CosineAnnealingLR and SGDR.
+double cosine_annealed(double base, double eta_min, int64_t at, int64_t period) {
+  const double phase = M_PI * static_cast<double>(at) / static_cast<double>(period);
+  return eta_min + (base - eta_min) * (1.0 + std::cos(phase)) / 2.0;
+}
+
+}  // namespace
 
 // As torch.optim's schedulers: a group's base lr is its "initial_lr", set from its lr by the
 // first schedule to drive it. So it survives in the optimizer's state dict, and a schedule
@@ -98,7 +112,7 @@ LinearLR::LinearLR(Optimizer& opt, double start_factor, double end_factor, int64
 }
 
 double LinearLR::lr_at(int64_t step, double base) const {
-  const double t = static_cast<double>(std::min(step, total_)) / static_cast<double>(total_);
+  const double t = fraction_done(step, total_);
   return base * (start_ + (end_ - start_) * t);
 }
 
@@ -110,7 +124,7 @@ PolynomialLR::PolynomialLR(Optimizer& opt, int64_t total_iters, double power)
 }
 
 double PolynomialLR::lr_at(int64_t step, double base) const {
-  const double t = static_cast<double>(std::min(step, total_)) / static_cast<double>(total_);
+  const double t = fraction_done(step, total_);
   return base * std::pow(1.0 - t, power_);
 }
 
@@ -122,8 +136,7 @@ CosineAnnealingLR::CosineAnnealingLR(Optimizer& opt, int64_t T_max, double eta_m
 }
 
 double CosineAnnealingLR::lr_at(int64_t step, double base) const {
-  const double phase = M_PI * static_cast<double>(step) / static_cast<double>(t_max_);
-  return eta_min_ + (base - eta_min_) * (1.0 + std::cos(phase)) / 2.0;
+  return cosine_annealed(base, eta_min_, step, t_max_);
 }
 
 CosineAnnealingWarmRestarts::CosineAnnealingWarmRestarts(Optimizer& opt, int64_t T_0, int64_t T_mult, double eta_min)
@@ -146,8 +159,7 @@ double CosineAnnealingWarmRestarts::lr_at(int64_t step, double base) const {
       len *= t_mult_;
     }
   }
-  const double phase = M_PI * static_cast<double>(cur) / static_cast<double>(len);
-  return eta_min_ + (base - eta_min_) * (1.0 + std::cos(phase)) / 2.0;
+  return cosine_annealed(base, eta_min_, cur, len);
 }
 
 SequentialLR::SequentialLR(Optimizer& opt, std::vector<std::shared_ptr<LRScheduler>> schedulers,
