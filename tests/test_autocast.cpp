@@ -16,7 +16,8 @@
 //     wrong operand, a lost term or a transposed gradient gives.
 // Run twice by meson: as is (oneDNN's native bf16 GEMM where the CPU has one) and with
 // ONEDNN_MAX_CPU_ISA=AVX512_CORE, where Kiln takes its fallback (OpenBLAS on the widened
-// bfloat16 values): the same checks hold on both paths.
+// bfloat16 values): the same checks hold on both paths. (On a CPU without AVX512_BF16 the
+// second run is skipped: both would take the fallback.)
 #include <doctest/doctest.h>
 
 #include <array>
