@@ -74,7 +74,9 @@ std::vector<Edge> include_edges(const fs::path& root) {
         continue;
       const std::string file = fs::relative(entry.path(), root).generic_string();
       const std::string from = layer_of(file);
-      if (from.empty()) continue;
+      // framework/pch lists the headers Meson precompiles for every source: a build
+      // device, not a layer.
+      if (from.empty() || from == "pch") continue;
       std::ifstream in(entry.path());
       std::string text;
       int number = 0;
