@@ -47,7 +47,8 @@ fi
 # Both compilers' trees are built with -Dwerror=true: warnings (warning_level=2) stay at
 # zero. (scripts/run.sh does not: a newer compiler's new warning must not stop a user.)
 # The g++ tree is not a unity build, unlike the sanitizer trees below: it is the build
-# users get, and so each source still compiles with its own includes. (A unity build
+# users get, each source compiled on its own (libkiln's after its precompiled header,
+# framework/pch; `-Db_pch=false` checks that each includes what it uses). (A unity build
 # inlines across sources, and its float results differ in the last bits: with the same
 # seed, translate_toy then translated 15 of its 16 held-out sentences instead of 16.)
 [ -d build ] || meson setup build --buildtype=release -Dgpu_arch="$gpu_arch" > /dev/null
