@@ -1497,3 +1497,100 @@ TEST_CASE("load_checkpoint refuses model weights that are not finite, naming the
   }
   fs::remove(path);
 }
+
+// ====================================================================== averaged checkpoints
+
+namespace {
+
+// A weight and an integer buffer: what averaging treats differently.
+struct Averaged : kiln::nn::Module {
+  kiln::Tensor w, steps;
+  Averaged() : Module("Averaged") {
+    w = register_parameter("w", kiln::zeros({2, 3}));
+    steps = register_buffer("steps", kiln::zeros({1}, kiln::kInt64));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("load_averaged_checkpoints: the float64 mean of the weights, integer buffers from the last file") {
+  using namespace kiln;
+  const fs::path dir = fresh_dir("averaged");
+  const std::vector<std::vector<double>> values = {
+      {0.1, -2.0, 3.5, 1e-8, 7.0, 0.3}, {0.2, 2.5, -1.0, 3e-8, 7.0, 0.1}, {0.4, 0.25, 1.0, -2e-8, 7.0, 1.0 / 3}};
+  std::vector<std::string> paths;
+  for (size_t i = 0; i < values.size(); ++i) {
+    Averaged m;
+    {
+      NoGradGuard no_grad;
+      m.w.copy_(from_vector<double>(values[i], {2, 3}).to(kFloat32));
+      m.steps.fill_(static_cast<double>(10 * (i + 1)));
+    }
+    paths.push_back((dir / ("ckpt" + std::to_string(i) + ".safetensors")).string());
+    // A training checkpoint (with an optimizer's tensors beside the model's) and plain state dicts mix.
+    optim::Adam opt(m.parameters(), optim::AdamOptions{});
+    if (i == 1) io::save_checkpoint(paths.back(), {&m, &opt});
+    else io::save_state_dict(paths.back(), m);
+  }
+  Averaged avg;
+  io::load_averaged_checkpoints(paths, avg);
+  const std::vector<float> got = avg.w.contiguous().to_vector<float>();
+  for (size_t j = 0; j < 6; ++j) {
+    // The file holds float32 values; their mean is taken in float64, then rounded once.
+    double sum = 0;
+    for (const auto& v : values) sum += static_cast<double>(static_cast<float>(v[j]));
+    CHECK(got[j] == static_cast<float>(sum / 3));
+  }
+  CHECK(avg.steps.item<int64_t>() == 30);
+  CHECK(avg.w.requires_grad());
+
+  Averaged one;  // one file: its own weights
+  io::load_averaged_checkpoints({paths[0]}, one);
+  CHECK(equal(one.w, from_vector<double>(values[0], {2, 3}).to(kFloat32)));
+}
+
+TEST_CASE("load_averaged_checkpoints: a bad file is refused, naming it, before the model changes") {
+  using namespace kiln;
+  const fs::path dir = fresh_dir("averaged_bad");
+  Averaged good;
+  const std::string good_path = (dir / "good.safetensors").string();
+  io::save_state_dict(good_path, good);
+  Averaged model;
+  {
+    NoGradGuard no_grad;
+    model.w.fill_(5.0);
+  }
+  const Tensor before = model.w.clone();
+  auto unchanged = [&] { CHECK(equal(model.w, before)); };
+
+  CHECK_ERROR_STARTS("[load_averaged_checkpoints]", io::load_averaged_checkpoints({}, model), "no files given");
+  unchanged();
+  const std::string missing = (dir / "missing.safetensors").string();
+  CHECK_ERROR(io::load_averaged_checkpoints({good_path, missing}, model), missing.c_str());
+  unchanged();
+
+  nn::Linear other(3, 2);  // other keys
+  const std::string other_path = (dir / "other.safetensors").string();
+  io::save_state_dict(other_path, other);
+  CHECK_ERROR_STARTS("[load_averaged_checkpoints]", io::load_averaged_checkpoints({good_path, other_path}, model),
+                     other_path.c_str(), "missing keys: \"w\"");
+  unchanged();
+
+  // The same keys, another shape.
+  io::save_safetensors((dir / "shape.safetensors").string(), {{"w", zeros({3, 3})}, {"steps", zeros({1}, kInt64)}});
+  CHECK_ERROR_STARTS("[load_averaged_checkpoints]",
+                     io::load_averaged_checkpoints({good_path, (dir / "shape.safetensors").string()}, model),
+                     "shape.safetensors: size mismatch for w");
+  unchanged();
+
+  for (double bad : {NAN, INFINITY}) {
+    CAPTURE(bad);
+    const std::string path = (dir / "nonfinite.safetensors").string();
+    Tensor w = zeros({2, 3});
+    w.select(0, 1).fill_(bad);
+    io::save_safetensors(path, {{"w", w}, {"steps", zeros({1}, kInt64)}});
+    CHECK_ERROR_STARTS("[load_averaged_checkpoints]", io::load_averaged_checkpoints({good_path, path}, model),
+                       path.c_str(), "'w'", "NaN or infinite");
+    unchanged();
+  }
+}

@@ -6,17 +6,24 @@
 //
 //   translate_de_en [--minutes M | --epochs N] [--out DIR] [--bf16] [--threads T] [--device cuda:0] …
 //   translate_de_en --load DIR --translate "Ich kann noch nichts Konkretes sagen."
+//   translate_de_en --load DIR --evaluate [--beam K] [--length-penalty A] [--average-last N]
 //   mpirun -np 2 translate_de_en --minutes 15     (data parallel; a Kiln built with MPI)
 //
 // --out DIR (default translate_de_en_out) gets spm.model, model.safetensors (the weights
 // at the end, the configuration in its metadata), checkpoints/ (last, best on validation
 // loss; --resume checkpoints/last.safetensors continues a run exactly), metrics.csv,
-// test_translations.txt and the pictures. --export DIR writes the ids, batches and recipe
-// for benchmarks/torch_translate.py (the same training in PyTorch) and exits.
+// test_translations.txt and the pictures. --average-last N makes model.safetensors the
+// mean of the run's newest N step checkpoints (see --checkpoint-every); with --load it
+// averages those of DIR/checkpoints instead of reading model.safetensors. --evaluate
+// scores a saved model on the validation and test splits. --export DIR writes the ids,
+// batches and recipe for benchmarks/torch_translate.py (the same training in PyTorch)
+// and exits.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -46,10 +53,11 @@ struct Args {
   std::string spm_type = "bpe";
   int64_t d_model = 256, heads = 4, layers = 3, ff = 1024, max_tokens = 1500, warmup = 400;
   double dropout = 0.3, lr_factor = 1.0, label_smoothing = 0.1, clip = 1.0, weight_decay = 0.0;
-  int64_t beam = 4, export_epochs = 400;
+  int64_t beam = 4, export_epochs = 400, checkpoint_every = 0, keep_checkpoints = 1, average_last = 1;
+  double length_penalty = TranslateOptions{}.length_penalty;
   uint64_t seed = 1;
   int threads = 0;
-  bool bf16 = false, progress = true, has_translate = false, norm_first = true, phrases = false;
+  bool bf16 = false, progress = true, has_translate = false, evaluate = false, norm_first = true, phrases = false;
 };
 
 const char* kUsage =
@@ -58,10 +66,11 @@ const char* kUsage =
     "                       [--max-subwords N] [--d-model D] [--heads H] [--layers L] [--ff F] [--dropout P]\n"
     "                       [--post-norm]\n"
     "                       [--max-tokens N] [--lr-factor F] [--warmup STEPS] [--label-smoothing E] [--clip C]\n"
-    "                       [--weight-decay W] [--beam K (0 = greedy)] [--seed S] [--threads T] [--bf16]\n"
-    "                       [--device cpu|cuda:N]\n"
+    "                       [--weight-decay W] [--beam K (0 = greedy)] [--length-penalty A] [--seed S]\n"
+    "                       [--threads T] [--bf16] [--device cpu|cuda:N]\n"
+    "                       [--checkpoint-every STEPS] [--keep-checkpoints N] [--average-last N]\n"
     "                       [--out DIR] [--resume FILE] [--no-progress] [--export DIR [--export-epochs N]]\n"
-    "                       [--load DIR --translate \"German sentence\"]";
+    "                       [--load DIR (--translate \"German sentence\" | --evaluate)]";
 
 Args parse(kiln_examples::Cli& cli) {
   Args a;
@@ -87,6 +96,10 @@ Args parse(kiln_examples::Cli& cli) {
   a.clip = cli.real("--clip", a.clip, 0.0, 1e6);
   a.weight_decay = cli.real("--weight-decay", a.weight_decay, 0.0, 1.0);
   a.beam = cli.integer("--beam", a.beam, 0, 64);
+  a.length_penalty = cli.real("--length-penalty", a.length_penalty, 0.0, 10.0);
+  a.checkpoint_every = cli.integer("--checkpoint-every", a.checkpoint_every, 0, INT64_MAX);
+  a.keep_checkpoints = cli.integer("--keep-checkpoints", a.keep_checkpoints, 1, 1'000'000);
+  a.average_last = cli.integer("--average-last", a.average_last, 1, 1'000'000);
   a.seed = static_cast<uint64_t>(cli.integer("--seed", 1, 0, INT64_MAX));
   a.threads = static_cast<int>(cli.integer("--threads", 0, 0, 4096));
   a.bf16 = cli.flag("--bf16");
@@ -98,6 +111,7 @@ Args parse(kiln_examples::Cli& cli) {
   a.load = cli.nonempty_text("--load", "");
   a.has_translate = cli.flag("--translate");
   a.translate = cli.text("--translate", "");
+  a.evaluate = cli.flag("--evaluate");
   a.out = cli.nonempty_text("--out", a.out);
   cli.finish();
   if (!std::isnan(minutes) && minutes <= 0) {
@@ -109,9 +123,11 @@ Args parse(kiln_examples::Cli& cli) {
   a.minutes = !std::isnan(minutes) ? minutes : epochs > 0 ? 0.0 : a.minutes;
   if (a.spm_type != "bpe" && a.spm_type != "unigram") cli.fail("--spm-type must be bpe or unigram, got " + a.spm_type);
   if (a.d_model % a.heads != 0) cli.fail("--d-model must be a multiple of --heads");
-  if (a.has_translate != !a.load.empty()) cli.fail("--translate and --load go together (a trained model's --out DIR)");
+  if (a.has_translate && a.evaluate) cli.fail("--translate and --evaluate: give one of them");
+  if ((a.has_translate || a.evaluate) != !a.load.empty())
+    cli.fail("--load DIR (a trained model's --out DIR) goes with --translate or --evaluate");
   if (a.has_translate && kiln::data::split_words(a.translate).empty()) cli.fail("--translate: the sentence is empty");
-  if (!a.has_translate) cli.make_directory("--out", a.out);
+  if (a.load.empty()) cli.make_directory("--out", a.out);
   return a;
 }
 
@@ -240,7 +256,35 @@ void draw_curves(const std::string& dir, const tr::Trainer& trainer) {
                             {{"BLEU", bleu, minutes}, {"chrF", chrf, minutes}}, b);
 }
 
-int translate_one(const Args& a) {
+// The newest n step checkpoints of a run's checkpoint directory (fewer if it holds
+// fewer), oldest first.
+std::vector<std::string> newest_checkpoints(const fs::path& dir, int64_t n) {
+  KILN_CHECK(fs::is_directory(dir), "translate_de_en", "--average-last: no checkpoint directory ", dir.string());
+  const std::vector<kiln::train::CheckpointInfo> all = kiln::train::CheckpointManager(dir.string()).checkpoints();
+  KILN_CHECK(!all.empty(), "translate_de_en", "--average-last: ", dir.string(), " holds no step checkpoints");
+  std::vector<std::string> paths;
+  for (size_t i = all.size() - std::min(all.size(), static_cast<size_t>(n)); i < all.size(); ++i)
+    paths.push_back(all[i].path);
+  return paths;
+}
+
+// Replaces the model's weights by the mean of the run's newest n step checkpoints and
+// says which were averaged.
+void average_newest(tr::Seq2SeqTransformer& model, const fs::path& checkpoint_dir, int64_t n) {
+  const std::vector<std::string> paths = newest_checkpoints(checkpoint_dir, n);
+  kiln::io::load_averaged_checkpoints(paths, model);
+  std::printf("weights: the mean of %zu checkpoints, %s to %s\n", paths.size(),
+              fs::path(paths.front()).filename().c_str(), fs::path(paths.back()).filename().c_str());
+}
+
+// A finished run's model (--load DIR): its configuration from model.safetensors'
+// metadata, its weights from that file or averaged from DIR/checkpoints.
+struct TrainedModel {
+  std::unique_ptr<tr::Seq2SeqTransformer> model;
+  std::string spm_path;
+};
+
+TrainedModel load_trained(const Args& a) {
   const std::string weights = (fs::path(a.load) / "model.safetensors").string();
   const kiln::io::Metadata meta = kiln::io::load_safetensors_metadata(weights);
   namespace ke = kiln_examples;
@@ -254,17 +298,53 @@ int translate_one(const Args& a) {
   m.norm_first = ke::metadata_integer(meta, "norm_first", weights, 0, 1) == 1;
   KILN_CHECK(m.d_model % m.heads == 0, "translate_de_en", weights, ": d_model ", m.d_model, " is not a multiple of heads ",
              m.heads);
-  const auto tok = kiln::text::SentencePieceTokenizer::load((fs::path(a.load) / "spm.model").string());
+  TrainedModel t{std::make_unique<tr::Seq2SeqTransformer>(model_options(m, vocab, pad)),
+                 (fs::path(a.load) / "spm.model").string()};
+  const auto tok = kiln::text::SentencePieceTokenizer::load(t.spm_path);
   KILN_CHECK(tok.vocab_size() == vocab, "translate_de_en", "spm.model has ", tok.vocab_size(), " pieces but ",
              weights, " was trained with ", vocab);
-  tr::Seq2SeqTransformer model(model_options(m, vocab, pad));
-  kiln::io::load_state_dict(weights, model, true);
-  model.to(kiln::Device(a.device));
+  if (a.average_last > 1) average_newest(*t.model, fs::path(a.load) / "checkpoints", a.average_last);
+  else kiln::io::load_state_dict(weights, *t.model, true);
+  t.model->to(kiln::Device(a.device));
+  t.model->eval();
+  return t;
+}
+
+TranslateOptions beam_options(const Args& a) {
   TranslateOptions t;
   t.beam = a.beam;
+  t.length_penalty = a.length_penalty;
+  return t;
+}
+
+int translate_one(const Args& a) {
+  TrainedModel m = load_trained(a);
+  const auto tok = kiln::text::SentencePieceTokenizer::load(m.spm_path);
   const std::vector<int64_t> ids = tok.encode(a.translate);
   KILN_CHECK(!ids.empty(), "translate_de_en", "the sentence gives no subwords: '", a.translate, "'");
-  std::printf("%s\n", tok.decode(translate_ids(model, {ids}, tok.bos_id(), tok.eos_id(), t).front()).c_str());
+  std::printf("%s\n",
+              tok.decode(translate_ids(*m.model, {ids}, tok.bos_id(), tok.eos_id(), beam_options(a)).front()).c_str());
+  return 0;
+}
+
+std::string decoding_name(const TranslateOptions& t) {
+  char buf[64];
+  if (t.beam == 0) return "greedy";
+  std::snprintf(buf, sizeof buf, "beam %lld, length penalty %g", static_cast<long long>(t.beam), t.length_penalty);
+  return buf;
+}
+
+// --evaluate: the saved model's BLEU and chrF on the validation and test splits (the
+// splits and subwords of the run that trained it).
+int evaluate_saved(const Args& a) {
+  TrainedModel m = load_trained(a);
+  const Dataset data = load_dataset({a.corpus, m.spm_path, "", 0, a.spm_type, a.max_subwords, false, false});
+  const TranslateOptions t = beam_options(a);
+  for (const auto& [name, split] : {std::pair{"valid", &data.valid}, std::pair{"test", &data.test}}) {
+    const Scored s = translate_and_score(*m.model, data.tokenizer, sources_of(*split), references_of(*split), t);
+    std::printf("%s (%zu sentences, %s): %s  chrF = %.2f\n", name, split->text.size(), decoding_name(t).c_str(),
+                s.bleu.to_string().c_str(), s.chrf);
+  }
   return 0;
 }
 
@@ -274,6 +354,7 @@ int run(int argc, char** argv) {
   if (a.threads > 0) kiln::set_num_threads(a.threads);
   (void)kiln::Device(a.device);  // a bad --device fails here, before any data is read
   if (a.has_translate) return translate_one(a);
+  if (a.evaluate) return evaluate_saved(a);
   if (kiln::distributed::launched_by_mpi()) kiln::distributed::init();
   const int world = kiln::distributed::is_initialized() ? kiln::distributed::world_size() : 1;
   const bool main_rank = world == 1 || kiln::distributed::rank() == 0;
@@ -308,8 +389,7 @@ int run(int argc, char** argv) {
   }
   kiln::data::PairDataLoader train(data.train.ids, lo);
   kiln::data::PairDataLoader valid(data.valid.ids, {.shuffle = false, .pad_id = pad, .max_tokens = a.max_tokens});
-  TranslateOptions greedy, beam;
-  beam.beam = a.beam;
+  const TranslateOptions greedy, beam = beam_options(a);
 
   if (!a.export_dir.empty()) {
     if (main_rank)
@@ -338,6 +418,8 @@ int run(int argc, char** argv) {
   t.weight_decay = a.weight_decay;
   t.metrics_path = main_rank ? (out / "metrics.csv").string() : "";
   t.checkpoint_dir = (out / "checkpoints").string();
+  t.checkpoint_every = a.checkpoint_every;
+  t.checkpoint_keep_last = std::max(a.keep_checkpoints, a.average_last);
   t.resume_from = a.resume;
   t.progress = a.progress;
   t.step_losses_kept = 1'000'000;  // the whole curve, for loss.png
@@ -362,14 +444,14 @@ int run(int argc, char** argv) {
   std::printf("trained %lld steps in %.1f minutes of training, %.0f target tokens/s\n",
               static_cast<long long>(trainer.global_step()), trainer.train_seconds() / 60.0,
               tokens / std::max(seconds, 1e-9));
+  if (a.average_last > 1) average_newest(model, t.checkpoint_dir, a.average_last);
   kiln::io::save_state_dict((out / "model.safetensors").string(), model, model_metadata(a, vocab, pad));
 
   std::optional<kiln::AutocastGuard> autocast;  // decoding as trained
   if (a.bf16) autocast.emplace(kiln::kBFloat16);
   const Scored test = translate_and_score(model, data.tokenizer, sources_of(data.test), references_of(data.test), beam);
-  std::printf("\ntest (%zu sentences, %s): %s  chrF = %.2f\n", data.test.text.size(),
-              a.beam > 0 ? ("beam " + std::to_string(a.beam)).c_str() : "greedy", test.bleu.to_string().c_str(),
-              test.chrf);
+  std::printf("\ntest (%zu sentences, %s): %s  chrF = %.2f\n", data.test.text.size(), decoding_name(beam).c_str(),
+              test.bleu.to_string().c_str(), test.chrf);
   std::ofstream hyps(out / "test_translations.txt");
   for (const std::string& h : test.hypotheses) hyps << h << '\n';
   std::printf("\nten test sentences:\n");

@@ -57,6 +57,25 @@ std::string best_text(double v) {
   return buf;
 }
 
+// An error message without its leading "[op] ", for a message that adds the file.
+std::string without_op(const std::string& what, const std::string& op) {
+  const std::string tag = "[" + op + "] ";
+  return what.rfind(tag, 0) == 0 ? what.substr(tag.size()) : what;
+}
+
+// A file's model weights: a Kiln checkpoint's "model." tensors, or all of a plain state dict.
+nn::StateDict model_tensors(SafetensorsContents& c) {
+  auto fmt = c.metadata.find("format");
+  nn::StateDict state;
+  if (fmt == c.metadata.end() || fmt->second != kFormat) {
+    state.insert(c.tensors.begin(), c.tensors.end());
+    return state;
+  }
+  for (auto& [k, t] : c.tensors)
+    if (k.rfind("model.", 0) == 0) state[k.substr(6)] = t;
+  return state;
+}
+
 }  // namespace
 
 void save_checkpoint(const std::string& path, const CheckpointParts& parts, const Metadata& user) {
@@ -138,6 +157,36 @@ Metadata load_checkpoint(const std::string& path, const CheckpointParts& parts) 
   return user;
 }
 
+void load_averaged_checkpoints(const std::vector<std::string>& paths, nn::Module& model) {
+  KILN_CHECK(!paths.empty(), "load_averaged_checkpoints", "no files given");
+  nn::StateDict mean;  // float64 sums of the floating-point tensors; the rest as last read
+  for (const std::string& path : paths) {
+    SafetensorsContents c = load_safetensors(path);
+    const nn::StateDict state = model_tensors(c);
+    try {
+      model.check_state_dict(state, /*strict=*/true);
+    } catch (const Error& e) {  // say which file did not fit: "[load_averaged_checkpoints] <path>: …"
+      KILN_FAIL("load_averaged_checkpoints", path, ": ", without_op(e.what(), "load_state_dict"));
+    }
+    for (const auto& [name, t] : state) {
+      if (!t.is_floating_point()) {
+        mean[name] = t;
+        continue;
+      }
+      KILN_CHECK(isfinite(t).all().item<bool>(), "load_averaged_checkpoints", path, ": '", name,
+                 "' holds NaN or infinite values");
+      const Tensor wide = t.to(kFloat64);
+      auto it = mean.find(name);
+      if (it == mean.end()) mean[name] = wide.clone();
+      else it->second.add_(wide);
+    }
+  }
+  const double n = static_cast<double>(paths.size());
+  for (auto& [name, t] : mean)
+    if (t.is_floating_point()) t.div_(n);
+  model.load_state_dict(mean, /*strict=*/true);
+}
+
 void save_state_dict(const std::string& path, const nn::Module& model, const Metadata& metadata) {
   TensorMap tensors;
   for (auto& [k, t] : model.state_dict()) tensors[k] = t;
@@ -150,10 +199,7 @@ nn::Module::LoadResult load_state_dict(const std::string& path, nn::Module& mode
   try {
     model.check_state_dict(state, strict);
   } catch (const Error& e) {  // say which file did not fit: "[load_state_dict] <path>: …"
-    std::string what = e.what();
-    const std::string op = "[load_state_dict] ";
-    if (what.rfind(op, 0) == 0) what = what.substr(op.size());
-    KILN_FAIL("load_state_dict", path, ": ", what);
+    KILN_FAIL("load_state_dict", path, ": ", without_op(e.what(), "load_state_dict"));
   }
   return model.load_state_dict(state, strict);
 }

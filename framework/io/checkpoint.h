@@ -5,6 +5,7 @@
 #include <charconv>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "../core/generator.h"
 #include "safetensors.h"
@@ -42,6 +43,15 @@ void save_checkpoint(const std::string& path, const CheckpointParts& parts, cons
 // metadata. The model is loaded strictly (keys and shapes; dtypes convert as
 // Module::load_state_dict's).
 Metadata load_checkpoint(const std::string& path, const CheckpointParts& parts);
+
+// Loads the mean of several files' model weights into `model`: the last checkpoints of a
+// run averaged (fairseq's average_checkpoints), which often scores better than any one
+// of them. A file is a training checkpoint (its "model." tensors) or a plain state dict.
+// Floating-point tensors are summed in float64, divided by the number of files and
+// converted to the model's dtypes; other tensors (integer buffers) take the last file's
+// values. Every file is read and checked (keys and shapes strictly, finite values)
+// before the model changes; an error names the file.
+void load_averaged_checkpoints(const std::vector<std::string>& paths, nn::Module& model);
 
 // A module's state_dict to and from a plain safetensors file (PyTorch-compatible keys).
 // Loading checks every key and shape before copying anything; values convert to the

@@ -143,7 +143,13 @@ def translate_de_en_cases(prog, tmp):
         (["--spm-type", "words"], 2, "--spm-type must be bpe or unigram"),
         (["--heads", "3"], 2, "--d-model must be a multiple of --heads"),
         (["--vocab-size", "5"], 2, "--vocab-size must be in"),
-        (["--translate", "Hallo Welt."], 2, "--translate and --load go together"),
+        (["--translate", "Hallo Welt."], 2, "--load DIR (a trained model's --out DIR) goes with --translate or --evaluate"),
+        (["--evaluate"], 2, "goes with --translate or --evaluate"),
+        (["--load", tmp, "--evaluate", "--translate", "Hallo Welt."], 2, "--translate and --evaluate: give one"),
+        (["--average-last", "0"], 2, "--average-last must be in [1, "),
+        (["--length-penalty", "-1"], 2, "--length-penalty must be in [0, 10]"),
+        (["--checkpoint-every", "-5"], 2, "--checkpoint-every must be in [0, "),
+        (["--keep-checkpoints", "0"], 2, "--keep-checkpoints must be in [1, "),
         (["--device", "tpu"], 1, "tpu"),
         (["--out", f + "/sub"], 2, "--out"),
         (["--out", "/proc/kiln_out"], 2, "--out"),
@@ -153,6 +159,7 @@ def translate_de_en_cases(prog, tmp):
         (small + ["--vocab-size", "100000"], 1, "vocab"),
         (["--load", os.path.join(tmp, "nowhere"), "--translate", "Hallo Welt."], 1, "model.safetensors"),
         (["--load", tmp, "--translate", "Hallo Welt."], 1, "model.safetensors"),
+        (["--load", tmp, "--evaluate"], 1, "model.safetensors"),
     ]
 
 
