@@ -282,6 +282,7 @@ void average_newest(tr::Seq2SeqTransformer& model, const fs::path& checkpoint_di
 struct TrainedModel {
   std::unique_ptr<tr::Seq2SeqTransformer> model;
   std::string spm_path;
+  kiln::text::SentencePieceTokenizer tokenizer;  // read from spm_path
 };
 
 TrainedModel load_trained(const Args& a) {
@@ -298,11 +299,11 @@ TrainedModel load_trained(const Args& a) {
   m.norm_first = ke::metadata_integer(meta, "norm_first", weights, 0, 1) == 1;
   KILN_CHECK(m.d_model % m.heads == 0, "translate_de_en", weights, ": d_model ", m.d_model, " is not a multiple of heads ",
              m.heads);
-  TrainedModel t{std::make_unique<tr::Seq2SeqTransformer>(model_options(m, vocab, pad)),
-                 (fs::path(a.load) / "spm.model").string()};
-  const auto tok = kiln::text::SentencePieceTokenizer::load(t.spm_path);
-  KILN_CHECK(tok.vocab_size() == vocab, "translate_de_en", "spm.model has ", tok.vocab_size(), " pieces but ",
-             weights, " was trained with ", vocab);
+  const std::string spm_path = (fs::path(a.load) / "spm.model").string();
+  TrainedModel t{std::make_unique<tr::Seq2SeqTransformer>(model_options(m, vocab, pad)), spm_path,
+                 kiln::text::SentencePieceTokenizer::load(spm_path)};
+  KILN_CHECK(t.tokenizer.vocab_size() == vocab, "translate_de_en", "spm.model has ", t.tokenizer.vocab_size(),
+             " pieces but ", weights, " was trained with ", vocab);
   if (a.average_last > 1) average_newest(*t.model, fs::path(a.load) / "checkpoints", a.average_last);
   else kiln::io::load_state_dict(weights, *t.model, true);
   t.model->to(kiln::Device(a.device));
@@ -319,7 +320,7 @@ TranslateOptions beam_options(const Args& a) {
 
 int translate_one(const Args& a) {
   TrainedModel m = load_trained(a);
-  const auto tok = kiln::text::SentencePieceTokenizer::load(m.spm_path);
+  const kiln::text::SentencePieceTokenizer& tok = m.tokenizer;
   const std::vector<int64_t> ids = tok.encode(a.translate);
   KILN_CHECK(!ids.empty(), "translate_de_en", "the sentence gives no subwords: '", a.translate, "'");
   std::printf("%s\n",
