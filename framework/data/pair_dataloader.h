@@ -33,8 +33,9 @@ struct PairDataLoaderOptions {
   int64_t bucket_pool = 0;
   int64_t pad_id = 0;
   // Batches by a token budget (fairseq's --max-tokens), instead of batch_size sentences: the
-  // examples are sorted by length (the longer of source and target; equal lengths in an
-  // order drawn from seed) and cut into batches whose padded size, rows x that length,
+  // examples are sorted by length (the longer of source and target, then the source's and
+  // the target's own, so that the shorter sides of a batch are alike too; equal lengths in
+  // an order drawn from seed) and cut into batches whose padded size, rows x that length,
   // stays within max_tokens. The batches are made once; each epoch reads all of them,
   // in an order drawn from (seed, epoch) when shuffle is on. 0: batches of batch_size.
   // An example longer than max_tokens is an error (filter long sentences first).
