@@ -26,6 +26,16 @@ std::string excerpt_path() {
   return std::string(dir) + "/ding_excerpt.txt";
 }
 
+// The excerpt with its word and phrase entries, every sentence in train.
+data::DingCorpusOptions excerpt_with_phrases() {
+  data::DingCorpusOptions o;
+  o.path = excerpt_path();
+  o.phrases = true;
+  o.valid_per_mille = 0;
+  o.test_per_mille = 0;
+  return o;
+}
+
 std::map<std::string, std::string> by_source(const data::ParallelCorpus& c) {
   std::map<std::string, std::string> m;
   for (const auto* split : {&c.train, &c.valid, &c.test})
@@ -101,11 +111,7 @@ TEST_CASE("read_ding_corpus splits by the German side: disjoint, and each where 
 }
 
 TEST_CASE("read_ding_corpus with phrases: the word and phrase entries, for training only") {
-  data::DingCorpusOptions o;
-  o.path = excerpt_path();
-  o.phrases = true;
-  o.valid_per_mille = 0;
-  o.test_per_mille = 0;
+  data::DingCorpusOptions o = excerpt_with_phrases();
   const data::ParallelCorpus all_train = data::read_ding_corpus(o);
   CHECK(all_train.train.size() == 18);  // the sentences as without phrases
   std::map<std::string, std::string> phrases;
@@ -147,6 +153,34 @@ TEST_CASE("read_ding_corpus with phrases: the word and phrase entries, for train
     CHECK((p.source != "gehen" || !gehen_held_out));
     CHECK(held_out.count(p.source) == 0);
   }
+}
+
+TEST_CASE("read_ding_corpus with max_phrases: a spread of the entries, counted") {
+  data::DingCorpusOptions o = excerpt_with_phrases();
+  const data::ParallelCorpus all = data::read_ding_corpus(o);
+  REQUIRE(all.phrases.size() == 7);
+  o.max_phrases = 3;
+  const data::ParallelCorpus c = data::read_ding_corpus(o);
+  // Entries 0, 2 and 4 of the 7 (i · 7 / 3), in the file's order; the sentences unchanged.
+  REQUIRE(c.phrases.size() == 3);
+  const size_t picked[] = {0, 2, 4};
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(c.phrases[i].source == all.phrases[picked[i]].source);
+    CHECK(c.phrases[i].target == all.phrases[picked[i]].target);
+  }
+  CHECK(c.train.size() == all.train.size());
+  CHECK(c.counts.phrases == 3);
+  CHECK(c.counts.phrases_over_max == 4);
+  CHECK(c.counts.summary().find("word and phrase entries for training 3 (") != std::string::npos);
+  CHECK(c.counts.summary().find(", 4 over max_phrases)") != std::string::npos);
+  // As many as there are, or more: all of them, nothing counted over.
+  o.max_phrases = 7;
+  CHECK(data::read_ding_corpus(o).phrases.size() == 7);
+  o.max_phrases = 100;
+  CHECK(data::read_ding_corpus(o).counts.phrases_over_max == 0);
+  o.max_phrases = -1;
+  CHECK(error_of([&] { data::read_ding_corpus(o); }).find("max_phrases must be >= 0 (0: all), got -1") !=
+        std::string::npos);
 }
 
 TEST_CASE("clean_ding_sentence, clean_ding_phrase and text::valid_utf8") {
@@ -327,6 +361,21 @@ TEST_CASE("PairDataLoader max_tokens: batches within budget, every pair once an 
     for (size_t i : b) real += longest_side(pairs[i]);
   }
   CHECK(static_cast<double>(real) / static_cast<double>(padded) > 0.9);
+  // And each side on its own: within a length, sorted by the source's and the target's own
+  // lengths (by the longer side alone: 74-76% of either side's padded positions are real;
+  // here 81% and 80%).
+  size_t source_padded = 0, source_real = 0, target_padded = 0, target_real = 0;
+  for (const auto& b : first) {
+    const data::PairBatch t = loader.make_batch(b);
+    source_padded += static_cast<size_t>(t.source.numel());
+    target_padded += static_cast<size_t>(t.target.numel());
+    for (size_t i : b) {
+      source_real += pairs[i].source.size();
+      target_real += pairs[i].target.size();
+    }
+  }
+  CHECK(static_cast<double>(source_real) / static_cast<double>(source_padded) > 0.78);
+  CHECK(static_cast<double>(target_real) / static_cast<double>(target_padded) > 0.78);
   // The same seed, the same batches; another seed, others.
   data::PairDataLoader again(pairs, {.shuffle = true, .seed = 3, .max_tokens = budget});
   CHECK(again.batch_indices(0) == first);

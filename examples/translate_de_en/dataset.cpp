@@ -67,6 +67,7 @@ kiln::data::ParallelCorpus read_corpus(const DatasetOptions& o) {
   kiln::data::DingCorpusOptions co;
   if (!o.corpus_path.empty()) co.path = o.corpus_path;
   co.phrases = o.phrases;
+  co.max_phrases = o.max_phrases;
   return kiln::data::read_ding_corpus(co);
 }
 

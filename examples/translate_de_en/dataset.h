@@ -33,6 +33,7 @@ struct DatasetOptions {
   int64_t max_subwords = 100;  // a side with more subwords leaves the pair out (counted)
   bool train_tokenizer = true; // false: load spm_out (written by another process)
   bool phrases = false;        // the dictionary's word and phrase entries join the training split
+  int64_t max_phrases = 0;     // with phrases, at most this many (DingCorpusOptions::max_phrases; 0: all)
 };
 
 Dataset load_dataset(const DatasetOptions& options);

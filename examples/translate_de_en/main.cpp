@@ -54,6 +54,7 @@ struct Args {
   int64_t d_model = 256, heads = 4, layers = 3, ff = 1024, max_tokens = 1500, warmup = 400;
   double dropout = 0.3, lr_factor = 1.0, label_smoothing = 0.1, clip = 1.0, weight_decay = 0.0;
   int64_t beam = 4, export_epochs = 400, checkpoint_every = 0, keep_checkpoints = 1, average_last = 1;
+  int64_t max_phrases = 0;  // with --phrases: at most this many (0: all)
   double length_penalty = TranslateOptions{}.length_penalty;
   uint64_t seed = 1;
   int threads = 0;
@@ -62,7 +63,7 @@ struct Args {
 
 const char* kUsage =
     "translate_de_en [--minutes M (training time, default 15) | --epochs N] [--eval-every SECONDS]\n"
-    "                       [--corpus FILE] [--phrases] [--vocab-size V] [--spm-type bpe|unigram] [--spm FILE.model]\n"
+    "                       [--corpus FILE] [--phrases [--max-phrases N]] [--vocab-size V] [--spm-type bpe|unigram] [--spm FILE.model]\n"
     "                       [--max-subwords N] [--d-model D] [--heads H] [--layers L] [--ff F] [--dropout P]\n"
     "                       [--post-norm]\n"
     "                       [--max-tokens N] [--lr-factor F] [--warmup STEPS] [--label-smoothing E] [--clip C]\n"
@@ -79,6 +80,7 @@ Args parse(kiln_examples::Cli& cli) {
   a.eval_every = cli.real("--eval-every", a.eval_every, 1, 1e9);
   a.corpus = cli.nonempty_text("--corpus", "");
   a.phrases = cli.flag("--phrases");
+  a.max_phrases = cli.integer("--max-phrases", a.max_phrases, 1, INT64_MAX);
   a.spm = cli.nonempty_text("--spm", "");
   a.vocab_size = cli.integer("--vocab-size", a.vocab_size, 16, 1'000'000);
   a.spm_type = cli.nonempty_text("--spm-type", a.spm_type);
@@ -123,6 +125,7 @@ Args parse(kiln_examples::Cli& cli) {
   a.minutes = !std::isnan(minutes) ? minutes : epochs > 0 ? 0.0 : a.minutes;
   if (a.spm_type != "bpe" && a.spm_type != "unigram") cli.fail("--spm-type must be bpe or unigram, got " + a.spm_type);
   if (a.d_model % a.heads != 0) cli.fail("--d-model must be a multiple of --heads");
+  if (a.max_phrases > 0 && !a.phrases) cli.fail("--max-phrases N goes with --phrases");
   if (a.has_translate && a.evaluate) cli.fail("--translate and --evaluate: give one of them");
   if ((a.has_translate || a.evaluate) != !a.load.empty())
     cli.fail("--load DIR (a trained model's --out DIR) goes with --translate or --evaluate");
@@ -363,7 +366,7 @@ int run(int argc, char** argv) {
 
   // Rank 0 trains the SentencePiece model; the others read the file it wrote.
   DatasetOptions dopt{a.corpus, a.spm, (out / "spm.model").string(), a.vocab_size, a.spm_type, a.max_subwords, main_rank,
-                      a.phrases};
+                      a.phrases, a.max_phrases};
   if (!main_rank) kiln::distributed::barrier();
   Dataset data = load_dataset(dopt);
   if (main_rank && world > 1) kiln::distributed::barrier();

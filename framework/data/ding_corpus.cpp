@@ -91,6 +91,7 @@ void check_options(const DingCorpusOptions& o) {
   KILN_CHECK(o.valid_per_mille >= 0 && o.test_per_mille >= 0 && o.valid_per_mille + o.test_per_mille < 1000, kReadDingCorpus,
              "valid_per_mille and test_per_mille must be >= 0 and leave some of every 1000 for training, got ",
              o.valid_per_mille, " and ", o.test_per_mille);
+  KILN_CHECK(o.max_phrases >= 0, kReadDingCorpus, "max_phrases must be >= 0 (0: all), got ", o.max_phrases);
 }
 
 // What an aligned pair of sub-entries was: no sentence (maybe a phrase entry), a sentence
@@ -150,6 +151,18 @@ void add_phrases(const std::vector<std::string>& de, const std::vector<std::stri
       out.phrases.push_back(std::move(p));
     }
   }
+}
+
+// The first of every size / max entries, max of them in all, when there are more.
+void keep_spread_phrases(ParallelCorpus& out, int64_t max) {
+  const auto size = static_cast<int64_t>(out.phrases.size());
+  if (max == 0 || size <= max) return;
+  std::vector<SentencePair> kept;
+  kept.reserve(static_cast<size_t>(max));
+  for (int64_t i = 0; i < max; ++i) kept.push_back(std::move(out.phrases[static_cast<size_t>(i * size / max)]));
+  out.phrases = std::move(kept);
+  out.counts.phrases = max;
+  out.counts.phrases_over_max = size - max;
 }
 
 // An annotated example sentence ("Das ist alles [ugs.].") is a phrase entry whose German
@@ -275,6 +288,7 @@ ParallelCorpus read_ding_corpus(const DingCorpusOptions& o) {
   }
   KILN_CHECK(!in.bad(), kReadDingCorpus, "reading '", o.path, "' failed after ", n.lines, " lines");
   drop_held_out_phrases(out);
+  keep_spread_phrases(out, o.max_phrases);
   KILN_CHECK(n.train > 0, kReadDingCorpus, "'", o.path, "' gave no training pairs (", n.summary(),
              "): is it the Ding dictionary, lines of \"German :: English\"?");
   return out;
@@ -287,9 +301,12 @@ std::string CorpusCounts::summary() const {
      << " not sentences, " << too_short << " too short, " << too_long << " too long, " << duplicates
      << " duplicates; kept " << (train + valid + test) << " = train " << train << " + valid " << valid << " + test "
      << test;
-  if (phrases + phrases_held_out + phrase_duplicates > 0)
+  if (phrases + phrases_held_out + phrase_duplicates > 0) {
     os << "; word and phrase entries for training " << phrases << " (" << phrases_held_out
-       << " left out beside valid/test sentences, " << phrase_duplicates << " duplicates)";
+       << " left out beside valid/test sentences, " << phrase_duplicates << " duplicates";
+    if (phrases_over_max > 0) os << ", " << phrases_over_max << " over max_phrases";
+    os << ")";
+  }
   return os.str();
 }
 

@@ -56,6 +56,10 @@ struct DingCorpusOptions {
   int64_t test_per_mille = 58;
   // Also read the word and phrase entries into ParallelCorpus::phrases (see above).
   bool phrases = false;
+  // With phrases: keep at most this many of them, evenly spaced through the file (the
+  // dictionary is alphabetical, so a spread keeps its mix of subjects where the first n
+  // would be words from A to B). 0: all.
+  int64_t max_phrases = 0;
 };
 
 // How many lines and sub-entries went where.
@@ -72,8 +76,9 @@ struct CorpusCounts {
   int64_t duplicates = 0;        // a German sentence already kept
   int64_t train = 0, valid = 0, test = 0;
   // With DingCorpusOptions::phrases, of the sub-entries that are not sentences: entries
-  // kept, left out beside or equal to a valid or test sentence, and German repeats.
-  int64_t phrases = 0, phrases_held_out = 0, phrase_duplicates = 0;
+  // kept, left out beside or equal to a valid or test sentence, German repeats, and left
+  // out by max_phrases.
+  int64_t phrases = 0, phrases_held_out = 0, phrase_duplicates = 0, phrases_over_max = 0;
   std::string summary() const;
 };
 

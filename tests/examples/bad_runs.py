@@ -150,6 +150,8 @@ def translate_de_en_cases(prog, tmp):
         (["--length-penalty", "-1"], 2, "--length-penalty must be in [0, 10]"),
         (["--checkpoint-every", "-5"], 2, "--checkpoint-every must be in [0, "),
         (["--keep-checkpoints", "0"], 2, "--keep-checkpoints must be in [1, "),
+        (["--max-phrases", "100"], 2, "--max-phrases N goes with --phrases"),
+        (["--phrases", "--max-phrases", "0"], 2, "--max-phrases must be in [1, "),
         (["--device", "tpu"], 1, "tpu"),
         (["--out", f + "/sub"], 2, "--out"),
         (["--out", "/proc/kiln_out"], 2, "--out"),
