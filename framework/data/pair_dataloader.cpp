@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <tuple>
 
 #include "core/error.h"
 #include "ops/ops.h"
@@ -77,10 +78,8 @@ size_t example_length(const TokenPair& p) { return std::max(p.source.size(), p.t
 // 1,500-token batches this cut the padding from 12.6% to 4.5% of the source positions
 // and from 5.1% to 3.6% of the target's, in as many batches, against length alone.
 bool shorter(const TokenPair& x, const TokenPair& y) {
-  const size_t lx = example_length(x), ly = example_length(y);
-  if (lx != ly) return lx < ly;
-  if (x.source.size() != y.source.size()) return x.source.size() < y.source.size();
-  return x.target.size() < y.target.size();
+  return std::tuple(example_length(x), x.source.size(), x.target.size()) <
+         std::tuple(example_length(y), y.source.size(), y.target.size());
 }
 
 }  // namespace
