@@ -2,7 +2,8 @@
 // Hugging Face files, inference only (InferenceMode, eval: no dropout).
 //
 //   bench_bert [--model DIR] [--case forward|latency|corpus] [--threads T] [--runs R]
-//              [--warmup W] [--bf16] [--sentences-out FILE]
+//              [--warmup W] [--bf16] [--device cpu|cuda:N] [--random-weights]
+//              [--sentences-out FILE]
 //
 //   forward  a batch of 32 sequences x 128 tokens, every token real (the mask all 1):
 //            [CLS], ids 1000 + (7919 * i) % 20000 for i = 0, 1, ..., [SEP] (the same as
@@ -14,12 +15,18 @@
 //
 // Prints one JSON line: "case", "ms" (the median), "runs_ms", "sentences_per_s",
 // "peak_rss_mb" (the process's high-water resident memory), "peak_tensor_mb", "threads",
-// "cpu". --bf16 runs under bfloat16 autocast. --sentences-out FILE writes the corpus
-// case's sentences, one a line, for benchmarks/torch_bert.py, and exits.
+// "cpu". --bf16 runs under bfloat16 autocast. --device runs the forward and latency cases
+// on that device (a GPU's time includes waiting for its queue; peak_tensor_mb is then
+// the GPU's). --random-weights builds the model from DIR's config.json alone, randomly
+// initialised (mean pooling, normalised, as all-MiniLM-L6-v2): for timing where the
+// weights cannot go (a GPU machine without the model files), since no step of the
+// forward depends on the weights' values. --sentences-out FILE writes the corpus case's
+// sentences, one a line, for benchmarks/torch_bert.py, and exits.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,6 +59,23 @@ std::string default_model() {
          "/all-MiniLM-L6-v2";
 }
 
+// The encoder a case times: the model and how its hidden states are pooled.
+struct Encoder {
+  std::shared_ptr<kiln::bert::BertModel> model;
+  kiln::bert::Pooling pooling = kiln::bert::Pooling::Mean;
+};
+
+Encoder load_encoder(const std::string& dir, bool random_weights) {
+  if (random_weights) {
+    const auto config = kiln::bert::BertConfig::from_file(dir + "/config.json");
+    auto model = std::make_shared<kiln::bert::BertModel>(config, /*add_pooling_layer=*/true);
+    model->eval();
+    return {model, kiln::bert::Pooling::Mean};
+  }
+  const kiln::bert::SentenceTransformer st = kiln::bert::SentenceTransformer::from_directory(dir);
+  return {st.model_ptr(), st.pooling()};
+}
+
 std::vector<std::string> corpus_sentences() {
   const kiln::data::ParallelCorpus c = kiln::data::read_ding_corpus();
   std::vector<std::string> out;
@@ -65,13 +89,15 @@ std::vector<std::string> corpus_sentences() {
 int run(int argc, char** argv) {
   kiln_examples::Cli cli(argc, argv,
                          "bench_bert [--model DIR] [--case forward|latency|corpus] [--threads T] [--runs R] "
-                         "[--warmup W] [--bf16] [--sentences-out FILE]");
+                         "[--warmup W] [--bf16] [--device cpu|cuda:N] [--random-weights] [--sentences-out FILE]");
   const std::string model_dir = cli.nonempty_text("--model", default_model());
   const std::string which = cli.nonempty_text("--case", "forward");
   const int threads = static_cast<int>(cli.integer("--threads", 2, 1, 4096));
   const int runs = static_cast<int>(cli.integer("--runs", 10, 1, 100000));
   const int warmup = static_cast<int>(cli.integer("--warmup", 3, 0, 100000));
   const bool bf16 = cli.flag("--bf16");
+  const std::string device_name = cli.nonempty_text("--device", "cpu");
+  const bool random_weights = cli.flag("--random-weights");
   const std::string sentences_out = cli.text("--sentences-out", "");
   cli.finish();
   if (!sentences_out.empty()) {
@@ -81,14 +107,17 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (which != "forward" && which != "latency" && which != "corpus") cli.fail("--case must be forward, latency or corpus");
+  const kiln::Device device(device_name);
+  if (which == "corpus" && (device.is_cuda() || random_weights))
+    cli.fail("--case corpus runs on the CPU with the model's own weights (no --device cuda, no --random-weights)");
   kiln::set_num_threads(threads);
-  const kiln::bert::SentenceTransformer st = kiln::bert::SentenceTransformer::from_directory(model_dir);
   std::optional<kiln::AutocastGuard> autocast;
   if (bf16) autocast.emplace(kiln::kBFloat16);
   kiln::InferenceMode inference;
   std::vector<double> times;
   double sentences_per_s = 0;
   if (which == "corpus") {
+    const kiln::bert::SentenceTransformer st = kiln::bert::SentenceTransformer::from_directory(model_dir);
     const std::vector<std::string> sentences = corpus_sentences();
     const auto t0 = Clock::now();
     (void)st.encode(sentences, 32);
@@ -97,11 +126,14 @@ int run(int argc, char** argv) {
     sentences_per_s = static_cast<double>(sentences.size()) / s;
   } else {
     const int64_t B = which == "forward" ? 32 : 1, T = which == "forward" ? 128 : 16;
-    const kiln::Tensor ids = bench_ids(B, T), mask = kiln::ones({B, T}, kiln::kInt64);
+    const Encoder enc = load_encoder(model_dir, random_weights);
+    enc.model->to(device);
+    const kiln::Tensor ids = bench_ids(B, T).to(device), mask = kiln::ones({B, T}, kiln::kInt64).to(device);
     for (int i = 0; i < warmup + runs; ++i) {
       const auto t0 = Clock::now();
-      const kiln::bert::BertOutput out = st.model().forward(ids, mask);
-      (void)kiln::bert::l2_normalize(kiln::bert::pool(out.last_hidden_state, mask, st.pooling()));
+      const kiln::bert::BertOutput out = enc.model->forward(ids, mask);
+      (void)kiln::bert::l2_normalize(kiln::bert::pool(out.last_hidden_state, mask, enc.pooling));
+      kiln::cuda::synchronize();  // a GPU's queue drained (a no-op on the CPU)
       if (i >= warmup) times.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     }
     sentences_per_s = static_cast<double>(B) / (times[times.size() / 2] / 1000);
@@ -110,12 +142,12 @@ int run(int argc, char** argv) {
   std::sort(sorted.begin(), sorted.end());
   std::string list;
   for (double t : times) list += (list.empty() ? "" : ", ") + std::to_string(t);
-  std::printf("{\"engine\": \"kiln\", \"case\": \"%s\", \"precision\": \"%s\", \"ms\": %.3f, \"runs_ms\": [%s], "
-              "\"sentences_per_s\": %.1f, \"peak_rss_mb\": %.1f, \"peak_tensor_mb\": %.1f, \"threads\": %d, "
-              "\"cpu\": \"%s\"}\n",
-              which.c_str(), bf16 ? "bf16" : "fp32", sorted[sorted.size() / 2], list.c_str(), sentences_per_s,
-              kiln_bench::peak_rss_mb(),
-              static_cast<double>(kiln::memory_stats(kiln::Device("cpu")).peak_bytes) / (1024.0 * 1024.0), threads,
+  std::printf("{\"engine\": \"kiln\", \"case\": \"%s\", \"precision\": \"%s\", \"device\": \"%s\", "
+              "\"weights\": \"%s\", \"ms\": %.3f, \"runs_ms\": [%s], \"sentences_per_s\": %.1f, "
+              "\"peak_rss_mb\": %.1f, \"peak_tensor_mb\": %.1f, \"threads\": %d, \"cpu\": \"%s\"}\n",
+              which.c_str(), bf16 ? "bf16" : "fp32", device.str().c_str(), random_weights ? "random" : "pretrained",
+              sorted[sorted.size() / 2], list.c_str(), sentences_per_s, kiln_bench::peak_rss_mb(),
+              static_cast<double>(kiln::memory_stats(device).peak_bytes) / (1024.0 * 1024.0), threads,
               kiln_bench::cpu_model().c_str());
   return 0;
 }

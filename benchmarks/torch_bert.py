@@ -7,13 +7,18 @@
 #
 #   torch_bert.py --engine torch|compile|ort|ort_fused --case forward|latency|corpus
 #                 [--model DIR] [--threads T] [--runs R] [--warmup W] [--bf16]
+#                 [--device cpu|cuda] [--random-weights]
 #
 # The cases are bench_bert's: forward (32 x 128 tokens, ids [CLS], 1000 + (7919 i) % 20000
 # ..., [SEP]), latency (1 x 16), corpus (the Ding dictionary's distinct English sentences,
 # batch 32, longest first: sentence-transformers' encode for torch; the tokenizers
 # library, the session, mean pooling and normalisation for ort). Each forward includes
-# the pooling and normalisation, as bench_bert's. --bf16: torch.autocast("cpu",
-# torch.bfloat16) (torch engines only). Prints one JSON line like bench_bert's.
+# the pooling and normalisation, as bench_bert's. --bf16: torch.autocast(device,
+# torch.bfloat16) (torch engines only). --device cuda (torch engines, forward and latency):
+# on the GPU, TF32 off, each run timed until the GPU's queue is drained, and the peak of
+# torch.cuda.max_memory_allocated as peak_gpu_mb. --random-weights: BertModel from
+# DIR's config.json alone, randomly initialised, as bench_bert's (timing only). Prints
+# one JSON line like bench_bert's.
 import argparse
 import json
 import os
@@ -79,18 +84,29 @@ def torch_engine(args):
     import transformers
     torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(1)
-    model = transformers.BertModel.from_pretrained(args.model)
+    cuda = args.device == "cuda"
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    if args.random_weights:
+        model = transformers.BertModel(transformers.BertConfig.from_pretrained(args.model))
+    else:
+        model = transformers.BertModel.from_pretrained(args.model)
     model.eval()
+    model.to(args.device)
     run = model
     if args.engine == "compile":
         run = torch.compile(model)
 
     def forward(ids, mask):
-        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+        with torch.inference_mode(), torch.autocast(args.device, dtype=torch.bfloat16, enabled=args.bf16):
             h = run(input_ids=ids, attention_mask=mask).last_hidden_state
             m = mask.unsqueeze(-1).to(h.dtype)
             pooled = (h * m).sum(1) / torch.clamp(m.sum(1), min=1e-9)
-            return torch.nn.functional.normalize(pooled, p=2, dim=1)
+            out = torch.nn.functional.normalize(pooled, p=2, dim=1)
+        if cuda:
+            torch.cuda.synchronize()
+        return out
 
     if args.case == "corpus":
         import sentence_transformers
@@ -100,7 +116,7 @@ def torch_engine(args):
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
             st.encode(sentences, batch_size=32)
         return [1000 * (time.perf_counter() - t0)], len(sentences)
-    ids = torch.from_numpy(case_ids(args.case))
+    ids = torch.from_numpy(case_ids(args.case)).to(args.device)
     return timed_runs(forward, ids, torch.ones_like(ids), args), ids.shape[0]
 
 
@@ -181,17 +197,29 @@ def main():
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--bf16", action="store_true")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--random-weights", action="store_true")
     args = p.parse_args()
+    if args.device == "cuda" and (args.engine.startswith("ort") or args.case == "corpus"):
+        p.error("--device cuda times the torch engines' forward and latency cases only")
+    if args.random_weights and args.case == "corpus":
+        p.error("--random-weights is for the forward and latency cases")
     times, n = (ort_engine if args.engine.startswith("ort") else torch_engine)(args)
     median = sorted(times)[len(times) // 2]
     per_s = n / (median / 1000) if args.case != "corpus" else n / (times[0] / 1000)
     import importlib.metadata as md
     version = md.version("onnxruntime") if args.engine.startswith("ort") else md.version("torch")
+    extra = {}
+    if args.device == "cuda":
+        import torch
+        extra = {"gpu": torch.cuda.get_device_name(0),
+                 "peak_gpu_mb": round(torch.cuda.max_memory_allocated() / 2**20, 1)}
     print(json.dumps({"engine": args.engine, "version": version, "case": args.case,
-                      "precision": "bf16" if args.bf16 else "fp32", "ms": round(median, 3),
+                      "precision": "bf16" if args.bf16 else "fp32", "device": args.device,
+                      "weights": "random" if args.random_weights else "pretrained", "ms": round(median, 3),
                       "runs_ms": [round(t, 3) for t in times], "sentences_per_s": round(per_s, 1),
                       "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-                      "threads": args.threads, "cpu": cpu_model()}))
+                      "threads": args.threads, "cpu": cpu_model(), **extra}))
 
 
 if __name__ == "__main__":

@@ -40,16 +40,22 @@
 #    Needs .gpu/de-en.xz (Debian's trans-de-en, xz), .gpu/spm.model and
 #    .gpu/tr-export.tar.xz (translate_de_en --export, made with that spm.model).
 #
-# 6. profile (only when asked: --only profile): one base step, fp32 and bf16, under Nsight
+# 6. bert: all-MiniLM-L6-v2's forward (32 x 128 tokens) on the GPU, bench_bert --device
+#    cuda:0 against transformers' BertModel (benchmarks/torch_bert.py --device cuda), float32
+#    (TF32 off) and bf16 autocast, with peak GPU memory; both built from the model's
+#    config.json with random weights (the weights do not travel: gpu_pack.sh packs the
+#    config alone, or .gpu/minilm/config.json).
+#
+# 7. profile (only when asked: --only profile): one base step, fp32 and bf16, under Nsight
 #    Compute, its kernels' GPU time summed per kernel (scripts/gpu_kernel_times.py).
 #
-# --only tests,sanitize,bench,translate picks stages (the build or unpacking always runs). Logs
+# --only tests,sanitize,bench,translate,bert picks stages (the build or unpacking always runs). Logs
 # go to --out (default gpu_check_out/); the summary is printed last. Exit status 0 only
 # when every stage run passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-prebuilt="" out="$ROOT/gpu_check_out" only="tests,sanitize,bench,translate"
+prebuilt="" out="$ROOT/gpu_check_out" only="tests,sanitize,bench,translate,bert"
 while [ $# -gt 0 ]; do
   case "$1" in
     --prebuilt) prebuilt=$2; shift 2 ;;
@@ -65,6 +71,9 @@ note() { echo "$*" | tee -a "$summary"; }
 status=0
 fail() { note "FAIL: $*"; status=1; }
 stage() { [[ ",$only," == *",$1,"* ]]; }
+# A JSON line's number field $2; the median of numbers.
+num() { echo "$1" | grep -o "\"$2\": [0-9.]*" | grep -o '[0-9.]*$'; }
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 command -v nvidia-smi >/dev/null || { echo "gpu_check.sh: nvidia-smi not found: is this a GPU machine?" >&2; exit 2; }
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | sed 's/^/gpu: /' | tee -a "$summary"
@@ -225,10 +234,7 @@ fi
 if stage bench; then
   # The step time, peak tensor memory (Kiln's peak_tensor_mb, PyTorch's peak_gpu_mb) and loss of a JSON line.
   fields() { echo "$1" | grep -o '"\(ms_per_step\|peak_tensor_mb\|peak_gpu_mb\|loss\)": [0-9.]*' | tr '\n' ' '; }
-  # A JSON line's number field $2 (num), its ms_per_step (ms).
-  num() { echo "$1" | grep -o "\"$2\": [0-9.]*" | grep -o '[0-9.]*$'; }
   ms() { num "$1" ms_per_step; }
-  median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
   py=${TORCH_PYTHON:-python3}
   # For the rows in RESULTS.md's format: a JSON line's string field $2, the GPU, the commit.
   field() { echo "$1" | grep -o "\"$2\": \"[^\"]*\"" | head -1 | sed 's/.*: "//; s/"$//'; }
@@ -351,6 +357,44 @@ if stage translate; then
     done
   else
     fail "translate: .gpu/de-en.xz or .gpu/tr-export.tar.xz missing or unreadable"
+  fi
+fi
+
+if stage bert; then
+  # all-MiniLM-L6-v2's forward (32 x 128 tokens, mean-pooled and normalised) on the GPU:
+  # bench_bert against transformers' BertModel in eager PyTorch (benchmarks/torch_bert.py),
+  # both built from the model's config.json with random weights (its 87 MB of weights do
+  # not travel; no step of the forward depends on their values), float32 (TF32 off) and
+  # bf16 autocast, KILN_BERT_RUNS timed runs (default 50) after 5, alternating
+  # KILN_BENCH_ROUNDS times (default 1), the medians' ratio.
+  py=${TORCH_PYTHON:-python3}
+  config_dir=$build/minilm
+  [ -f "$config_dir/config.json" ] || config_dir=$ROOT/.gpu/minilm
+  if [ -f "$config_dir/config.json" ]; then
+    runs=${KILN_BERT_RUNS:-50}
+    for mode in fp32 bf16; do
+      flag=$([ $mode = bf16 ] && echo --bf16 || true)
+      kiln_ms=() torch_ms=()
+      for _ in $(seq "${KILN_BENCH_ROUNDS:-1}"); do
+        # shellcheck disable=SC2086
+        k=$(timeout 300 "$build/benchmarks/bench_bert" --model "$config_dir" --random-weights --device cuda:0 \
+          --runs "$runs" --warmup 5 $flag 2>&1 | tail -1)
+        # shellcheck disable=SC2086
+        t=$(timeout 300 "$py" "$ROOT/benchmarks/torch_bert.py" --model "$config_dir" --random-weights --device cuda \
+          --runs "$runs" --warmup 5 $flag 2>&1 | tail -1)
+        echo "$k" >>"$out/bert.jsonl"
+        echo "$t" >>"$out/bert.jsonl"
+        m=$(num "$k" ms) && kiln_ms+=("$m") || fail "bert $mode: kiln: $k"
+        m=$(num "$t" ms) && torch_ms+=("$m") || fail "bert $mode: torch: $t"
+        note "bert $mode: kiln $(num "$k" ms) ms, peak $(num "$k" peak_tensor_mb) MiB; torch $(num "$t" ms) ms, peak $(num "$t" peak_gpu_mb) MiB"
+      done
+      if [ "${#kiln_ms[@]}" -gt 0 ] && [ "${#torch_ms[@]}" -gt 0 ]; then
+        km=$(median "${kiln_ms[@]}") tm=$(median "${torch_ms[@]}")
+        note "bert $mode: medians kiln $km ms, torch $tm ms, kiln/torch $(awk -v a="$km" -v b="$tm" 'BEGIN {printf "%.3f", a / b}')"
+      fi
+    done
+  else
+    fail "bert: no all-MiniLM-L6-v2 config.json in $build/minilm (gpu_pack.sh packs it) or .gpu/minilm"
   fi
 fi
 
