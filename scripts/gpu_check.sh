@@ -42,7 +42,8 @@
 #
 # 6. bert: all-MiniLM-L6-v2's forward (32 x 128 tokens) on the GPU, bench_bert --device
 #    cuda:0 against transformers' BertModel (benchmarks/torch_bert.py --device cuda), float32
-#    (TF32 off) and bf16 autocast, with peak GPU memory; both built from the model's
+#    (TF32 off) and bf16 autocast, with peak GPU memory and the ops Kiln's forward staged
+#    through host memory (KILN_LOG_HOST_STAGED); both built from the model's
 #    config.json with random weights (the weights do not travel: gpu_pack.sh packs the
 #    config alone, or .gpu/minilm/config.json).
 #
@@ -377,8 +378,8 @@ if stage bert; then
       kiln_ms=() torch_ms=()
       for _ in $(seq "${KILN_BENCH_ROUNDS:-1}"); do
         # shellcheck disable=SC2086
-        k=$(timeout 300 "$build/benchmarks/bench_bert" --model "$config_dir" --random-weights --device cuda:0 \
-          --runs "$runs" --warmup 5 $flag 2>&1 | tail -1)
+        k=$(KILN_LOG_HOST_STAGED=1 timeout 300 "$build/benchmarks/bench_bert" --model "$config_dir" --random-weights \
+          --device cuda:0 --runs "$runs" --warmup 5 $flag 2>&1 | tee -a "$out/bert_kiln_$mode.log" | tail -1)
         # shellcheck disable=SC2086
         t=$(timeout 300 "$py" "$ROOT/benchmarks/torch_bert.py" --model "$config_dir" --random-weights --device cuda \
           --runs "$runs" --warmup 5 $flag 2>&1 | tail -1)
@@ -388,6 +389,9 @@ if stage bert; then
         m=$(num "$t" ms) && torch_ms+=("$m") || fail "bert $mode: torch: $t"
         note "bert $mode: kiln $(num "$k" ms) ms, peak $(num "$k" peak_tensor_mb) MiB; torch $(num "$t" ms) ms, peak $(num "$t" peak_gpu_mb) MiB"
       done
+      # Ops the forward ran through host memory (KILN_LOG_HOST_STAGED), if any.
+      staged=$(grep -o '^\[host-staged\] [a-z_]*' "$out/bert_kiln_$mode.log" 2>/dev/null | awk '{print $2}' | sort -u | tr '\n' ' ')
+      note "bert $mode: kiln ops staged through the host: ${staged:-none}"
       if [ "${#kiln_ms[@]}" -gt 0 ] && [ "${#torch_ms[@]}" -gt 0 ]; then
         km=$(median "${kiln_ms[@]}") tm=$(median "${torch_ms[@]}")
         note "bert $mode: medians kiln $km ms, torch $tm ms, kiln/torch $(awk -v a="$km" -v b="$tm" 'BEGIN {printf "%.3f", a / b}')"
