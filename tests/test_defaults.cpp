@@ -241,6 +241,8 @@ const KilnOnly kKilnOnly[] = {
     {"PairDataLoaderOptions.bucket_pool", "0", "length bucketing, off by default"},
     {"PairDataLoaderOptions.max_tokens", "0", "batches by a token budget (fairseq's --max-tokens); off: batch_size"},
     {"PairDataLoaderOptions.pad_id", "0", "the id sequences are padded with"},
+    {"PairDataLoaderOptions.resample", "None",
+     "each epoch's examples of one's own (subword regularisation); off: the loader's examples"},
     {"CheckpointOptions.recompute_outputs", "False", "Kiln's own: outputs kept as recipes too; off by default"},
 };
 
@@ -899,7 +901,7 @@ void transformer_family(Audit& a) {
 }
 
 void data_loaders(Audit& a) {
-  static_assert(field_count<data::PairDataLoaderOptions>() == 8, "a new option: audit it below");
+  static_assert(field_count<data::PairDataLoaderOptions>() == 9, "a new option: audit it below");
   static_assert(field_count<data::DistributedSamplerOptions>() == 5, "a new option: audit it below");
   // data::DataLoader is torch.utils.data.DataLoader: its defaults by what it does.
   auto ds = std::make_shared<data::TensorDataset>(std::vector<Tensor>{arange(5.0)});
@@ -940,6 +942,7 @@ void data_loaders(Audit& a) {
     a.kiln_only("PairDataLoaderOptions.bucket_pool", num(o.bucket_pool));
     a.kiln_only("PairDataLoaderOptions.pad_id", num(o.pad_id));
     a.kiln_only("PairDataLoaderOptions.max_tokens", num(o.max_tokens));
+    a.kiln_only("PairDataLoaderOptions.resample", o.resample ? text("set") : none());
   }
   {
     const data::DistributedSamplerOptions o;

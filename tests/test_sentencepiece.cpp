@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -378,6 +379,78 @@ TEST_CASE("SentencePieceTokenizer: train BPE and unigram, save, load, round trip
   }
   // Only the models (and the captured logs) are left: no temporary files.
   CHECK(dir.entries() == std::vector<std::string>{"bpe.model", "bpe.stderr", "unigram.model", "unigram.stderr"});
+}
+
+TEST_CASE("SentencePieceTokenizer: sample_encode draws segmentations, the same for the same seed") {
+  if (skip_without_sentencepiece()) return;
+  ScratchDir dir("sentencepiece_sample");
+  const std::vector<std::string> lines = corpus_lines();
+  using text::SubwordSampling;
+  for (const std::string type : {"bpe", "unigram"}) {
+    INFO("model_type " << type);
+    const auto tok = SentencePieceTokenizer::train(lines, dir / (type + ".model"), small_options(type));
+    std::vector<std::vector<int64_t>> best;
+    size_t best_pieces = 0;
+    for (const std::string& line : lines) {
+      best.push_back(tok.encode(line));
+      best_pieces += best.back().size();
+    }
+    // No sampling: BPE at alpha 0, unigram from a 1-best list.
+    const SubwordSampling none = type == "bpe" ? SubwordSampling{0.0, -1, 5} : SubwordSampling{0.1, 1, 5};
+    CHECK(tok.sample_encode(lines, none) == best);
+    const SubwordSampling s{0.2, -1, 7};
+    const auto a = tok.sample_encode(lines, s);
+    // The same arguments, the same draws, on another thread too; another seed, others.
+    CHECK(tok.sample_encode(lines, s) == a);
+    std::vector<std::vector<int64_t>> on_thread;
+    std::thread([&] { on_thread = tok.sample_encode(lines, s); }).join();
+    CHECK(on_thread == a);
+    CHECK(tok.sample_encode(lines, {0.2, -1, 8}) != a);
+    CHECK(a != best);
+    size_t pieces = 0, differ = 0;
+    for (size_t i = 0; i < lines.size(); ++i) {
+      // Another segmentation of the same text.
+      CHECK(tok.decode(a[i]) == tok.decode(best[i]));
+      pieces += a[i].size();
+      differ += a[i] != best[i];
+    }
+    CHECK(differ >= lines.size() / 4);
+    // Dropped merges (or likelier short pieces) make more, shorter pieces.
+    CHECK(pieces > best_pieces);
+    const auto framed = tok.sample_encode({lines[0]}, s, true, true).front();
+    CHECK(framed.front() == tok.bos_id());
+    CHECK(framed.back() == tok.eos_id());
+  }
+  // BPE with every merge dropped: one piece a character.
+  const auto bpe = SentencePieceTokenizer::load(dir / "bpe.model");
+  const auto chars = bpe.sample_encode({"abc de"}, {1.0, -1, 0}).front();
+  CHECK(chars.size() == 7);  // "▁a" "b" "c" "▁" ... as single characters: ▁ a b c ▁ d e
+  for (int64_t id : chars) CHECK(bpe.id_to_piece(id) != "▁abc");
+}
+
+TEST_CASE("SentencePieceTokenizer: sample_encode errors name the op and the value") {
+  if (skip_without_sentencepiece()) return;
+  ScratchDir dir("sentencepiece_sample_errors");
+  const auto tok = SentencePieceTokenizer::train(corpus_lines(), dir / "bpe.model", small_options("bpe"));
+  auto error = [&](double alpha, int64_t nbest) { return error_of([&] { tok.sample_encode({"x"}, {alpha, nbest, 1}); }); };
+  for (const double bad : {-0.1, std::nan(""), double(INFINITY)}) {
+    INFO("alpha " << bad);
+    const std::string e = error(bad, -1);
+    CHECK(e.find("SentencePieceTokenizer::sample_encode") != std::string::npos);
+    CHECK(e.find("alpha must be finite and >= 0") != std::string::npos);
+  }
+  for (const int64_t bad : {-2, 513}) {
+    INFO("nbest_size " << bad);
+    CHECK(error(0.1, bad).find("nbest_size must be -1 (all segmentations) or in [0, 512], got " + std::to_string(bad)) !=
+          std::string::npos);
+  }
+  // A char model has one segmentation: SentencePiece's refusal, as a kiln::Error.
+  auto char_options = small_options("char");
+  char_options.vocab_size = 60;
+  const auto chars = SentencePieceTokenizer::train(corpus_lines(), dir / "char.model", char_options);
+  const std::string e = error_of([&] { chars.sample_encode({"a b", "c"}, {0.1, -1, 1}); });
+  CHECK(e.find("SentencePieceTokenizer::sample_encode") != std::string::npos);
+  CHECK(e.find("text 0") != std::string::npos);
 }
 
 TEST_CASE("SentencePieceTokenizer: training is deterministic; a sentence with newlines is its lines") {

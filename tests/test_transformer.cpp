@@ -1233,6 +1233,70 @@ TEST_CASE("Trainer: metrics as JSON lines, checkpoints and teacher forcing") {
   CHECK(error_of([] { tr::teacher_forcing_pair(zeros({2, 1}, kInt64)); }).find("(2, 1)") != std::string::npos);
 }
 
+TEST_CASE("Trainer: a resampling loader trains each epoch on its own batches and resumes them exactly") {
+  Toy t = toy_data();
+  const std::vector<data::TokenPair> ex = trainer_pairs(t);  // 6 pairs
+  // A stand-in for subword sampling: epoch e repeats each source's first token 2 (e % 3)
+  // times at its end, past the targets' length, so that the epochs' batches differ in
+  // number too.
+  auto resample = [ex](int64_t epoch) {
+    std::vector<data::TokenPair> out = ex;
+    for (auto& p : out) p.source.insert(p.source.end(), static_cast<size_t>(2 * (epoch % 3)), p.source.front());
+    return out;
+  };
+  data::PairDataLoader loader(ex, {.shuffle = true, .seed = 4, .max_tokens = 14, .resample = resample});
+  const int64_t epochs = 3;
+  int64_t steps = 0;
+  for (int64_t e = 0; e < epochs; ++e) steps += loader.num_batches(e);
+  REQUIRE(loader.num_batches(2) != loader.num_batches(0));
+  ScratchDir dir("transformer_trainer_resample");
+  auto options = [&](const std::string& sub) {
+    tr::TrainerOptions o = toy_trainer_options(epochs);
+    o.checkpoint_dir = dir / sub;
+    o.checkpoint_every = 1;
+    return o;
+  };
+  manual_seed(21);
+  tr::Seq2SeqTransformer a(toy_options(t, 0.1));
+  tr::Trainer ta(a, loader, nullptr, options("a"));
+  ta.fit();
+  REQUIRE(static_cast<int64_t>(ta.step_losses().size()) == steps);
+
+  // Crashing in the second step of the last epoch, then resumed from the step before.
+  const int64_t crash = loader.num_batches(0) + loader.num_batches(1) + 2;
+  manual_seed(21);
+  tr::Seq2SeqTransformer b(toy_options(t, 0.1));
+  std::shared_ptr<nn::Linear> real = b.generator;
+  {
+    GeneratorState rng = default_generator().get_state();
+    b.generator = std::make_shared<CrashingLinear>(*real, crash);
+    default_generator().set_state(rng);
+  }
+  {
+    tr::Trainer tb(b, loader, nullptr, options("b"));
+    REQUIRE(error_of([&] { tb.fit(); }) == "[test] simulated crash");
+  }
+  manual_seed(5);
+  tr::Seq2SeqTransformer c(toy_options(t, 0.1));
+  tr::TrainerOptions oc = options("b");
+  oc.resume_from = dir / "b/last.safetensors";
+  tr::Trainer tc(c, loader, nullptr, oc);
+  CHECK(tc.global_step() == crash - 1);
+  tc.fit();
+  REQUIRE(tc.step_losses().size() == ta.step_losses().size());
+  for (size_t i = 0; i < ta.step_losses().size(); ++i) {
+    CAPTURE(i);
+    CHECK(tc.step_losses()[i] == ta.step_losses()[i]);  // bitwise
+  }
+  // And the resampled epochs were the ones trained on: without resample, other losses.
+  manual_seed(21);
+  tr::Seq2SeqTransformer d(toy_options(t, 0.1));
+  data::PairDataLoader plain(ex, {.shuffle = true, .seed = 4, .max_tokens = 14});
+  tr::Trainer td(d, plain, nullptr, toy_trainer_options(epochs));
+  td.fit();
+  CHECK(td.step_losses().back() != ta.step_losses().back());
+}
+
 TEST_CASE("Trainer: a time budget stops at the step past it, evaluates on the training clock, resumes what is left") {
   Toy t = toy_data();
   std::vector<data::TokenPair> ex = trainer_pairs(t);

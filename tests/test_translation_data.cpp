@@ -425,3 +425,82 @@ TEST_CASE("PairDataLoader max_tokens errors: an example over the budget, a negat
   CHECK(error_of([&] { data::PairDataLoader(pairs, {.max_tokens = -1}); }).find("max_tokens must be >= 0") !=
         std::string::npos);
 }
+
+TEST_CASE("PairDataLoader resample: each epoch's examples, cut into batches of their own, made once an epoch") {
+  const auto pairs = random_pairs(200, 20, 5);
+  // A stand-in for a sampled segmentation: epoch e appends 2e copies of id 9 to every
+  // source, and counts its calls.
+  auto calls = std::make_shared<std::vector<int64_t>>();
+  auto resample = [pairs, calls](int64_t epoch) {
+    calls->push_back(epoch);
+    std::vector<data::TokenPair> out = pairs;
+    for (auto& p : out) p.source.insert(p.source.end(), static_cast<size_t>(2 * epoch), 9);
+    return out;
+  };
+  const int64_t budget = 120;
+  data::PairDataLoader plain(pairs, {.shuffle = true, .seed = 3, .max_tokens = budget});
+  data::PairDataLoader loader(pairs, {.shuffle = true, .seed = 3, .max_tokens = budget, .resample = resample});
+  std::vector<int64_t> counts;
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    INFO("epoch " << epoch);
+    const auto extra = static_cast<size_t>(2 * epoch);
+    const auto batches = loader.batch_indices(epoch);
+    CHECK(static_cast<int64_t>(batches.size()) == loader.num_batches(epoch));
+    counts.push_back(loader.num_batches(epoch));
+    // Epoch 0 adds nothing: the loader's own batches.
+    if (epoch == 0) CHECK(batches == plain.batch_indices(0));
+    std::vector<int> seen(pairs.size(), 0);
+    for (const auto& b : batches) {
+      const data::PairBatch got = loader.make_batch(b, epoch);
+      const data::PairBatch own = loader.make_batch(b);  // without an epoch: the loader's examples
+      CHECK(got.indices == b);
+      // Within the budget on this epoch's lengths.
+      CHECK(got.source.numel() <= budget);
+      size_t longest = 0;
+      for (size_t i : b) {
+        ++seen[i];
+        longest = std::max(longest, pairs[i].source.size() + extra);
+      }
+      CHECK(got.source.size(1) == static_cast<int64_t>(longest));
+      CHECK(own.source.size(1) + static_cast<int64_t>(extra) == got.source.size(1));
+      // Row 0: the pair's source, then 2e nines, then padding.
+      const auto row = got.source.select(0, 0).to_vector<int64_t>();
+      const auto& src = pairs[b[0]].source;
+      CHECK(std::equal(src.begin(), src.end(), row.begin()));
+      CHECK(std::count(row.begin() + static_cast<std::ptrdiff_t>(src.size()), row.end(), 9) ==
+            static_cast<std::ptrdiff_t>(extra));
+      CHECK(got.target.to_vector<int64_t>() == own.target.to_vector<int64_t>());
+    }
+    CHECK(std::all_of(seen.begin(), seen.end(), [](int k) { return k == 1; }));
+    CHECK(loader.epoch(epoch).size() == batches.size());
+  }
+  // Longer examples, more batches.
+  CHECK(counts[2] > counts[0]);
+  // One call an epoch however often it is read; another loader, the same batches.
+  CHECK(*calls == std::vector<int64_t>{0, 1, 2});
+  data::PairDataLoader again(pairs, {.shuffle = true, .seed = 3, .max_tokens = budget, .resample = resample});
+  CHECK(again.batch_indices(2) == loader.batch_indices(2));
+  // Batches of batch_size stay the loader's; their rows are the epoch's.
+  data::PairDataLoader rows(pairs, {.batch_size = 16, .shuffle = true, .seed = 3, .resample = resample});
+  data::PairDataLoader rows_plain(pairs, {.batch_size = 16, .shuffle = true, .seed = 3});
+  CHECK(rows.batch_indices(1) == rows_plain.batch_indices(1));
+  CHECK(rows.num_batches(1) == rows_plain.num_batches());
+  const auto first = rows.batch_indices(1).front();
+  CHECK(rows.make_batch(first, 1).source.size(1) == rows_plain.make_batch(first).source.size(1) + 2);
+}
+
+TEST_CASE("PairDataLoader resample errors: another count, an empty side") {
+  const auto pairs = random_pairs(20, 10, 1);
+  data::PairDataLoader fewer(pairs, {.resample = [pairs](int64_t) {
+                                       return std::vector<data::TokenPair>(pairs.begin(), pairs.end() - 1);
+                                     }});
+  const std::string e = error_of([&] { fewer.make_batch({0, 1}, 4); });
+  CHECK(e.find("DataLoader") != std::string::npos);
+  CHECK(e.find("resample(4) gave 19 examples; the loader holds 20") != std::string::npos);
+  data::PairDataLoader empty(pairs, {.resample = [pairs](int64_t) {
+                                       auto out = pairs;
+                                       out[3].target.clear();
+                                       return out;
+                                     }});
+  CHECK(error_of([&] { empty.epoch(0); }).find("resample(0): example 3 has an empty target") != std::string::npos);
+}

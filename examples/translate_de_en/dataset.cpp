@@ -44,6 +44,27 @@ EncodedSplit encode_split(const std::vector<kiln::data::SentencePair>& pairs,
   return out;
 }
 
+std::vector<kiln::data::TokenPair> sample_split(const EncodedSplit& split,
+                                                const kiln::text::SentencePieceTokenizer& tokenizer, double alpha,
+                                                uint64_t seed, int64_t max_subwords) {
+  std::vector<std::string> sources, targets;
+  for (const auto& p : split.text) {
+    sources.push_back(p.source);
+    targets.push_back(p.target);
+  }
+  // Each side its own stream of draws.
+  const std::vector<std::vector<int64_t>> src = tokenizer.sample_encode(sources, {alpha, -1, 2 * seed});
+  const std::vector<std::vector<int64_t>> tgt = tokenizer.sample_encode(targets, {alpha, -1, 2 * seed + 1}, true, true);
+  std::vector<kiln::data::TokenPair> out;
+  out.reserve(split.ids.size());
+  for (size_t i = 0; i < split.ids.size(); ++i) {
+    const bool fits = static_cast<int64_t>(src[i].size()) <= max_subwords &&
+                      static_cast<int64_t>(tgt[i].size()) - 2 <= max_subwords;
+    out.push_back(fits ? kiln::data::TokenPair{src[i], tgt[i]} : split.ids[i]);
+  }
+  return out;
+}
+
 namespace {
 
 // The model of --spm, or one trained on the training split (both languages: one table

@@ -17,7 +17,8 @@
 // averages those of DIR/checkpoints instead of reading model.safetensors. --evaluate
 // scores a saved model on the validation and test splits. --export DIR writes the ids,
 // batches and recipe for benchmarks/torch_translate.py (the same training in PyTorch)
-// and exits.
+// and exits. --subword-alpha A segments the training pairs anew each epoch (BPE-dropout
+// with probability A, or unigram sampling with smoothing A: subword regularisation).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -53,6 +54,7 @@ struct Args {
   std::string spm_type = "bpe";
   int64_t d_model = 256, heads = 4, layers = 3, ff = 1024, max_tokens = 1500, warmup = 400;
   double dropout = 0.3, lr_factor = 1.0, label_smoothing = 0.1, clip = 1.0, weight_decay = 0.0;
+  double subword_alpha = 0;  // 0: the training pairs keep one segmentation
   int64_t beam = 4, export_epochs = 400, checkpoint_every = 0, keep_checkpoints = 1, average_last = 1;
   int64_t max_phrases = 0;  // with --phrases: at most this many (0: all)
   double length_penalty = TranslateOptions{}.length_penalty;
@@ -64,7 +66,7 @@ struct Args {
 const char* kUsage =
     "translate_de_en [--minutes M (training time, default 15) | --epochs N] [--eval-every SECONDS]\n"
     "                       [--corpus FILE] [--phrases [--max-phrases N]] [--vocab-size V] [--spm-type bpe|unigram] [--spm FILE.model]\n"
-    "                       [--max-subwords N] [--d-model D] [--heads H] [--layers L] [--ff F] [--dropout P]\n"
+    "                       [--subword-alpha A] [--max-subwords N] [--d-model D] [--heads H] [--layers L] [--ff F] [--dropout P]\n"
     "                       [--post-norm]\n"
     "                       [--max-tokens N] [--lr-factor F] [--warmup STEPS] [--label-smoothing E] [--clip C]\n"
     "                       [--weight-decay W] [--beam K (0 = greedy)] [--length-penalty A] [--seed S]\n"
@@ -84,6 +86,7 @@ Args parse(kiln_examples::Cli& cli) {
   a.spm = cli.nonempty_text("--spm", "");
   a.vocab_size = cli.integer("--vocab-size", a.vocab_size, 16, 1'000'000);
   a.spm_type = cli.nonempty_text("--spm-type", a.spm_type);
+  a.subword_alpha = cli.real("--subword-alpha", a.subword_alpha, 0.0, 1.0);
   a.max_subwords = cli.integer("--max-subwords", a.max_subwords, 1, 10'000);
   a.d_model = cli.integer("--d-model", a.d_model, 1, 65536);
   a.heads = cli.integer("--heads", a.heads, 1, 1024);
@@ -126,6 +129,8 @@ Args parse(kiln_examples::Cli& cli) {
   if (a.spm_type != "bpe" && a.spm_type != "unigram") cli.fail("--spm-type must be bpe or unigram, got " + a.spm_type);
   if (a.d_model % a.heads != 0) cli.fail("--d-model must be a multiple of --heads");
   if (a.max_phrases > 0 && !a.phrases) cli.fail("--max-phrases N goes with --phrases");
+  if (a.subword_alpha > 0 && !a.export_dir.empty())
+    cli.fail("--subword-alpha: the export holds one segmentation of the training pairs (leave it out with --export)");
   if (a.has_translate && a.evaluate) cli.fail("--translate and --evaluate: give one of them");
   if ((a.has_translate || a.evaluate) != !a.load.empty())
     cli.fail("--load DIR (a trained model's --out DIR) goes with --translate or --evaluate");
@@ -391,6 +396,14 @@ int run(int argc, char** argv) {
     lo.sampler = std::make_shared<kiln::data::DistributedSampler>(
         static_cast<int64_t>(data.train.ids.size()), kiln::data::DistributedSamplerOptions{.shuffle = true, .seed = a.seed});
   }
+  if (a.subword_alpha > 0) {
+    // Each epoch the training pairs segmented anew (the batches stay those cut on the
+    // best segmentation): a seed for every (run seed, epoch).
+    lo.resample = [&data, &a](int64_t epoch) {
+      return sample_split(data.train, data.tokenizer, a.subword_alpha,
+                          a.seed * 0x100000001B3ull + static_cast<uint64_t>(epoch), a.max_subwords);
+    };
+  }
   kiln::data::PairDataLoader train(data.train.ids, lo);
   kiln::data::PairDataLoader valid(data.valid.ids, {.shuffle = false, .pad_id = pad, .max_tokens = a.max_tokens});
   const TranslateOptions greedy, beam = beam_options(a);
@@ -403,11 +416,12 @@ int run(int argc, char** argv) {
   }
   if (main_rank)
     std::printf("model: d_model %lld, %lld heads, %lld+%lld layers, d_ff %lld, shared %lld-piece embeddings: %lld "
-                "parameters; %lld batches of <= %lld tokens per epoch; %s\n",
+                "parameters; %lld batches of <= %lld tokens per epoch%s; %s\n",
                 static_cast<long long>(a.d_model), static_cast<long long>(a.heads), static_cast<long long>(a.layers),
                 static_cast<long long>(a.layers), static_cast<long long>(a.ff), static_cast<long long>(vocab),
                 static_cast<long long>(model.num_parameters()), static_cast<long long>(train.num_batches()),
-                static_cast<long long>(a.max_tokens), kiln::config().c_str());
+                static_cast<long long>(a.max_tokens),
+                a.subword_alpha > 0 ? " (the first; each epoch's subwords are drawn anew)" : "", kiln::config().c_str());
 
   const std::vector<std::vector<int64_t>> valid_src = sources_of(data.valid);
   const std::vector<std::string> valid_ref = references_of(data.valid);

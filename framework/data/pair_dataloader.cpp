@@ -66,7 +66,7 @@ PairDataLoader::PairDataLoader(std::vector<TokenPair> examples, PairDataLoaderOp
   }
   KILN_CHECK(opts_.max_tokens >= 0, "DataLoader", "max_tokens must be >= 0 (0: batches of batch_size), got ",
              opts_.max_tokens);
-  if (opts_.max_tokens > 0) token_batches_ = make_token_batches();
+  if (opts_.max_tokens > 0) token_batches_ = make_token_batches(examples_);
 }
 
 namespace {
@@ -84,17 +84,17 @@ bool shorter(const TokenPair& x, const TokenPair& y) {
 
 }  // namespace
 
-std::vector<std::vector<size_t>> PairDataLoader::make_token_batches() const {
+std::vector<std::vector<size_t>> PairDataLoader::make_token_batches(const std::vector<TokenPair>& examples) const {
   const size_t budget = static_cast<size_t>(opts_.max_tokens);
   // Rows a batch needs at least: one per rank, so that every rank has a share of each.
   const size_t min_rows = opts_.sampler ? static_cast<size_t>(opts_.sampler->num_replicas()) : 1;
-  std::vector<size_t> order(examples_.size());
+  std::vector<size_t> order(examples.size());
   std::iota(order.begin(), order.end(), size_t{0});
   if (shuffled()) order = seeded_permutation(order.size(), order_seed() ^ 0x6A09E667F3BCC909ull);
-  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return shorter(examples_[x], examples_[y]); });
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return shorter(examples[x], examples[y]); });
   std::vector<std::vector<size_t>> batches(1);
   for (size_t i : order) {
-    const size_t len = example_length(examples_[i]);
+    const size_t len = example_length(examples[i]);
     KILN_CHECK(len * min_rows <= budget, "DataLoader", "example ", i, " has ", len, " tokens",
                min_rows > 1 ? " (times " + std::to_string(min_rows) + " ranks)" : std::string(),
                ", more than max_tokens ", opts_.max_tokens, ": filter such sentences out or raise max_tokens");
@@ -107,16 +107,26 @@ std::vector<std::vector<size_t>> PairDataLoader::make_token_batches() const {
 }
 
 std::vector<size_t> PairDataLoader::token_batch_order(int64_t epoch) const {
-  std::vector<size_t> order(token_batches_.size());
+  std::shared_ptr<const EpochExamples> hold;
+  std::vector<size_t> order(epoch_token_batches(epoch, hold).size());
   std::iota(order.begin(), order.end(), size_t{0});
   return shuffled() ? epoch_permutation(order.size(), order_seed(), epoch) : order;
 }
 
+const std::vector<std::vector<size_t>>& PairDataLoader::epoch_token_batches(
+    int64_t epoch, std::shared_ptr<const EpochExamples>& hold) const {
+  if (!opts_.resample) return token_batches_;
+  hold = resampled(epoch);
+  return hold->token_batches;
+}
+
 std::vector<std::vector<size_t>> PairDataLoader::token_batch_indices(int64_t epoch) const {
+  std::shared_ptr<const EpochExamples> hold;
+  const std::vector<std::vector<size_t>>& cut = epoch_token_batches(epoch, hold);
   std::vector<std::vector<size_t>> out;
-  out.reserve(token_batches_.size());
+  out.reserve(cut.size());
   for (size_t b : token_batch_order(epoch)) {
-    const std::vector<size_t>& batch = token_batches_[b];
+    const std::vector<size_t>& batch = cut[b];
     if (!opts_.sampler) {
       out.push_back(batch);
       continue;
@@ -133,8 +143,13 @@ std::vector<std::vector<size_t>> PairDataLoader::token_batch_indices(int64_t epo
   return out;
 }
 
-int64_t PairDataLoader::num_batches() const {
-  if (opts_.max_tokens > 0) return static_cast<int64_t>(token_batches_.size());
+int64_t PairDataLoader::num_batches() const { return num_batches(0); }
+
+int64_t PairDataLoader::num_batches(int64_t epoch) const {
+  if (opts_.max_tokens > 0) {
+    std::shared_ptr<const EpochExamples> hold;
+    return static_cast<int64_t>(epoch_token_batches(epoch, hold).size());
+  }
   int64_t n = opts_.sampler ? opts_.sampler->size() : num_examples(), b = opts_.batch_size;
   return opts_.drop_last ? n / b : (n + b - 1) / b;
 }
@@ -181,21 +196,47 @@ std::vector<std::vector<size_t>> PairDataLoader::batch_indices(int64_t epoch) co
   return batches;
 }
 
-PairBatch PairDataLoader::make_batch(const std::vector<size_t>& indices) const {
+PairBatch PairDataLoader::pad_batch(const std::vector<TokenPair>& examples, const std::vector<size_t>& indices) const {
   KILN_CHECK(!indices.empty(), "DataLoader", "a batch needs at least one example");
   std::vector<std::vector<int64_t>> src, tgt;
   for (size_t i : indices) {
-    KILN_CHECK(i < examples_.size(), "DataLoader", "example index ", i, " out of range for ", examples_.size(),
+    KILN_CHECK(i < examples.size(), "DataLoader", "example index ", i, " out of range for ", examples.size(),
                " examples");
-    src.push_back(examples_[i].source);
-    tgt.push_back(examples_[i].target);
+    src.push_back(examples[i].source);
+    tgt.push_back(examples[i].target);
   }
   return PairBatch{pad_sequences(src, opts_.pad_id), pad_sequences(tgt, opts_.pad_id), indices};
 }
 
+PairBatch PairDataLoader::make_batch(const std::vector<size_t>& indices) const { return pad_batch(examples_, indices); }
+
+PairBatch PairDataLoader::make_batch(const std::vector<size_t>& indices, int64_t epoch) const {
+  if (!opts_.resample) return pad_batch(examples_, indices);
+  return pad_batch(resampled(epoch)->examples, indices);
+}
+
+std::shared_ptr<const PairDataLoader::EpochExamples> PairDataLoader::resampled(int64_t epoch) const {
+  ResampleCache& cache = *resample_cache_;
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  if (cache.data && cache.epoch == epoch) return cache.data;
+  auto data = std::make_shared<EpochExamples>();
+  data->examples = opts_.resample(epoch);
+  KILN_CHECK(data->examples.size() == examples_.size(), "DataLoader", "resample(", epoch, ") gave ",
+             data->examples.size(), " examples; the loader holds ", examples_.size());
+  for (size_t i = 0; i < data->examples.size(); ++i) {
+    const TokenPair& p = data->examples[i];
+    KILN_CHECK(!p.source.empty() && !p.target.empty(), "DataLoader", "resample(", epoch, "): example ", i,
+               " has an empty ", p.source.empty() ? "source" : "target");
+  }
+  if (opts_.max_tokens > 0) data->token_batches = make_token_batches(data->examples);
+  cache.epoch = epoch;
+  cache.data = data;
+  return data;
+}
+
 std::vector<PairBatch> PairDataLoader::epoch(int64_t epoch) const {
   std::vector<PairBatch> out;
-  for (const auto& idx : batch_indices(epoch)) out.push_back(make_batch(idx));
+  for (const auto& idx : batch_indices(epoch)) out.push_back(make_batch(idx, epoch));
   return out;
 }
 

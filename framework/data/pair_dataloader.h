@@ -4,7 +4,9 @@
 // resumed run sees the same batches, and optional bucketing by length so that a batch
 // holds sentences of similar length (less padding).
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "../core/tensor.h"
@@ -50,6 +52,17 @@ struct PairDataLoaderOptions {
   // together they read each batch once (the last batch cut may have fewer rows than
   // ranks: a rank without a row then repeats one, as DistributedSampler pads).
   std::shared_ptr<const DistributedSampler> sampler = nullptr;
+  // Subword regularisation (BPE-dropout, unigram sampling): the examples as epoch `epoch`
+  // reads them, e.g. the same sentence pairs segmented anew by
+  // text::SentencePieceTokenizer::sample_encode with a seed drawn from the epoch. It must
+  // give as many examples as the loader holds, example i the same pair as the loader's
+  // example i, none empty, and the same ones for the same epoch (a resumed run reads the
+  // same batches). With max_tokens each epoch's batches are cut on its own examples (so
+  // num_batches(epoch) varies: sampled segmentations are longer); batch_size batches
+  // (and their bucketing) stay those of the loader's examples. make_batch(indices, epoch)
+  // and epoch() read through it, one epoch's examples made at a time; unset, every epoch
+  // reads the loader's examples.
+  std::function<std::vector<TokenPair>(int64_t epoch)> resample = nullptr;
 };
 
 // The name these options had before DataLoader (data/dataloader.h) took its own.
@@ -60,8 +73,10 @@ class PairDataLoader {
   PairDataLoader(std::vector<TokenPair> examples, PairDataLoaderOptions opts = {});
 
   int64_t num_examples() const { return static_cast<int64_t>(examples_.size()); }
-  // Batches per epoch (of this rank's shard with a sampler).
+  // Batches per epoch (of this rank's shard with a sampler); with options().resample and
+  // max_tokens, those of epoch 0 (num_batches(epoch) for another).
   int64_t num_batches() const;
+  int64_t num_batches(int64_t epoch) const;
   const PairDataLoaderOptions& options() const { return opts_; }
   const std::vector<TokenPair>& examples() const { return examples_; }
 
@@ -70,10 +85,13 @@ class PairDataLoader {
   // With max_tokens: the batches as cut (over all examples, alike on every rank), and the
   // order epoch `epoch` reads them in (indices into token_batches()). batch_indices gives
   // the same batches in that order, each reduced to this rank's share with a sampler.
+  // (With options().resample, an epoch reads batches of its own: batch_indices(epoch).)
   const std::vector<std::vector<size_t>>& token_batches() const { return token_batches_; }
   std::vector<size_t> token_batch_order(int64_t epoch) const;
   // The padded tensors for the given examples.
   PairBatch make_batch(const std::vector<size_t>& indices) const;
+  // The same as epoch `epoch` reads them: with options().resample, that epoch's examples.
+  PairBatch make_batch(const std::vector<size_t>& indices, int64_t epoch) const;
   // Every batch of an epoch.
   std::vector<PairBatch> epoch(int64_t epoch) const;
 
@@ -82,13 +100,34 @@ class PairDataLoader {
   // sampler, the loader's own without.
   bool shuffled() const { return opts_.sampler ? opts_.sampler->options().shuffle : opts_.shuffle; }
   uint64_t order_seed() const { return opts_.sampler ? opts_.sampler->options().seed : opts_.seed; }
-  // The token-budget batches over all examples (with max_tokens), in the order they were cut.
-  std::vector<std::vector<size_t>> make_token_batches() const;
+  // An epoch's examples and, with max_tokens, the batches cut on them.
+  struct EpochExamples {
+    std::vector<TokenPair> examples;
+    std::vector<std::vector<size_t>> token_batches;
+  };
+  // The last epoch opts_.resample gave, shared by copies of the loader.
+  struct ResampleCache {
+    std::mutex mutex;
+    int64_t epoch = -1;
+    std::shared_ptr<const EpochExamples> data;
+  };
+
+  // The token-budget batches over all of `examples` (with max_tokens), in the order they
+  // were cut.
+  std::vector<std::vector<size_t>> make_token_batches(const std::vector<TokenPair>& examples) const;
+  // The batches epoch `epoch` reads, in the order they were cut: the loader's, or the
+  // resampled epoch's (kept alive by `hold`).
+  const std::vector<std::vector<size_t>>& epoch_token_batches(int64_t epoch,
+                                                              std::shared_ptr<const EpochExamples>& hold) const;
   std::vector<std::vector<size_t>> token_batch_indices(int64_t epoch) const;
+  // Epoch `epoch`'s examples and batches (opts_.resample's, made once an epoch and kept).
+  std::shared_ptr<const EpochExamples> resampled(int64_t epoch) const;
+  PairBatch pad_batch(const std::vector<TokenPair>& examples, const std::vector<size_t>& indices) const;
 
   std::vector<TokenPair> examples_;
   PairDataLoaderOptions opts_;
   std::vector<std::vector<size_t>> token_batches_;  // empty without max_tokens
+  std::shared_ptr<ResampleCache> resample_cache_ = std::make_shared<ResampleCache>();
 };
 
 // Pads sequences to the longest: (len(seqs), max_len) int64.

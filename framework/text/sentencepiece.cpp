@@ -19,12 +19,16 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <mutex>
 #include <sstream>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 
@@ -498,6 +502,64 @@ std::vector<int64_t> SentencePieceTokenizer::encode(const std::string& text, boo
   if (add_bos) out.push_back(bos_id());
   out.insert(out.end(), ids.begin(), ids.end());
   if (add_eos) out.push_back(eos_id());
+  return out;
+}
+
+namespace {
+
+// SentencePiece's seed for `seed`: 32 well-mixed bits (splitmix64's finaliser), never
+// 0xFFFFFFFF, which SetRandomGeneratorSeed takes for "no seed" (then std::random_device).
+unsigned int sentencepiece_seed(uint64_t seed) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  const auto s = static_cast<unsigned int>((z ^ (z >> 31)) >> 32);
+  return s == 0xFFFFFFFFu ? 0u : s;
+}
+
+}  // namespace
+
+std::vector<std::vector<int64_t>> SentencePieceTokenizer::sample_encode(const std::vector<std::string>& texts,
+                                                                        const SubwordSampling& sampling, bool add_bos,
+                                                                        bool add_eos) const {
+  constexpr const char* op = "SentencePieceTokenizer::sample_encode";
+  KILN_CHECK(std::isfinite(sampling.alpha) && sampling.alpha >= 0, op, "alpha must be finite and >= 0, got ",
+             sampling.alpha);
+  // SentencePiece's own limit on the n-best list it samples from.
+  KILN_CHECK(sampling.nbest_size >= -1 && sampling.nbest_size <= 512, op,
+             "nbest_size must be -1 (all segmentations) or in [0, 512], got ", sampling.nbest_size);
+  KILN_CHECK(!add_bos || bos_id() >= 0, op, "add_bos: the model has no bos piece");
+  KILN_CHECK(!add_eos || eos_id() >= 0, op, "add_eos: the model has no eos piece");
+  std::vector<std::vector<int64_t>> out(texts.size());
+  std::exception_ptr failure;
+  auto encode_all = [&] {
+    try {
+      std::vector<int> ids;
+      for (size_t i = 0; i < texts.size(); ++i) {
+        const auto status = model_->sp.SampleEncode(texts[i], static_cast<int>(sampling.nbest_size),
+                                                    static_cast<float>(sampling.alpha), &ids);
+        KILN_CHECK(status.ok(), op, "SentencePiece failed on text ", i, ": ", status.ToString());
+        std::vector<int64_t>& row = out[i];
+        row.reserve(ids.size() + 2);
+        if (add_bos) row.push_back(bos_id());
+        row.insert(row.end(), ids.begin(), ids.end());
+        if (add_eos) row.push_back(eos_id());
+      }
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  };
+  {
+    // SentencePiece draws from a thread_local std::mt19937 that a thread seeds at its
+    // first draw from the process-wide seed (SetRandomGeneratorSeed), and never again:
+    // draws on a thread of their own, started after the seed is set, depend on `seed`
+    // alone. The lock keeps two calls from setting the process-wide seed at once.
+    static std::mutex seeding;
+    std::lock_guard<std::mutex> lock(seeding);
+    sentencepiece::SetRandomGeneratorSeed(sentencepiece_seed(sampling.seed));
+    std::thread(encode_all).join();
+  }
+  if (failure) std::rethrow_exception(failure);
   return out;
 }
 

@@ -64,6 +64,23 @@ struct SentencePieceTrainOptions {
   bool verbose = false;
 };
 
+// Subword regularisation: a segmentation drawn at random instead of the best one, so that
+// a model trained on many epochs of the same sentences sees each word split several ways
+// (SentencePieceTokenizer::sample_encode).
+//   BPE models drop each merge with probability alpha (BPE-dropout, Provilkov et al.
+//   2020; they train with 0.1); nbest_size is ignored. alpha 0 gives encode()'s ids,
+//   alpha >= 1 single characters.
+//   Unigram models draw a segmentation with probability proportional to its likelihood
+//   to the power alpha (Kudo 2018: smaller alpha, more varied; 0 uniform), among the
+//   nbest_size best ones, or among all of them with -1; nbest_size 0 or 1 gives encode()'s.
+//   char and word models have one segmentation: an error.
+struct SubwordSampling {
+  double alpha = 0.1;
+  int64_t nbest_size = -1;
+  // The draws depend on (texts, alpha, nbest_size, seed) alone.
+  uint64_t seed = 0;
+};
+
 class SentencePieceTokenizer {
  public:
   // Whether this Kiln was built with SentencePiece (false: every factory throws).
@@ -89,6 +106,13 @@ class SentencePieceTokenizer {
   // Text (UTF-8; an invalid byte is read as U+FFFD) to ids, bos first and eos last when
   // asked (an error if the model has no such piece).
   std::vector<int64_t> encode(const std::string& text, bool add_bos = false, bool add_eos = false) const;
+  // Each text encoded with a segmentation drawn as `sampling` says (see SubwordSampling);
+  // the same arguments give the same ids on any machine and thread. Decoding gives back
+  // what decode(encode(text)) does. An alpha that is negative or not finite, or an
+  // nbest_size under -1, is an error naming it.
+  std::vector<std::vector<int64_t>> sample_encode(const std::vector<std::string>& texts,
+                                                  const SubwordSampling& sampling, bool add_bos = false,
+                                                  bool add_eos = false) const;
   // The same as pieces ("▁Grü", "ße"): a character the model lacks is its own piece.
   std::vector<std::string> encode_pieces(const std::string& text) const;
   // Ids back to text. pad, bos and eos (and other control pieces) are dropped; unk is

@@ -25,6 +25,10 @@ SentencePieceTokenizer SentencePieceTokenizer::train(const std::vector<std::stri
   not_built();
 }
 std::vector<int64_t> SentencePieceTokenizer::encode(const std::string&, bool, bool) const { not_built(); }
+std::vector<std::vector<int64_t>> SentencePieceTokenizer::sample_encode(const std::vector<std::string>&,
+                                                                        const SubwordSampling&, bool, bool) const {
+  not_built();
+}
 std::vector<std::string> SentencePieceTokenizer::encode_pieces(const std::string&) const { not_built(); }
 std::string SentencePieceTokenizer::decode(const std::vector<int64_t>&) const { not_built(); }
 std::string SentencePieceTokenizer::decode_pieces(const std::vector<std::string>&) const { not_built(); }

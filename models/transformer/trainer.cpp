@@ -276,7 +276,7 @@ io::Metadata Trainer::checkpoint_metadata() const {
   meta["trainer.step_losses"] = join_losses(step_losses_);
   // The layout the position in the epoch counts in (a run of another one maps it).
   meta["trainer.world_size"] = std::to_string(world_);
-  if (train_) meta["trainer.epoch_batches"] = std::to_string(train_->num_batches());
+  if (train_) meta["trainer.epoch_batches"] = std::to_string(train_->num_batches(epoch_));
   return meta;
 }
 
@@ -299,7 +299,7 @@ void Trainer::load(const std::string& path) {
   const int64_t step = strict_int(entry("trainer.global_step"), "trainer.global_step", path, 0, kMax);
   // A mid-epoch checkpoint resumes at a batch of the epoch, so it must be one of the
   // loader's (a loader of another size cannot continue that epoch).
-  const int64_t batches = train_ ? train_->num_batches() : kMax;
+  const int64_t batches = train_ ? train_->num_batches(epoch) : kMax;
   int64_t saved_batches = batches;  // older checkpoints lack the entry: this loader's count
   if (const std::string* b = metadata_find(meta, "trainer.epoch_batches", path, false))
     saved_batches = strict_int(*b, "trainer.epoch_batches", path, 1, kMax);
@@ -403,7 +403,8 @@ std::vector<EpochSummary> Trainer::fit() {
   using clock = std::chrono::steady_clock;
   KILN_CHECK(train_ != nullptr, "Trainer::fit",
              "this trainer has no training DataLoader: build it with one, or call train_step(source, target)");
-  const int64_t per_epoch = train_->num_batches();
+  // The bar's scale (an epoch's batches can vary: PairDataLoaderOptions::resample).
+  const int64_t per_epoch = train_->num_batches(epoch_);
   const bool timed = opts_.max_seconds > 0 || opts_.eval_every_seconds > 0;
   train::ProgressBar bar(opts_.epochs * per_epoch, stderr, opts_.progress && main_process_);
   bar.set_unit("tok");
@@ -421,7 +422,7 @@ std::vector<EpochSummary> Trainer::fit() {
     std::optional<Evaluation> last_eval;  // one made at this epoch's last step
     while (next_batch_ < static_cast<int64_t>(batches.size())) {
       const auto step_start = clock::now();
-      data::PairBatch batch = train_->make_batch(batches[static_cast<size_t>(next_batch_)]);
+      data::PairBatch batch = train_->make_batch(batches[static_cast<size_t>(next_batch_)], epoch_);
       double lr = optimizer_->param_groups().front().get("lr");
       double loss = train_step(batch);
       const double step_seconds = std::chrono::duration<double>(clock::now() - step_start).count();
