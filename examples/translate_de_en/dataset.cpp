@@ -46,15 +46,20 @@ EncodedSplit encode_split(const std::vector<kiln::data::SentencePair>& pairs,
 
 std::vector<kiln::data::TokenPair> sample_split(const EncodedSplit& split,
                                                 const kiln::text::SentencePieceTokenizer& tokenizer, double alpha,
-                                                uint64_t seed, int64_t max_subwords) {
-  std::vector<std::string> sources, targets;
+                                                bool targets, uint64_t seed, int64_t max_subwords) {
+  std::vector<std::string> sources, target_texts;
   for (const auto& p : split.text) {
     sources.push_back(p.source);
-    targets.push_back(p.target);
+    target_texts.push_back(p.target);
   }
   // Each side its own stream of draws.
   const std::vector<std::vector<int64_t>> src = tokenizer.sample_encode(sources, {alpha, -1, 2 * seed});
-  const std::vector<std::vector<int64_t>> tgt = tokenizer.sample_encode(targets, {alpha, -1, 2 * seed + 1}, true, true);
+  std::vector<std::vector<int64_t>> tgt;
+  if (targets) {
+    tgt = tokenizer.sample_encode(target_texts, {alpha, -1, 2 * seed + 1}, true, true);
+  } else {
+    for (const auto& p : split.ids) tgt.push_back(p.target);
+  }
   std::vector<kiln::data::TokenPair> out;
   out.reserve(split.ids.size());
   for (size_t i = 0; i < split.ids.size(); ++i) {

@@ -43,13 +43,14 @@ Dataset load_dataset(const DatasetOptions& options);
 EncodedSplit encode_split(const std::vector<kiln::data::SentencePair>& pairs,
                           const kiln::text::SentencePieceTokenizer& tokenizer, int64_t max_subwords);
 
-// Subword regularisation: the pairs of `split` segmented anew, each side drawn by
-// SentencePieceTokenizer::sample_encode (BPE-dropout with probability alpha for a BPE
-// model, sampling with smoothing alpha for a unigram one), the same for the same seed; a
-// pair with a side past max_subwords so drawn keeps split's ids.
+// Subword regularisation: the pairs of `split` segmented anew, the sources (and, with
+// targets, the targets) drawn by SentencePieceTokenizer::sample_encode (BPE-dropout with
+// probability alpha for a BPE model, sampling with smoothing alpha for a unigram one),
+// the same for the same seed; a pair with a side past max_subwords so drawn keeps split's
+// ids.
 std::vector<kiln::data::TokenPair> sample_split(const EncodedSplit& split,
                                                 const kiln::text::SentencePieceTokenizer& tokenizer, double alpha,
-                                                uint64_t seed, int64_t max_subwords);
+                                                bool targets, uint64_t seed, int64_t max_subwords);
 
 // The files benchmarks/torch_translate.py reads (see its top): the ids of every split,
 // the raw valid and test sentences, the training batches and each epoch's order of them.

@@ -18,7 +18,8 @@
 // scores a saved model on the validation and test splits. --export DIR writes the ids,
 // batches and recipe for benchmarks/torch_translate.py (the same training in PyTorch)
 // and exits. --subword-alpha A segments the training pairs anew each epoch (BPE-dropout
-// with probability A, or unigram sampling with smoothing A: subword regularisation).
+// with probability A, or unigram sampling with smoothing A: subword regularisation), both
+// sides or (--subword-sides source) the German only.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -55,6 +56,7 @@ struct Args {
   int64_t d_model = 256, heads = 4, layers = 3, ff = 1024, max_tokens = 1500, warmup = 400;
   double dropout = 0.3, lr_factor = 1.0, label_smoothing = 0.1, clip = 1.0, weight_decay = 0.0;
   double subword_alpha = 0;  // 0: the training pairs keep one segmentation
+  std::string subword_sides = "both";  // which sides --subword-alpha draws: both or source
   int64_t beam = 4, export_epochs = 400, checkpoint_every = 0, keep_checkpoints = 1, average_last = 1;
   int64_t max_phrases = 0;  // with --phrases: at most this many (0: all)
   double length_penalty = TranslateOptions{}.length_penalty;
@@ -66,7 +68,7 @@ struct Args {
 const char* kUsage =
     "translate_de_en [--minutes M (training time, default 15) | --epochs N] [--eval-every SECONDS]\n"
     "                       [--corpus FILE] [--phrases [--max-phrases N]] [--vocab-size V] [--spm-type bpe|unigram] [--spm FILE.model]\n"
-    "                       [--subword-alpha A] [--max-subwords N] [--d-model D] [--heads H] [--layers L] [--ff F] [--dropout P]\n"
+    "                       [--subword-alpha A [--subword-sides both|source]] [--max-subwords N] [--d-model D] [--heads H] [--layers L] [--ff F] [--dropout P]\n"
     "                       [--post-norm]\n"
     "                       [--max-tokens N] [--lr-factor F] [--warmup STEPS] [--label-smoothing E] [--clip C]\n"
     "                       [--weight-decay W] [--beam K (0 = greedy)] [--length-penalty A] [--seed S]\n"
@@ -87,6 +89,7 @@ Args parse(kiln_examples::Cli& cli) {
   a.vocab_size = cli.integer("--vocab-size", a.vocab_size, 16, 1'000'000);
   a.spm_type = cli.nonempty_text("--spm-type", a.spm_type);
   a.subword_alpha = cli.real("--subword-alpha", a.subword_alpha, 0.0, 1.0);
+  a.subword_sides = cli.nonempty_text("--subword-sides", a.subword_sides);
   a.max_subwords = cli.integer("--max-subwords", a.max_subwords, 1, 10'000);
   a.d_model = cli.integer("--d-model", a.d_model, 1, 65536);
   a.heads = cli.integer("--heads", a.heads, 1, 1024);
@@ -129,6 +132,9 @@ Args parse(kiln_examples::Cli& cli) {
   if (a.spm_type != "bpe" && a.spm_type != "unigram") cli.fail("--spm-type must be bpe or unigram, got " + a.spm_type);
   if (a.d_model % a.heads != 0) cli.fail("--d-model must be a multiple of --heads");
   if (a.max_phrases > 0 && !a.phrases) cli.fail("--max-phrases N goes with --phrases");
+  if (a.subword_sides != "both" && a.subword_sides != "source")
+    cli.fail("--subword-sides must be both or source, got " + a.subword_sides);
+  if (a.subword_sides != "both" && a.subword_alpha == 0) cli.fail("--subword-sides goes with --subword-alpha");
   if (a.subword_alpha > 0 && !a.export_dir.empty())
     cli.fail("--subword-alpha: the export holds one segmentation of the training pairs (leave it out with --export)");
   if (a.has_translate && a.evaluate) cli.fail("--translate and --evaluate: give one of them");
@@ -400,7 +406,7 @@ int run(int argc, char** argv) {
     // Each epoch the training pairs segmented anew (the batches stay those cut on the
     // best segmentation): a seed for every (run seed, epoch).
     lo.resample = [&data, &a](int64_t epoch) {
-      return sample_split(data.train, data.tokenizer, a.subword_alpha,
+      return sample_split(data.train, data.tokenizer, a.subword_alpha, a.subword_sides == "both",
                           a.seed * 0x100000001B3ull + static_cast<uint64_t>(epoch), a.max_subwords);
     };
   }
