@@ -5,17 +5,11 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "core/splitmix64.h"
 #include "ops/ops.h"
 
 namespace kiln::data {
 namespace {
-
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 // Uniform in [0, n) without modulo bias (Lemire's multiply-and-reject).
 uint64_t uniform_below(uint64_t& state, uint64_t n) {
@@ -108,9 +102,14 @@ std::vector<std::vector<size_t>> PairDataLoader::make_token_batches(const std::v
 
 std::vector<size_t> PairDataLoader::token_batch_order(int64_t epoch) const {
   std::shared_ptr<const EpochExamples> hold;
-  std::vector<size_t> order(epoch_token_batches(epoch, hold).size());
+  return batch_order(epoch_token_batches(epoch, hold).size(), epoch);
+}
+
+std::vector<size_t> PairDataLoader::batch_order(size_t batches, int64_t epoch) const {
+  if (shuffled()) return epoch_permutation(batches, order_seed(), epoch);
+  std::vector<size_t> order(batches);
   std::iota(order.begin(), order.end(), size_t{0});
-  return shuffled() ? epoch_permutation(order.size(), order_seed(), epoch) : order;
+  return order;
 }
 
 const std::vector<std::vector<size_t>>& PairDataLoader::epoch_token_batches(
@@ -125,7 +124,7 @@ std::vector<std::vector<size_t>> PairDataLoader::token_batch_indices(int64_t epo
   const std::vector<std::vector<size_t>>& cut = epoch_token_batches(epoch, hold);
   std::vector<std::vector<size_t>> out;
   out.reserve(cut.size());
-  for (size_t b : token_batch_order(epoch)) {
+  for (size_t b : batch_order(cut.size(), epoch)) {
     const std::vector<size_t>& batch = cut[b];
     if (!opts_.sampler) {
       out.push_back(batch);

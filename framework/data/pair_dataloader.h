@@ -120,6 +120,8 @@ class PairDataLoader {
   const std::vector<std::vector<size_t>>& epoch_token_batches(int64_t epoch,
                                                               std::shared_ptr<const EpochExamples>& hold) const;
   std::vector<std::vector<size_t>> token_batch_indices(int64_t epoch) const;
+  // The order epoch `epoch` reads `batches` cut batches in.
+  std::vector<size_t> batch_order(size_t batches, int64_t epoch) const;
   // Epoch `epoch`'s examples and batches (opts_.resample's, made once an epoch and kept).
   std::shared_ptr<const EpochExamples> resampled(int64_t epoch) const;
   PairBatch pad_batch(const std::vector<TokenPair>& examples, const std::vector<size_t>& indices) const;

@@ -33,6 +33,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/splitmix64.h"
 #include "io/read_all.h"
 #include "io/safetensors.h"  // write_file_atomic
 
@@ -507,13 +508,10 @@ std::vector<int64_t> SentencePieceTokenizer::encode(const std::string& text, boo
 
 namespace {
 
-// SentencePiece's seed for `seed`: 32 well-mixed bits (splitmix64's finaliser), never
-// 0xFFFFFFFF, which SetRandomGeneratorSeed takes for "no seed" (then std::random_device).
+// SentencePiece's seed for `seed`: 32 well-mixed bits, never 0xFFFFFFFF, which
+// SetRandomGeneratorSeed takes for "no seed" (then std::random_device).
 unsigned int sentencepiece_seed(uint64_t seed) {
-  uint64_t z = seed + 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  const auto s = static_cast<unsigned int>((z ^ (z >> 31)) >> 32);
+  const auto s = static_cast<unsigned int>(splitmix64(seed) >> 32);
   return s == 0xFFFFFFFFu ? 0u : s;
 }
 
