@@ -110,6 +110,61 @@ TEST_CASE("scaled_dot_product_attention with dropout equals its unfused formula 
   }
 }
 
+TEST_CASE("scaled_dot_product_attention on long float32 heads equals its formula in float64") {
+  // Heads of 96 queries, 80 keys and 32 features: products large enough that the kernel
+  // takes oneDNN's matmul where it is built in (OpenBLAS below). Strided heads, as a
+  // projection's (batch, tokens, heads, features) viewed per head; a bool mask with one
+  // query that may attend to nothing, an additive mask, causal, and dropout, each
+  // against the unfused formula on the same values in float64 (forward and gradients).
+  Generator init(7);
+  const int64_t N = 2, H = 2, L = 96, S = 80, E = 32;
+  const auto heads = [&](int64_t T) { return randn({N, T, H, E}, TensorOptions(kFloat32), &init).transpose(1, 2); };
+  const Tensor q32 = heads(L), k32 = heads(S), v32 = heads(S);
+  const Tensor g32 = randn({N, H, L, E}, TensorOptions(kFloat32), &init);
+  Tensor allowed = gt(rand({N, 1, L, S}, TensorOptions(kFloat64), &init), 0.25);
+  std::vector<double> dead(static_cast<size_t>(N * L * S), 0.0);
+  std::fill_n(dead.begin() + (1 * L + 5) * S, S, 1.0);  // batch 1's query 5 sees nothing
+  allowed = logical_and(allowed, eq(from_vector(dead, {N, 1, L, S}), 0.0));
+  const Tensor additive = rand({1, H, L, S}, TensorOptions(kFloat32), &init) * -3.0;
+  const Tensor causal_allowed = logical_not(triu(ones({L, S}, TensorOptions(kBool)), 1));
+  struct Case {
+    const char* name;
+    Tensor mask;  // bool (true = may attend) or additive; undefined: none
+    bool causal;
+    double p;
+  };
+  for (const Case& c : {Case{"bool mask", allowed, false, 0.0}, Case{"additive mask", additive, false, 0.0},
+                        Case{"causal", Tensor(), true, 0.0}, Case{"bool mask, dropout", allowed, false, 0.3}}) {
+    CAPTURE(c.name);
+    Tensor q = q32.detach().requires_grad_(), k = k32.detach().requires_grad_(), v = v32.detach().requires_grad_();
+    Generator g1(13), g2(13);
+    Tensor fused = scaled_dot_product_attention(q, k, v, c.mask, c.p, c.causal, std::nullopt, &g1);
+    fused.backward(g32);
+    Tensor q64 = q32.to(kFloat64).requires_grad_(), k64 = k32.to(kFloat64).requires_grad_(),
+           v64 = v32.to(kFloat64).requires_grad_();
+    Tensor scores = matmul(q64, k64.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(E)));
+    const double kNegInf = -std::numeric_limits<double>::infinity();
+    if (c.causal) scores = masked_fill(scores, logical_not(causal_allowed), kNegInf);
+    else if (c.mask.dtype() == kBool) scores = masked_fill(scores, logical_not(c.mask), kNegInf);
+    else scores = scores + c.mask.to(kFloat64);
+    Tensor w = softmax(scores, -1);
+    w = masked_fill(w, isnan(w), 0.0);  // a query that sees nothing: zeros, as the kernel
+    Tensor unfused = matmul(c.p > 0 ? dropout(w, c.p, true, &g2) : w, v64);
+    unfused.backward(g32.to(kFloat64));
+    const Tol tol{1e-5, 2e-6};
+    kiln::testing::check_matches("output", fused, unfused.to(kFloat32), tol);
+    kiln::testing::check_matches("grad q", q.grad(), q64.grad().to(kFloat32), tol);
+    kiln::testing::check_matches("grad k", k.grad(), k64.grad().to(kFloat32), tol);
+    kiln::testing::check_matches("grad v", v.grad(), v64.grad().to(kFloat32), tol);
+  }
+  // The same bits at one thread and at two.
+  testing::ThreadsGuard guard;
+  set_num_threads(1);
+  const Tensor one = scaled_dot_product_attention(q32, k32, v32, allowed);
+  set_num_threads(std::max(2, guard.saved));
+  CHECK(equal(one, scaled_dot_product_attention(q32, k32, v32, allowed)));
+}
+
 TEST_CASE("dropout draws bernoulli(1 - p)'s stream and backward reuses its mask") {
   for (DType dt : {kFloat64, kFloat32}) {
     Generator g1(5), g2(5);

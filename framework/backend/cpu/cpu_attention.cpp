@@ -85,6 +85,38 @@ void gemm_bt(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, 
   gemm0<T>(false, false, m, n, k, alpha, a, lda, bt.data(), std::max<int64_t>(n, 1), c, ldc);
 }
 
+// row (S) *= c: the softmax's normalization when there is no dropout.
+template <class T>
+KILN_MULTIVERSION void scale_row(T* row, T c, int64_t S) {
+  for (int64_t s = 0; s < S; ++s) row[s] *= c;
+}
+
+// oneDNN's fp32 matmul takes a problem's products from this many multiply-adds up: at
+// all-MiniLM's 128-token heads, (128, 128, 32), it ran attention's forward 20% faster
+// than OpenBLAS's small kernels (one thread, 384 heads: 23.1 -> 18.0 ms), and 17% at
+// 512 tokens; at (32, 32, 32) the two were level and at (16, 16, 32) oneDNN's fixed cost
+// a call (about 1.3 us a product) lost 60%.
+constexpr double kOnednnMinMacs = 64.0 * 64 * 32;
+
+// C (m, n) = alpha · op(A) (m, k) op(B) (k, n): one product of a problem, on oneDNN from
+// kOnednnMinMacs up (float32; the scale then a pass over C, in cache), else on OpenBLAS
+// with op(B) = Bᵀ copied transposed first (gemm_bt). Forward and backward take their
+// q kᵀ through here alike, so the backward rebuilds the forward's scores bit for bit.
+template <class T>
+void head_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+               int64_t ldb, T* c, int64_t ldc, std::vector<T>& bt) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (k > 0 && static_cast<double>(m) * n * k >= kOnednnMinMacs && onednn::available()) {
+      onednn::gemm_f32(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, /*accumulate=*/false);
+      if (alpha != T(1))
+        for (int64_t i = 0; i < m; ++i) scale_row(c + i * ldc, alpha, n);
+      return;
+    }
+  }
+  if (tb && !ta) return gemm_bt<T>(m, n, k, alpha, a, lda, b, ldb, c, ldc, bt);
+  gemm0<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, c, ldc);
+}
+
 // What every problem shares.
 struct Problem {
   int64_t N, H, L, S, E, Ev;
@@ -167,12 +199,6 @@ KILN_MULTIVERSION double exp_row(T* row, int64_t S, T& lse) {
   const double sum = rows::sum_exp<T>(row, mx, row, S);
   lse = mx + static_cast<T>(std::log(sum));
   return sum;
-}
-
-// row (S) *= c: the softmax's normalization when there is no dropout.
-template <class T>
-KILN_MULTIVERSION void scale_row(T* row, T c, int64_t S) {
-  for (int64_t s = 0; s < S; ++s) row[s] *= c;
 }
 
 // row (S) <- exp(row masked - lse): the softmax rebuilt from its logsumexp, the mask
@@ -325,7 +351,8 @@ void attention_typed(const Tensor& q, const Tensor& k, const Tensor& v, const Te
     auto qh = head<T>(q, n, h), kh = head<T>(k, n, h), vh = head<T>(v, n, h), oh = head<T>(out, n, h);
     prefetch_problem(pr, b + 1, {&q, &k, &v});
     // scores (L, S) = scale · q (L, E) @ k (S, E)ᵀ
-    gemm_bt<T>(pr.L, pr.S, pr.E, static_cast<T>(pr.scale), qh.data, qh.ld, kh.data, kh.ld, scores.data(), pr.S, kt);
+    head_gemm<T>(false, true, pr.L, pr.S, pr.E, static_cast<T>(pr.scale), qh.data, qh.ld, kh.data, kh.ld, scores.data(),
+                 pr.S, kt);
     if (pr.p > 0) problem_words(pr, b, words);
     const MaskRows<T> masks = mask_rows<T>(mask, n, h);
     for (int64_t l = 0; l < pr.L; ++l) {
@@ -340,7 +367,7 @@ void attention_typed(const Tensor& q, const Tensor& k, const Tensor& v, const Te
       }
     }
     // out (L, Ev) = P' (L, S) @ v (S, Ev)
-    gemm0<T>(false, false, pr.L, pr.Ev, pr.S, T(1), scores.data(), pr.S, vh.data, vh.ld, oh.data, oh.ld);
+    head_gemm<T>(false, false, pr.L, pr.Ev, pr.S, T(1), scores.data(), pr.S, vh.data, vh.ld, oh.data, oh.ld, kt);
   });
 }
 
@@ -361,13 +388,13 @@ void attention_backward_typed(const Tensor& g, const Tensor& q, const Tensor& k,
     auto gqh = head<T>(grad_q, n, h), gkh = head<T>(grad_k, n, h), gvh = head<T>(grad_v, n, h);
     prefetch_problem(pr, b + 1, {&q, &k, &v, &g, &out});
     // P (L, S) = exp(scale · q kᵀ + mask - lse)
-    gemm_bt<T>(pr.L, pr.S, pr.E, scale, qh.data, qh.ld, kh.data, kh.ld, probs.data(), pr.S, bt);
+    head_gemm<T>(false, true, pr.L, pr.S, pr.E, scale, qh.data, qh.ld, kh.data, kh.ld, probs.data(), pr.S, bt);
     const MaskRows<T> masks = mask_rows<T>(mask, n, h);
     for (int64_t l = 0; l < pr.L; ++l) {
       exp_shifted_row(probs.data() + l * pr.S, masks.at(l), lse_all[b * pr.L + l], pr.S);
     }
     // dP' (L, S) = g (L, Ev) @ v (S, Ev)ᵀ
-    gemm_bt<T>(pr.L, pr.S, pr.Ev, T(1), gh.data, gh.ld, vh.data, vh.ld, dprobs.data(), pr.S, bt);
+    head_gemm<T>(false, true, pr.L, pr.S, pr.Ev, T(1), gh.data, gh.ld, vh.data, vh.ld, dprobs.data(), pr.S, bt);
     if (pr.p > 0) problem_words(pr, b, words);
     for (int64_t l = 0; l < pr.L; ++l) {
       // D = <g_l, out_l>: Σ_s dP'·P' of the row, without P'.
@@ -377,11 +404,11 @@ void attention_backward_typed(const Tensor& g, const Tensor& q, const Tensor& k,
                                    pr.p > 0 ? keep_scale : T(1), d, pr.S);
     }
     // grad_v (S, Ev) = P'ᵀ (S, L) @ g (L, Ev)
-    gemm0<T>(true, false, pr.S, pr.Ev, pr.L, T(1), probs.data(), pr.S, gh.data, gh.ld, gvh.data, gvh.ld);
+    head_gemm<T>(true, false, pr.S, pr.Ev, pr.L, T(1), probs.data(), pr.S, gh.data, gh.ld, gvh.data, gvh.ld, bt);
     // grad_q (L, E) = scale · dS (L, S) @ k (S, E)
-    gemm0<T>(false, false, pr.L, pr.E, pr.S, scale, dprobs.data(), pr.S, kh.data, kh.ld, gqh.data, gqh.ld);
+    head_gemm<T>(false, false, pr.L, pr.E, pr.S, scale, dprobs.data(), pr.S, kh.data, kh.ld, gqh.data, gqh.ld, bt);
     // grad_k (S, E) = scale · dSᵀ (S, L) @ q (L, E)
-    gemm0<T>(true, false, pr.S, pr.E, pr.L, scale, dprobs.data(), pr.S, qh.data, qh.ld, gkh.data, gkh.ld);
+    head_gemm<T>(true, false, pr.S, pr.E, pr.L, scale, dprobs.data(), pr.S, qh.data, qh.ld, gkh.data, gkh.ld, bt);
   });
 }
 
