@@ -31,14 +31,14 @@ constexpr T kGeluC = static_cast<T>(0.044715);
 // x Φ(x); Φ through vec::normal_cdf, which vectorizes for float32.
 template <class T> KILN_ACTIVATION T gelu_erf(T x) { return x * vec::normal_cdf(x); }
 template <class T> KILN_ACTIVATION T gelu_tanh(T x) {
-  return T(0.5) * x * (T(1) + std::tanh(kSqrt2OverPi<T> * (x + kGeluC<T> * x * x * x)));
+  return T(0.5) * x * (T(1) + vec::tanh(kSqrt2OverPi<T> * (x + kGeluC<T> * x * x * x)));
 }
 template <class T> KILN_ACTIVATION T gelu_erf_grad(T x) {
   return vec::normal_cdf(x) + x * kInvSqrt2Pi<T> * vec::exp(T(-0.5) * x * x);
 }
 template <class T> KILN_ACTIVATION T gelu_tanh_grad(T x) {
   T u = kSqrt2OverPi<T> * (x + kGeluC<T> * x * x * x);
-  T t = std::tanh(u);
+  T t = vec::tanh(u);
   return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * kSqrt2OverPi<T> * (T(1) + T(3) * kGeluC<T> * x * x);
 }
 // 1 / (1 + exp(-x)) for x >= 0, exp(x) / (1 + exp(x)) below, so that exp never
@@ -129,7 +129,7 @@ void unary_float(UnaryOp op, const Tensor& x, const Tensor& out, T a, T b) {
     case UnaryOp::Sqrt: return map1<T, T>(x, out, [](T v) { return std::sqrt(v); });
     case UnaryOp::Rsqrt: return map1<T, T>(x, out, [](T v) { return T(1) / std::sqrt(v); });
     case UnaryOp::Abs: return map1<T, T>(x, out, [](T v) { return std::abs(v); });
-    case UnaryOp::Tanh: return map1<T, T>(x, out, [](T v) { return std::tanh(v); }, kGrainHeavy);
+    case UnaryOp::Tanh: return map1<T, T>(x, out, [](T v) { return vec::tanh(v); }, kGrainHeavy);
     case UnaryOp::Sigmoid: return map1<T, T>(x, out, [](T v) { return sigmoid(v); }, kGrainHeavy);
     case UnaryOp::Relu: return map1<T, T>(x, out, [](T v) { return v < T(0) ? T(0) : v; });  // NaN stays NaN
     case UnaryOp::GeluErf: return map1<T, T>(x, out, [](T v) { return gelu_erf(v); }, kGrainHeavy);
