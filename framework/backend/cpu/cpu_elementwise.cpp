@@ -21,22 +21,16 @@ constexpr T kSqrt2OverPi = static_cast<T>(0.79788456080286535588);
 template <class T>
 constexpr T kGeluC = static_cast<T>(0.044715);
 
-// The activations and their derivatives are always inlined: the vectorized clones of the
-// maps below (KILN_MULTIVERSION) must compile them for their own ISA. Left to the
-// inliner, gelu_erf_grad stayed a call to a baseline x86-64 copy, one element at a time
-// (GELU's backward of 4096 x 1536 values: 190 ms at one thread, against 9.6 for its
-// forward).
-#define KILN_ACTIVATION [[gnu::always_inline]] inline
-
+// The activations and their derivatives, inlined into the maps' clones below.
 // x Φ(x); Φ through vec::normal_cdf, which vectorizes for float32.
-template <class T> KILN_ACTIVATION T gelu_erf(T x) { return x * vec::normal_cdf(x); }
-template <class T> KILN_ACTIVATION T gelu_tanh(T x) {
+template <class T> KILN_INLINE_IN_CLONES T gelu_erf(T x) { return x * vec::normal_cdf(x); }
+template <class T> KILN_INLINE_IN_CLONES T gelu_tanh(T x) {
   return T(0.5) * x * (T(1) + vec::tanh(kSqrt2OverPi<T> * (x + kGeluC<T> * x * x * x)));
 }
-template <class T> KILN_ACTIVATION T gelu_erf_grad(T x) {
+template <class T> KILN_INLINE_IN_CLONES T gelu_erf_grad(T x) {
   return vec::normal_cdf(x) + x * kInvSqrt2Pi<T> * vec::exp(T(-0.5) * x * x);
 }
-template <class T> KILN_ACTIVATION T gelu_tanh_grad(T x) {
+template <class T> KILN_INLINE_IN_CLONES T gelu_tanh_grad(T x) {
   T u = kSqrt2OverPi<T> * (x + kGeluC<T> * x * x * x);
   T t = vec::tanh(u);
   return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * kSqrt2OverPi<T> * (T(1) + T(3) * kGeluC<T> * x * x);
@@ -44,7 +38,7 @@ template <class T> KILN_ACTIVATION T gelu_tanh_grad(T x) {
 // 1 / (1 + exp(-x)) for x >= 0, exp(x) / (1 + exp(x)) below, so that exp never
 // overflows; both from one exp(-|x|) and a select, which vectorizes for float32 (a branch
 // around std::exp ran one element at a time: 8.5 ns an element).
-template <class T> KILN_ACTIVATION T sigmoid(T x) {
+template <class T> KILN_INLINE_IN_CLONES T sigmoid(T x) {
   const T e = vec::exp(-std::fabs(x));
   const T r = T(1) / (T(1) + e);
   return x >= T(0) ? r : e * r;
@@ -52,8 +46,8 @@ template <class T> KILN_ACTIVATION T sigmoid(T x) {
 
 // x sigmoid(x) as torch computes it, x / (1 + exp(-x)): exp through vec::exp, which
 // vectorizes for float32; exp(-x) = inf for very negative x gives -0.
-template <class T> KILN_ACTIVATION T silu(T x) { return x / (T(1) + vec::exp(-x)); }
-template <class T> KILN_ACTIVATION T silu_grad(T x) {
+template <class T> KILN_INLINE_IN_CLONES T silu(T x) { return x / (T(1) + vec::exp(-x)); }
+template <class T> KILN_INLINE_IN_CLONES T silu_grad(T x) {
   T s = sigmoid(x);
   return s * (T(1) + x * (T(1) - s));
 }

@@ -15,3 +15,10 @@
 #else
 #define KILN_MULTIVERSION
 #endif
+
+// For the helpers a KILN_MULTIVERSION function calls (vec_math.h, row_reduce.h, the
+// activations): inlined into every clone, so that each is compiled for the clone's ISA.
+// A helper the inliner leaves out of line is compiled once, for baseline x86-64, and
+// called from the AVX2 clone an element at a time (GELU's derivative did: its backward
+// ran 14x slower).
+#define KILN_INLINE_IN_CLONES [[gnu::always_inline]] inline

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 
+#include "backend/cpu/multiversion.h"
 #include "vec_math.h"
 
 namespace kiln::cpu::rows {
@@ -24,7 +25,7 @@ using Lanes __attribute__((vector_size(kLanes * sizeof(T)))) = T;
 
 // max of x (n); -inf for an empty or fully -inf row.
 template <class T>
-inline T max(const T* x, int64_t n) {
+KILN_INLINE_IN_CLONES T max(const T* x, int64_t n) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   Lanes<T> lane;
   for (int k = 0; k < kLanes; ++k) lane[k] = kNegInf;
@@ -42,7 +43,7 @@ inline T max(const T* x, int64_t n) {
 
 // Σ exp(x - shift) over x (n); also writes the exponentials to y when y is not null.
 template <class T>
-inline double sum_exp(const T* x, T shift, T* y, int64_t n) {
+KILN_INLINE_IN_CLONES double sum_exp(const T* x, T shift, T* y, int64_t n) {
   T lane[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
@@ -64,7 +65,7 @@ inline double sum_exp(const T* x, T shift, T* y, int64_t n) {
 
 // Σ x (n), and Σ a·b (n).
 template <class T>
-inline double sum(const T* x, int64_t n) {
+KILN_INLINE_IN_CLONES double sum(const T* x, int64_t n) {
   Lanes<T> lane = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
@@ -80,7 +81,7 @@ inline double sum(const T* x, int64_t n) {
 
 // Σ (x - mu)^2 over x (n).
 template <class T>
-inline double sum_sq_dev(const T* x, T mu, int64_t n) {
+KILN_INLINE_IN_CLONES double sum_sq_dev(const T* x, T mu, int64_t n) {
   Lanes<T> lane = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
@@ -96,7 +97,7 @@ inline double sum_sq_dev(const T* x, T mu, int64_t n) {
 }
 
 template <class T>
-inline double dot(const T* a, const T* b, int64_t n) {
+KILN_INLINE_IN_CLONES double dot(const T* a, const T* b, int64_t n) {
   Lanes<T> lane = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {

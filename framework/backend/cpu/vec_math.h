@@ -14,9 +14,11 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backend/cpu/multiversion.h"
+
 namespace kiln::cpu::vec {
 
-inline float exp(float x) {
+KILN_INLINE_IN_CLONES float exp(float x) {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693145751953125f;  // ln 2 split so that n·kLn2Hi is exact
   constexpr float kLn2Lo = 1.42860682030941723e-6f;
@@ -49,7 +51,7 @@ inline double exp(double x) { return std::exp(x); }
 // (the coefficients 2^2n (2^2n - 1) B_2n / (2n)!; the first term left out is below 1e-9
 // of the value there); above, (1 - e) / (1 + e) with e = exp(-2|x|) <= 0.37, so that
 // 1 - e cancels nothing; from |x| = 9.01 the value rounds to 1.
-inline float tanh(float x) {
+KILN_INLINE_IN_CLONES float tanh(float x) {
   const float a = std::fabs(x);
   const float z = x * x;
   float p = 6404582.0f / 10854718875.0f;
@@ -69,7 +71,7 @@ inline float tanh(float x) {
 inline double tanh(double x) { return std::tanh(x); }
 
 // erfc(z) for z >= 0.
-inline float erfc_nonneg(float z) {
+KILN_INLINE_IN_CLONES float erfc_nonneg(float z) {
   float t = 1.0f / (1.0f + 0.5f * z);
   float poly =
       -1.26551223f +
@@ -82,7 +84,7 @@ inline float erfc_nonneg(float z) {
 }
 
 // Φ(x) = P(N(0,1) <= x) = erfc(-x/√2) / 2, accurate in both tails.
-inline float normal_cdf(float x) {
+KILN_INLINE_IN_CLONES float normal_cdf(float x) {
   float e = erfc_nonneg(std::fabs(x) * 0.70710678118654752f);
   return x >= 0 ? 1.0f - 0.5f * e : 0.5f * e;
 }
