@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <numeric>
 #include <string>
@@ -48,6 +49,15 @@ bool on_cpu_stand_in() { return gpu().is_cpu(); }
 
 void check_same(const std::string& what, const Tensor& got, const Tensor& want, double rtol = 0) {
   testing::check_same_as_cpu(what, got, want, rtol);
+}
+
+// Whether a library whose file name contains `name` is mapped into this process.
+bool library_mapped(const std::string& name) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line))
+    if (line.find(name) != std::string::npos) return true;
+  return false;
 }
 
 // ------------------------------------------------------------------ the op table
@@ -300,8 +310,18 @@ TEST_SUITE("everywhere") {
     nn::Linear lin(3, 2);
     CHECK(error_of([&] { lin.to(Device("cuda")); }).rfind("[device] CUDA is built but no GPU is usable", 0) == 0);
     for (const Tensor& p : lin.parameters()) CHECK(p.device() == kCPU);
-    // CPU work is unaffected.
+    // CPU work is unaffected, and loads no cuBLAS (150 MB resident once loaded).
     CHECK(ones({2}).sum().item() == 2.0);
+    CHECK(matmul(ones({8, 8}), ones({8, 8})).sum().item() == 512.0);
+    CHECK_FALSE(library_mapped("libcublas"));
+  }
+
+  TEST_CASE("with a GPU: cuBLAS is loaded by the first GPU product") {
+    if (!cuda::is_available()) return;
+    CHECK(config().find(" loaded)") != std::string::npos);  // its version, from the library
+    const Tensor a = ones({8, 8}, TensorOptions(kFloat32).device(gpu()));
+    CHECK(matmul(a, a).sum().item() == 512.0);
+    CHECK(library_mapped("libcublasLt"));
   }
 
   TEST_CASE("with a GPU: a device index past the last GPU is an error") {

@@ -264,17 +264,17 @@ void gemm_heads(cublasHandle_t handle, bool ta, bool tb, int64_t M, int64_t Nc, 
       T* pc = C + offC + i0 * sC;
       if constexpr (std::is_same_v<In, bfloat16>) {
         static_assert(std::is_same_v<T, float>, "a bfloat16 product accumulates in float32");
-        KILN_CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, op_first, op_second, m, n, k, &alpha, pb, CUDA_R_16BF,
-                                                     lda, sB, pa, CUDA_R_16BF, ldb, sA, &zero, pc, CUDA_R_32F, ldc, sC,
-                                                     cnt, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        KILN_CUBLAS_CHECK(cublas_api().cublasGemmStridedBatchedEx(
+                              handle, op_first, op_second, m, n, k, &alpha, pb, CUDA_R_16BF, lda, sB, pa, CUDA_R_16BF,
+                              ldb, sA, &zero, pc, CUDA_R_32F, ldc, sC, cnt, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                           "attention");
       } else if constexpr (std::is_same_v<T, double>) {
-        KILN_CUBLAS_CHECK(cublasDgemmStridedBatched(handle, op_first, op_second, m, n, k, &alpha, pb, lda, sB, pa, ldb,
-                                                    sA, &zero, pc, ldc, sC, cnt),
+        KILN_CUBLAS_CHECK(cublas_api().cublasDgemmStridedBatched(handle, op_first, op_second, m, n, k, &alpha, pb, lda,
+                                                                 sB, pa, ldb, sA, &zero, pc, ldc, sC, cnt),
                           "attention");
       } else {
-        KILN_CUBLAS_CHECK(cublasSgemmStridedBatched(handle, op_first, op_second, m, n, k, &alpha, pb, lda, sB, pa, ldb,
-                                                    sA, &zero, pc, ldc, sC, cnt),
+        KILN_CUBLAS_CHECK(cublas_api().cublasSgemmStridedBatched(handle, op_first, op_second, m, n, k, &alpha, pb, lda,
+                                                                 sB, pa, ldb, sA, &zero, pc, ldc, sC, cnt),
                           "attention");
       }
     }
@@ -319,21 +319,21 @@ void gemm_heads(cublasHandle_t handle, bool ta, bool tb, int64_t M, int64_t Nc, 
     const void* const* second = arrays + count + i0;
     void* const* out = const_cast<void* const*>(arrays + 2 * count + i0);
     if constexpr (std::is_same_v<In, bfloat16>) {
-      KILN_CUBLAS_CHECK(cublasGemmBatchedEx(handle, op_first, op_second, m, n, k, &alpha, first, CUDA_R_16BF, lda,
-                                            second, CUDA_R_16BF, ldb, &zero, out, CUDA_R_32F, ldc, cnt,
-                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      KILN_CUBLAS_CHECK(cublas_api().cublasGemmBatchedEx(handle, op_first, op_second, m, n, k, &alpha, first,
+                                                         CUDA_R_16BF, lda, second, CUDA_R_16BF, ldb, &zero, out,
+                                                         CUDA_R_32F, ldc, cnt, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                         "attention");
     } else if constexpr (std::is_same_v<T, double>) {
-      KILN_CUBLAS_CHECK(cublasDgemmBatched(handle, op_first, op_second, m, n, k, &alpha,
-                                           reinterpret_cast<const double* const*>(first), lda,
-                                           reinterpret_cast<const double* const*>(second), ldb, &zero,
-                                           reinterpret_cast<double* const*>(out), ldc, cnt),
+      KILN_CUBLAS_CHECK(cublas_api().cublasDgemmBatched(handle, op_first, op_second, m, n, k, &alpha,
+                                                        reinterpret_cast<const double* const*>(first), lda,
+                                                        reinterpret_cast<const double* const*>(second), ldb, &zero,
+                                                        reinterpret_cast<double* const*>(out), ldc, cnt),
                         "attention");
     } else {
-      KILN_CUBLAS_CHECK(cublasSgemmBatched(handle, op_first, op_second, m, n, k, &alpha,
-                                           reinterpret_cast<const float* const*>(first), lda,
-                                           reinterpret_cast<const float* const*>(second), ldb, &zero,
-                                           reinterpret_cast<float* const*>(out), ldc, cnt),
+      KILN_CUBLAS_CHECK(cublas_api().cublasSgemmBatched(handle, op_first, op_second, m, n, k, &alpha,
+                                                        reinterpret_cast<const float* const*>(first), lda,
+                                                        reinterpret_cast<const float* const*>(second), ldb, &zero,
+                                                        reinterpret_cast<float* const*>(out), ldc, cnt),
                         "attention");
     }
   }

@@ -2,10 +2,10 @@
 // CUDA and cuBLAS status codes -> kiln::Error "[cuda] <op>: <what the runtime said>".
 // A failed call is an exception naming the op, never an abort. For the backend's own
 // sources only (it includes the CUDA headers).
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include "../../core/error.h"
+#include "cublas_api.h"
 
 namespace kiln::cuda {
 
@@ -14,7 +14,8 @@ namespace kiln::cuda {
 }
 
 [[noreturn]] inline void throw_cublas_error(cublasStatus_t s, const char* op, const char* call) {
-  KILN_FAIL("cuda", op, ": cuBLAS: ", cublasGetStatusString(s), " (", cublasGetStatusName(s), " from ", call, ")");
+  KILN_FAIL("cuda", op, ": cuBLAS: ", cublas_api().cublasGetStatusString(s), " (", cublas_api().cublasGetStatusName(s),
+            " from ", call, ")");
 }
 
 }  // namespace kiln::cuda

@@ -94,14 +94,14 @@ cublasHandle_t blas_handle(int index) {
   std::call_once(d.blas_once, [&] {
     DeviceGuard guard(index);
     cublasHandle_t h = nullptr;
-    KILN_CUBLAS_CHECK(cublasCreate(&h), "matmul");
+    KILN_CUBLAS_CHECK(cublas_api().cublasCreate(&h), "matmul");
     // cublasSetStream resets the workspace, so the stream goes first.
-    KILN_CUBLAS_CHECK(cublasSetStream(h, s), "matmul");
+    KILN_CUBLAS_CHECK(cublas_api().cublasSetStream(h, s), "matmul");
     KILN_CUDA_CHECK(cudaMalloc(&d.blas_workspace, kBlasWorkspaceBytes), "matmul");
-    KILN_CUBLAS_CHECK(cublasSetWorkspace(h, d.blas_workspace, kBlasWorkspaceBytes), "matmul");
+    KILN_CUBLAS_CHECK(cublas_api().cublasSetWorkspace(h, d.blas_workspace, kBlasWorkspaceBytes), "matmul");
     // Full float32 arithmetic (no TF32): the results must match the CPU's to ~1e-5.
-    KILN_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "matmul");
-    KILN_CUBLAS_CHECK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST), "matmul");
+    KILN_CUBLAS_CHECK(cublas_api().cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "matmul");
+    KILN_CUBLAS_CHECK(cublas_api().cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST), "matmul");
     d.blas = h;
   });
   return d.blas;
@@ -116,7 +116,7 @@ cublasLtHandle_t lt_handle(int index) {
   PerDevice& d = per_device(index);
   std::call_once(d.lt_once, [&] {
     DeviceGuard guard(index);
-    KILN_CUBLAS_CHECK(cublasLtCreate(&d.lt), "matmul");
+    KILN_CUBLAS_CHECK(cublas_api().cublasLtCreate(&d.lt), "matmul");
   });
   return d.lt;
 }
@@ -138,17 +138,20 @@ int usable_device_count() { return runtime().count; }
 
 std::string describe() {
   std::ostringstream os;
-  int major = 0, minor = 0, patch = 0;
-  cublasGetProperty(MAJOR_VERSION, &major);
-  cublasGetProperty(MINOR_VERSION, &minor);
-  cublasGetProperty(PATCH_LEVEL, &patch);
-  os << "built for CUDA " << CUDART_VERSION / 1000 << "." << CUDART_VERSION % 1000 / 10 << " (cuBLAS " << major << "."
-     << minor << "." << patch << ")";
+  os << "built for CUDA " << CUDART_VERSION / 1000 << "." << CUDART_VERSION % 1000 / 10 << " (cuBLAS "
+     << CUBLAS_VER_MAJOR << "." << CUBLAS_VER_MINOR << "." << CUBLAS_VER_PATCH << " headers";
   const Runtime& r = runtime();
   if (!r.error.empty()) {
-    os << "; no GPU usable: " << r.error;
+    // cuBLAS is not loaded for a machine that cannot use it (cublas_api.h).
+    os << "); no GPU usable: " << r.error;
     return os.str();
   }
+  int major = 0, minor = 0, patch = 0;
+  const CublasApi& api = cublas_api();
+  api.cublasGetProperty(MAJOR_VERSION, &major);
+  api.cublasGetProperty(MINOR_VERSION, &minor);
+  api.cublasGetProperty(PATCH_LEVEL, &patch);
+  os << ", " << major << "." << minor << "." << patch << " loaded)";
   for (int i = 0; i < r.count; ++i) {
     cudaDeviceProp p{};
     if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;

@@ -2,8 +2,6 @@
 // The CUDA runtime as the backend uses it: lazy start-up, the checks behind "[device] …"
 // errors, and per-GPU state (its stream and cuBLAS handle). Backend-internal: includes
 // the CUDA headers.
-#include <cublasLt.h>
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>

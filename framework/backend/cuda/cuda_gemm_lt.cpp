@@ -58,10 +58,10 @@ std::map<LtKey, LtPlan>& plans() {
 }
 
 void destroy(LtPlan& p) {
-  if (p.desc) cublasLtMatmulDescDestroy(p.desc);
-  if (p.first) cublasLtMatrixLayoutDestroy(p.first);
-  if (p.second) cublasLtMatrixLayoutDestroy(p.second);
-  if (p.result) cublasLtMatrixLayoutDestroy(p.result);
+  if (p.desc) cublas_api().cublasLtMatmulDescDestroy(p.desc);
+  if (p.first) cublas_api().cublasLtMatrixLayoutDestroy(p.first);
+  if (p.second) cublas_api().cublasLtMatrixLayoutDestroy(p.second);
+  if (p.result) cublas_api().cublasLtMatrixLayoutDestroy(p.result);
   p = LtPlan{};
 }
 
@@ -74,12 +74,12 @@ int64_t alignment(const void* p, int64_t ld_bytes) {
 
 template <class V>
 void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const V& v) {
-  KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)), "matmul");
+  KILN_CUBLAS_CHECK(cublas_api().cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)), "matmul");
 }
 
 template <class V>
 void set_pref(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr, const V& v) {
-  KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(p, attr, &v, sizeof(v)), "matmul");
+  KILN_CUBLAS_CHECK(cublas_api().cublasLtMatmulPreferenceSetAttribute(p, attr, &v, sizeof(v)), "matmul");
 }
 
 // The problem of one call, in cuBLASLt's (column-major) terms.
@@ -110,8 +110,9 @@ struct LtProblem {
 cublasLtMatrixLayout_t layout(cudaDataType_t type, cublasOperation_t op, int64_t rows, int64_t cols, int64_t ld) {
   if (op != CUBLAS_OP_N) std::swap(rows, cols);
   cublasLtMatrixLayout_t l = nullptr;
-  KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, type, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld),
-                    "matmul");
+  KILN_CUBLAS_CHECK(
+      cublas_api().cublasLtMatrixLayoutCreate(&l, type, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld),
+      "matmul");
   return l;
 }
 
@@ -119,9 +120,9 @@ cublasLtMatrixLayout_t layout(cudaDataType_t type, cublasOperation_t op, int64_t
 cublasStatus_t launch(const LtProblem& pr, const LtPlan& p, const cublasLtMatmulAlgo_t& algo, float* out,
                       float beta) {
   const float alpha = 1;
-  return cublasLtMatmul(lt_handle(pr.device), p.desc, &alpha, pr.first, p.first, pr.second, p.second, &beta, out,
-                        p.result, out, p.result, &algo, blas_workspace(pr.device), kBlasWorkspaceBytes,
-                        stream(pr.device));
+  return cublas_api().cublasLtMatmul(lt_handle(pr.device), p.desc, &alpha, pr.first, p.first, pr.second, p.second,
+                                     &beta, out, p.result, out, p.result, &algo, blas_workspace(pr.device),
+                                     kBlasWorkspaceBytes, stream(pr.device));
 }
 
 // A CUDA event for the tuning's timing, destroyed with its scope.
@@ -167,7 +168,8 @@ template <class V>
 int64_t config_value(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t attr) {
   V v{};
   size_t written = 0;
-  if (cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &v, sizeof(v), &written) != CUBLAS_STATUS_SUCCESS) return -1;
+  if (cublas_api().cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &v, sizeof(v), &written) != CUBLAS_STATUS_SUCCESS)
+    return -1;
   return static_cast<int64_t>(v);
 }
 
@@ -187,9 +189,11 @@ AlgoConfig config_of(const cublasLtMatmulAlgo_t& a) {
 // has none or the query fails.
 std::vector<uint32_t> capability_list(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoCapAttributes_t attr) {
   size_t bytes = 0;
-  if (cublasLtMatmulAlgoCapGetAttribute(&a, attr, nullptr, 0, &bytes) != CUBLAS_STATUS_SUCCESS || bytes == 0) return {};
+  if (cublas_api().cublasLtMatmulAlgoCapGetAttribute(&a, attr, nullptr, 0, &bytes) != CUBLAS_STATUS_SUCCESS ||
+      bytes == 0)
+    return {};
   std::vector<uint32_t> v(bytes / sizeof(uint32_t));
-  if (cublasLtMatmulAlgoCapGetAttribute(&a, attr, v.data(), v.size() * sizeof(uint32_t), &bytes) !=
+  if (cublas_api().cublasLtMatmulAlgoCapGetAttribute(&a, attr, v.data(), v.size() * sizeof(uint32_t), &bytes) !=
       CUBLAS_STATUS_SUCCESS)
     return {};
   return v;
@@ -199,13 +203,14 @@ template <class V>
 V capability(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoCapAttributes_t attr) {
   V v{};
   size_t written = 0;
-  if (cublasLtMatmulAlgoCapGetAttribute(&a, attr, &v, sizeof(v), &written) != CUBLAS_STATUS_SUCCESS) return V{};
+  if (cublas_api().cublasLtMatmulAlgoCapGetAttribute(&a, attr, &v, sizeof(v), &written) != CUBLAS_STATUS_SUCCESS)
+    return V{};
   return v;
 }
 
 template <class V>
 bool set_config(cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t attr, V v) {
-  return cublasLtMatmulAlgoConfigSetAttribute(&a, attr, &v, sizeof(v)) == CUBLAS_STATUS_SUCCESS;
+  return cublas_api().cublasLtMatmulAlgoConfigSetAttribute(&a, attr, &v, sizeof(v)) == CUBLAS_STATUS_SUCCESS;
 }
 
 // Under set_blas_tuning the heuristic's candidates are widened before timing: each of
@@ -222,8 +227,8 @@ void widen(const LtProblem& pr, const LtPlan& p, std::vector<cublasLtMatmulHeuri
     const AlgoConfig config = config_of(a);
     if (found.size() >= kMaxTimedCandidates || seen.count(config)) return false;
     cublasLtMatmulHeuristicResult_t r{};
-    if (cublasLtMatmulAlgoCheck(lt_handle(pr.device), p.desc, p.first, p.second, p.result, p.result, &a, &r) !=
-            CUBLAS_STATUS_SUCCESS ||
+    if (cublas_api().cublasLtMatmulAlgoCheck(lt_handle(pr.device), p.desc, p.first, p.second, p.result, p.result, &a,
+                                             &r) != CUBLAS_STATUS_SUCCESS ||
         r.workspaceSize > kBlasWorkspaceBytes)
       return false;
     seen.insert(config);
@@ -299,7 +304,7 @@ LtPlan make_plan(const LtProblem& pr) {
   const std::array<int64_t, 4> al = pr.alignments();
   const cudaDataType_t in = pr.low ? CUDA_R_16BF : CUDA_R_32F;
   try {
-    KILN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul");
+    KILN_CUBLAS_CHECK(cublas_api().cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul");
     set_desc(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, static_cast<int32_t>(pr.op_first));
     set_desc(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, static_cast<int32_t>(pr.op_second));
     if (pr.bias) {
@@ -312,7 +317,7 @@ LtPlan make_plan(const LtProblem& pr) {
     p.result = layout(CUDA_R_32F, CUBLAS_OP_N, pr.m, pr.n, pr.m);
 
     cublasLtMatmulPreference_t pref = nullptr;
-    KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref), "matmul");
+    KILN_CUBLAS_CHECK(cublas_api().cublasLtMatmulPreferenceCreate(&pref), "matmul");
     std::vector<cublasLtMatmulHeuristicResult_t> found(pr.tuned ? kTuneCandidates : 1);
     int count = 0;
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
@@ -322,13 +327,14 @@ LtPlan make_plan(const LtProblem& pr) {
       set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<uint32_t>(al[1]));
       set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<uint32_t>(al[2]));
       set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<uint32_t>(al[2]));
-      st = cublasLtMatmulAlgoGetHeuristic(lt_handle(pr.device), p.desc, p.first, p.second, p.result, p.result, pref,
-                                          static_cast<int>(found.size()), found.data(), &count);
+      st = cublas_api().cublasLtMatmulAlgoGetHeuristic(lt_handle(pr.device), p.desc, p.first, p.second, p.result,
+                                                       p.result, pref, static_cast<int>(found.size()), found.data(),
+                                                       &count);
     } catch (...) {
-      cublasLtMatmulPreferenceDestroy(pref);
+      cublas_api().cublasLtMatmulPreferenceDestroy(pref);
       throw;
     }
-    cublasLtMatmulPreferenceDestroy(pref);
+    cublas_api().cublasLtMatmulPreferenceDestroy(pref);
     // NOT_SUPPORTED (or no result): no kernel for this problem; anything else is an error.
     if (st != CUBLAS_STATUS_NOT_SUPPORTED) KILN_CUBLAS_CHECK(st, "matmul");
     found.resize(st == CUBLAS_STATUS_SUCCESS ? static_cast<size_t>(std::max(count, 0)) : 0);

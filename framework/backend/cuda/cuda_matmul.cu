@@ -39,13 +39,15 @@ cublasStatus_t gemm_strided_batched(cublasHandle_t h, cublasOperation_t ta, cubl
                                     const float* alpha, const float* a, int lda, long long sa, const float* b,
                                     int ldb, long long sb, const float* beta, float* c, int ldc, long long sc,
                                     int count) {
-  return cublasSgemmStridedBatched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, count);
+  return cublas_api().cublasSgemmStridedBatched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc,
+                                                count);
 }
 cublasStatus_t gemm_strided_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                                     const double* alpha, const double* a, int lda, long long sa, const double* b,
                                     int ldb, long long sb, const double* beta, double* c, int ldc, long long sc,
                                     int count) {
-  return cublasDgemmStridedBatched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, count);
+  return cublas_api().cublasDgemmStridedBatched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc,
+                                                count);
 }
 
 // KILN_CUDA_PREFILL_PRODUCTS=1, a diagnostic for compute-sanitizer's initcheck: every
@@ -104,10 +106,10 @@ void CudaBackend::matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& o
       const float one = 1, beta = accumulate ? 1 : 0;
       const auto* pb = reinterpret_cast<const uint16_t*>(b.data<bfloat16>()) + b0 * sb;
       const auto* pa = reinterpret_cast<const uint16_t*>(a.data<bfloat16>()) + b0 * sa;
-      KILN_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, op_first, op_second, m, n, k, &one, pb, CUDA_R_16BF, lda,
-                                                   stride_first, pa, CUDA_R_16BF, ldb, stride_second, &beta,
-                                                   out.data<float>() + b0 * stride_c, CUDA_R_32F, ldc, stride_c,
-                                                   count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      KILN_CUBLAS_CHECK(cublas_api().cublasGemmStridedBatchedEx(
+                            h, op_first, op_second, m, n, k, &one, pb, CUDA_R_16BF, lda, stride_first, pa, CUDA_R_16BF,
+                            ldb, stride_second, &beta, out.data<float>() + b0 * stride_c, CUDA_R_32F, ldc, stride_c,
+                            count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                         "matmul");
       continue;
     }
