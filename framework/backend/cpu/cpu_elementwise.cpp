@@ -54,9 +54,9 @@ template <class T> KILN_INLINE_IN_CLONES T silu_grad(T x) {
 
 // torch's softplus: linear above the threshold, where log1p(exp(bx))/b equals x to
 // within rounding (and exp would overflow).
-template <class T> T softplus(T x, T beta, T threshold) {
+template <class T> KILN_INLINE_IN_CLONES T softplus(T x, T beta, T threshold) {
   T z = x * beta;
-  return z > threshold ? x : std::log1p(std::exp(z)) / beta;
+  return z > threshold ? x : vec::log1p(vec::exp(z)) / beta;
 }
 
 // The contiguous runs, compiled per vector ISA. o (n) = f(a (n)); o (n) = f(a (n), b (n)).
@@ -119,7 +119,7 @@ void unary_float(UnaryOp op, const Tensor& x, const Tensor& out, T a, T b) {
   switch (op) {
     case UnaryOp::Neg: return map1<T, T>(x, out, [](T v) { return -v; });
     case UnaryOp::Exp: return map1<T, T>(x, out, [](T v) { return vec::exp(v); }, kGrainHeavy);
-    case UnaryOp::Log: return map1<T, T>(x, out, [](T v) { return std::log(v); }, kGrainHeavy);
+    case UnaryOp::Log: return map1<T, T>(x, out, [](T v) { return vec::log(v); }, kGrainHeavy);
     case UnaryOp::Sqrt: return map1<T, T>(x, out, [](T v) { return std::sqrt(v); });
     case UnaryOp::Rsqrt: return map1<T, T>(x, out, [](T v) { return T(1) / std::sqrt(v); });
     case UnaryOp::Abs: return map1<T, T>(x, out, [](T v) { return std::abs(v); });
@@ -146,9 +146,9 @@ void unary_float(UnaryOp op, const Tensor& x, const Tensor& out, T a, T b) {
     case UnaryOp::Sin: return map1<T, T>(x, out, [](T v) { return std::sin(v); }, kGrainHeavy);
     case UnaryOp::Cos: return map1<T, T>(x, out, [](T v) { return std::cos(v); }, kGrainHeavy);
     case UnaryOp::Tan: return map1<T, T>(x, out, [](T v) { return std::tan(v); }, kGrainHeavy);
-    case UnaryOp::Erf: return map1<T, T>(x, out, [](T v) { return std::erf(v); }, kGrainHeavy);
-    case UnaryOp::Log1p: return map1<T, T>(x, out, [](T v) { return std::log1p(v); }, kGrainHeavy);
-    case UnaryOp::Expm1: return map1<T, T>(x, out, [](T v) { return std::expm1(v); }, kGrainHeavy);
+    case UnaryOp::Erf: return map1<T, T>(x, out, [](T v) { return vec::erf(v); }, kGrainHeavy);
+    case UnaryOp::Log1p: return map1<T, T>(x, out, [](T v) { return vec::log1p(v); }, kGrainHeavy);
+    case UnaryOp::Expm1: return map1<T, T>(x, out, [](T v) { return vec::expm1(v); }, kGrainHeavy);
     case UnaryOp::Silu: return map1<T, T>(x, out, [](T v) { return silu(v); }, kGrainHeavy);
     case UnaryOp::Softplus: return map1<T, T>(x, out, [a, b](T v) { return softplus(v, a, b); }, kGrainHeavy);
   }

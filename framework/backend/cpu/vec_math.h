@@ -1,15 +1,21 @@
 #pragma once
-// Branch-free float32 exp, tanh and erfc that GCC can vectorize inside KILN_MULTIVERSION
-// loops (std::exp, std::tanh and std::erf are library calls, one element at a time).
-// Doubles keep the library functions. All are accurate to a few float ulps:
+// Branch-free float32 exp, tanh, erfc, erf, log, log1p and expm1 that GCC can vectorize
+// inside KILN_MULTIVERSION loops (the <cmath> functions are library calls, one element at
+// a time). Doubles keep the library functions. All are accurate to a few float ulps:
 //   exp:  x = n·ln2 + r, |r| <= ln2/2; exp(r) by its degree-6 Taylor polynomial
 //         (truncation error r^7/7! < 2e-7 relative); 2^n built in the exponent bits.
 //         No float-to-int conversion (undefined for NaN), and exact up to FLT_MAX.
 //   erfc: the rational-exponential fit of Numerical Recipes §6.2 (erfcc), fractional
 //         error below 1.2e-7 for every x >= 0.
+//   erf:  its Taylor series below |x| = 0.5, 1 - erfc above.
 //   tanh: within 4.4 ulps of the correctly rounded value for every float (checked
 //         against the double tanh over all floats in [0, 12]; odd, so the negatives
 //         alike), 1.35 against glibc's 24.6 ns an element on a Zen 3 core.
+//   log:  x = 2^k·m with m in [√2/2, √2); log m = 2·atanh(s), s = (m-1)/(m+1), as
+//         f - f²/2 + s·(f²/2 + R(s²)) with R the degree-4 minimax fit of fdlibm's logf.
+//   log1p: log(u)·x/(u-1) with u = 1 + x rounded (Goldberg's correction of u's rounding).
+//   expm1: its Taylor series to x^13 on [-1, 1] (the first term left out below 2e-10
+//         relative), exp(x) - 1 outside, where the subtraction loses under one bit.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -89,5 +95,84 @@ KILN_INLINE_IN_CLONES float normal_cdf(float x) {
   return x >= 0 ? 1.0f - 0.5f * e : 0.5f * e;
 }
 inline double normal_cdf(double x) { return 0.5 * std::erfc(-x * 0.70710678118654752440); }
+
+// erf for float32, odd in x; NaN stays NaN.
+KILN_INLINE_IN_CLONES float erf(float x) {
+  const float a = std::fabs(x);
+  const float z = x * x;
+  // 2/√π · Σ (-1)^n x^(2n+1) / (n! (2n+1)), n <= 7: at |x| = 0.5 the next term is 1e-11 of
+  // the value.
+  float p = -1.0f / 75600;  // 1 / (7! · 15)
+  p = p * z + 1.0f / 9360;
+  p = p * z - 1.0f / 1320;
+  p = p * z + 1.0f / 216;
+  p = p * z - 1.0f / 42;
+  p = p * z + 1.0f / 10;
+  p = p * z - 1.0f / 3;
+  p = p * z + 1.0f;
+  const float small = 1.12837916709551257f * a * p;
+  const float large = 1.0f - erfc_nonneg(a);
+  const float r = a < 0.5f ? small : large;
+  return x != x ? x : std::copysign(r, x);
+}
+inline double erf(double x) { return std::erf(x); }
+
+// log for float32: -inf at ±0, NaN below 0 and at NaN, inf at inf; denormals exact.
+KILN_INLINE_IN_CLONES float log(float x) {
+  constexpr float kLn2Hi = 6.9313812256e-01f;  // ln 2 split so that k·kLn2Hi is exact
+  constexpr float kLn2Lo = 9.0580006145e-06f;
+  const bool denormal = x < 1.17549435e-38f;  // below FLT_MIN: scaled by 2^25 first
+  const float xs = denormal ? x * 33554432.0f : x;
+  uint32_t bits;
+  std::memcpy(&bits, &xs, sizeof bits);
+  // m in [√2/2, √2): the mantissa's bits, moved down one octave when above √2.
+  const uint32_t mant = bits & 0x007fffffu;
+  const uint32_t above = mant > 0x3504f3u ? 1u : 0u;  // 0x3504f3: √2's mantissa bits
+  const uint32_t mbits = mant | (above ? 0x3f000000u : 0x3f800000u);
+  float m;
+  std::memcpy(&m, &mbits, sizeof m);
+  const float k = static_cast<float>(static_cast<int32_t>((bits >> 23) & 0xffu) - 127 + static_cast<int32_t>(above)) -
+                  (denormal ? 25.0f : 0.0f);
+  const float f = m - 1.0f;
+  const float s = f / (2.0f + f);
+  const float z = s * s, w = z * z;
+  const float r = z * (0.66666662693f + w * 0.28498786688f) + w * (0.40000972152f + w * 0.24279078841f);
+  const float hfsq = 0.5f * f * f;
+  float y = k * kLn2Hi - ((hfsq - (s * (hfsq + r) + k * kLn2Lo)) - f);
+  y = x == 0.0f ? -INFINITY : y;
+  y = x == INFINITY ? INFINITY : y;
+  return x < 0.0f || x != x ? NAN : y;
+}
+inline double log(double x) { return std::log(x); }
+
+// log(1 + x) for float32: x itself where 1 + x rounds to 1, -inf at -1, NaN below it.
+KILN_INLINE_IN_CLONES float log1p(float x) {
+  const float u = 1.0f + x;
+  const float d = u - 1.0f;
+  float y = log(u) * (x / (d == 0.0f ? 1.0f : d));
+  y = d == 0.0f ? x : y;
+  return x == INFINITY ? INFINITY : y;  // (u - 1 is inf there, and x / inf·log NaN)
+}
+inline double log1p(double x) { return std::log1p(x); }
+
+// exp(x) - 1 for float32: -1 below -87, inf above ln(FLT_MAX), NaN stays NaN.
+KILN_INLINE_IN_CLONES float expm1(float x) {
+  float p = 1.0f / 6227020800.0f;  // 1/13!
+  p = p * x + 1.0f / 479001600.0f;
+  p = p * x + 1.0f / 39916800.0f;
+  p = p * x + 1.0f / 3628800.0f;
+  p = p * x + 1.0f / 362880.0f;
+  p = p * x + 1.0f / 40320.0f;
+  p = p * x + 1.0f / 5040.0f;
+  p = p * x + 1.0f / 720.0f;
+  p = p * x + 1.0f / 120.0f;
+  p = p * x + 1.0f / 24.0f;
+  p = p * x + 1.0f / 6.0f;
+  p = p * x + 0.5f;
+  const float small = x == 0.0f ? x : x + x * x * p;  // -0 stays -0
+  const float large = exp(x) - 1.0f;
+  return std::fabs(x) <= 1.0f ? small : large;
+}
+inline double expm1(double x) { return std::expm1(x); }
 
 }  // namespace kiln::cpu::vec
