@@ -47,13 +47,16 @@ const std::vector<DType> kFloats = {kFloat32, kFloat64};
 
 TEST_CASE("composed softmax and log_softmax, forward and backward, match the fused kernels") {
   manual_seed(1);
+  // (2, 5, 150) over dim 1: 150 neighbouring lines, more than one block of them.
   for (DType dt : kFloats) {
     for (const bool log : {false, true}) {
-      for (const int64_t dim : {int64_t{0}, int64_t{2}}) {
+      for (const auto& [shape, dim] : std::vector<std::pair<Shape, int64_t>>{{{3, 4, 7}, 0}, {{3, 4, 7}, 2},
+                                                                             {{2, 5, 150}, 1}}) {
         CAPTURE(dt);
         CAPTURE(log);
         CAPTURE(dim);
-        const Tensor x = mul(randn({3, 4, 7}, dt), 3.0), g = randn({3, 4, 7}, dt);
+        CAPTURE(shape_str(shape));
+        const Tensor x = mul(randn(shape, dt), 3.0), g = randn(shape, dt);
         std::vector<Tensor> y(2);
         for (int b = 0; b < 2; ++b) {
           y[b] = out_like(x);

@@ -52,6 +52,9 @@ std::vector<OpTest> made_rows() {
       made("softmax", "weighted sum", [](V x) { return softmax(x[0], -1).mul(x[1]).sum({-1}); }, {R({3, 4}), R({3, 4})}),
       made("softmax", "last dim, 300 wide", [](V x) { return softmax(x[0], -1); }, {R({3, 300})}),
       made("softmax", "middle dim", [](V x) { return softmax(x[0], 1); }, {R({2, 5, 3})}),
+      // 150 lines side by side: two full blocks of neighbouring lines and a partial one.
+      made("softmax", "middle dim, 150 lines", [](V x) { return softmax(x[0], 1); }, {R({2, 5, 150})}),
+      made("softmax", "masked lines, dim 0", [](V x) { return x[0].t().contiguous().softmax(0); }, {M({4, 6})}),
       made("softmax", "masked rows", [](V x) { return softmax(x[0], -1); }, {M({4, 6})}),
       made("softmax", "transposed, dim 0", [](V x) { return x[0].softmax(0); }, {T({4, 6})}),
       made("log_softmax", "dim 0", [](V x) { return log_softmax(x[0], 0); }, {R({2, 3, 4})}),
@@ -61,6 +64,7 @@ std::vector<OpTest> made_rows() {
       made("log_softmax", "large values", [](V x) { return log_softmax(x[0] * 50.0, 1); }, {R({2, 3})}),
       made("log_softmax", "of 50 x, last dim", [](V x) { return log_softmax(x[0] * 50.0, -1); }, {R({3, 7})}),
       made("log_softmax", "dim 0 of (6, 2, 3)", [](V x) { return log_softmax(x[0], 0); }, {R({6, 2, 3})}),
+      made("log_softmax", "middle dim, 150 lines", [](V x) { return log_softmax(x[0], 1); }, {R({2, 5, 150})}),
       made("safe_softmax", "(3, 4)", [](V x) { return safe_softmax(x[0]); }, {R({3, 4})}),
       made("safe_softmax", "masked rows", [](V x) { return safe_softmax(x[0]); }, {M({4, 6})}),
       made("safe_softmax", "permuted", [](V x) { return safe_softmax(x[0]); }, {Pm({2, 3, 4})}),
