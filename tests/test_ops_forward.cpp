@@ -305,3 +305,29 @@ TEST_CASE("result dtypes follow torch's promotion") {
   CHECK(masked_fill(i64, eq(i64, i64), 0.5).dtype() == kInt64);  // masked_fill keeps x's dtype
   CHECK(masked_fill(i64, eq(i64, i64), 0.5).to_vector<int64_t>() == std::vector<int64_t>{0, 0});
 }
+
+TEST_CASE("where and masked_fill over long runs pick each element by its own condition") {
+  // 1,003 elements: the vectorized runs and their tail; a side broadcast from one value
+  // (masked_fill's), and both; float32, float64 and int64.
+  manual_seed(5);
+  const int64_t n = 1003;
+  const Tensor cond = rand({n}) > 0.5;
+  const std::vector<int64_t> c = cond.to(kInt64).to_vector<int64_t>();
+  for (DType dt : {kFloat32, kFloat64, kInt64}) {
+    CAPTURE(dt);
+    const Tensor a = (randn({n}) * 100.0).to(dt), b = (randn({n}) * 100.0).to(dt);
+    const std::vector<double> av = a.to(kFloat64).to_vector<double>(), bv = b.to(kFloat64).to_vector<double>();
+    const std::vector<double> both = where(cond, a, b).to(kFloat64).to_vector<double>();
+    const std::vector<double> filled = masked_fill(a, cond, 7.0).to(kFloat64).to_vector<double>();
+    const std::vector<double> scalars = where(cond, full({1}, 3.0, TensorOptions(dt)), full({1}, -2.0, TensorOptions(dt)))
+                                            .to(kFloat64)
+                                            .to_vector<double>();
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      wrong += both[i] != (c[i] ? av[i] : bv[i]);
+      wrong += filled[i] != (c[i] ? 7.0 : av[i]);
+      wrong += scalars[i] != (c[i] ? 3.0 : -2.0);
+    }
+    CHECK(wrong == 0);
+  }
+}
