@@ -50,8 +50,10 @@ TEST_CASE("composed softmax and log_softmax, forward and backward, match the fus
   // (2, 5, 150) over dim 1: 150 neighbouring lines, more than one block of them.
   for (DType dt : kFloats) {
     for (const bool log : {false, true}) {
-      for (const auto& [shape, dim] : std::vector<std::pair<Shape, int64_t>>{{{3, 4, 7}, 0}, {{3, 4, 7}, 2},
-                                                                             {{2, 5, 150}, 1}}) {
+      for (const auto& case_ : std::vector<std::pair<Shape, int64_t>>{{{3, 4, 7}, 0}, {{3, 4, 7}, 2},
+                                                                        {{2, 5, 150}, 1}}) {
+        const Shape shape = case_.first;
+        const int64_t dim = case_.second;
         CAPTURE(dt);
         CAPTURE(log);
         CAPTURE(dim);
