@@ -17,12 +17,22 @@
 //   expm1: its Taylor series to x^13 on [-1, 1] (the first term left out below 2e-10
 //         relative), exp(x) - 1 outside, where the subtraction loses under one bit.
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
 #include "backend/cpu/multiversion.h"
 
 namespace kiln::cpu::vec {
+
+// c[0] z^(N-1) + c[1] z^(N-2) + ... + c[N-1] by Horner's rule, highest power first: the
+// same operations, in the same order, as the chain written out by hand.
+template <size_t N>
+KILN_INLINE_IN_CLONES float horner(float z, const float (&c)[N]) {
+  float p = c[0];
+  for (size_t i = 1; i < N; ++i) p = p * z + c[i];
+  return p;
+}
 
 KILN_INLINE_IN_CLONES float exp(float x) {
   constexpr float kLog2e = 1.44269504088896341f;
@@ -60,14 +70,11 @@ inline double exp(double x) { return std::exp(x); }
 KILN_INLINE_IN_CLONES float tanh(float x) {
   const float a = std::fabs(x);
   const float z = x * x;
-  float p = 6404582.0f / 10854718875.0f;
-  p = p * z - 929569.0f / 638512875.0f;
-  p = p * z + 21844.0f / 6081075.0f;
-  p = p * z - 1382.0f / 155925.0f;
-  p = p * z + 62.0f / 2835.0f;
-  p = p * z - 17.0f / 315.0f;
-  p = p * z + 2.0f / 15.0f;
-  p = p * z - 1.0f / 3.0f;
+  static constexpr float kSeries[] = {6404582.0f / 10854718875.0f, -929569.0f / 638512875.0f,
+                                      21844.0f / 6081075.0f,        -1382.0f / 155925.0f,
+                                      62.0f / 2835.0f,              -17.0f / 315.0f,
+                                      2.0f / 15.0f,                 -1.0f / 3.0f};
+  const float p = horner(z, kSeries);
   const float small = a + a * z * p;
   const float e = exp(-2.0f * (a < 9.01f ? a : 9.01f));
   const float large = (1.0f - e) / (1.0f + e);
@@ -102,14 +109,9 @@ KILN_INLINE_IN_CLONES float erf(float x) {
   const float z = x * x;
   // 2/√π · Σ (-1)^n x^(2n+1) / (n! (2n+1)), n <= 7: at |x| = 0.5 the next term is 1e-11 of
   // the value.
-  float p = -1.0f / 75600;  // 1 / (7! · 15)
-  p = p * z + 1.0f / 9360;
-  p = p * z - 1.0f / 1320;
-  p = p * z + 1.0f / 216;
-  p = p * z - 1.0f / 42;
-  p = p * z + 1.0f / 10;
-  p = p * z - 1.0f / 3;
-  p = p * z + 1.0f;
+  static constexpr float kSeries[] = {-1.0f / 75600, 1.0f / 9360, -1.0f / 1320, 1.0f / 216,  // 75600 = 7! · 15
+                                      -1.0f / 42,    1.0f / 10,   -1.0f / 3,    1.0f};
+  const float p = horner(z, kSeries);
   const float small = 1.12837916709551257f * a * p;
   const float large = 1.0f - erfc_nonneg(a);
   const float r = a < 0.5f ? small : large;
@@ -157,18 +159,12 @@ inline double log1p(double x) { return std::log1p(x); }
 
 // exp(x) - 1 for float32: -1 below -87, inf above ln(FLT_MAX), NaN stays NaN.
 KILN_INLINE_IN_CLONES float expm1(float x) {
-  float p = 1.0f / 6227020800.0f;  // 1/13!
-  p = p * x + 1.0f / 479001600.0f;
-  p = p * x + 1.0f / 39916800.0f;
-  p = p * x + 1.0f / 3628800.0f;
-  p = p * x + 1.0f / 362880.0f;
-  p = p * x + 1.0f / 40320.0f;
-  p = p * x + 1.0f / 5040.0f;
-  p = p * x + 1.0f / 720.0f;
-  p = p * x + 1.0f / 120.0f;
-  p = p * x + 1.0f / 24.0f;
-  p = p * x + 1.0f / 6.0f;
-  p = p * x + 0.5f;
+  // 1/13!, 1/12!, ..., 1/2!
+  static constexpr float kSeries[] = {1.0f / 6227020800.0f, 1.0f / 479001600.0f, 1.0f / 39916800.0f,
+                                      1.0f / 3628800.0f,    1.0f / 362880.0f,    1.0f / 40320.0f,
+                                      1.0f / 5040.0f,       1.0f / 720.0f,       1.0f / 120.0f,
+                                      1.0f / 24.0f,         1.0f / 6.0f,         0.5f};
+  const float p = horner(x, kSeries);
   const float small = x == 0.0f ? x : x + x * x * p;  // -0 stays -0
   const float large = exp(x) - 1.0f;
   return std::fabs(x) <= 1.0f ? small : large;
