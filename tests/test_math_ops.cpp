@@ -43,6 +43,25 @@ Tensor grad_of(const Tensor& value, const std::function<Tensor(const Tensor&)>& 
   return v.grad();
 }
 
+// The worst distance, in float32 ulps of the float64 value, of float32 `got` from `want`
+// over the points xs (both evaluated on them); the point where it is reached in `at`.
+double worst_ulps(const Tensor& got32, const Tensor& want64, const std::vector<double>& xs, double& at) {
+  const std::vector<float> got = got32.to_vector<float>();
+  const std::vector<double> want = want64.to_vector<double>();
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const float w = static_cast<float>(want[i]);
+    if (std::isinf(w)) {
+      if (got[i] != w) worst = std::numeric_limits<double>::infinity(), at = xs[i];
+      continue;
+    }
+    const double ulp = std::nextafter(std::fabs(w), std::numeric_limits<float>::infinity()) - std::fabs(w);
+    const double err = std::fabs(got[i] - want[i]) / std::max(ulp, 1e-45);
+    if (err > worst) worst = err, at = xs[i];
+  }
+  return worst;
+}
+
 }  // namespace
 
 // ================================================================ pointwise math
@@ -71,16 +90,6 @@ TEST_CASE("silu and softplus keep float32 work in float32 and silu's backward is
   kiln::testing::check_matches("silu float32 grad", x.grad().to(kFloat64), fx("un.f64.grad.silu"), Tol{1e-5, 1e-6});
 }
 
-// ================================================================ empty reductions
-TEST_CASE("logsumexp over an empty dim is differentiable (its values are rows of tests/op_table)") {
-  // Differentiable: the gradient of an empty input is empty.
-  Tensor v = zeros({3, 0}, kFloat64).requires_grad_();
-  sum(logsumexp(v, {1})).backward();
-  REQUIRE(v.grad().defined());
-  CHECK(v.grad().shape() == Shape{3, 0});
-}
-
-// ================================================================ loss modules
 TEST_CASE("float32 tanh and sigmoid stay within a few ulps of their float64 values") {
   // Kiln's own float32 tanh and exp (vectorized) against the library's float64
   // functions, on a fine grid over the range where they are not yet constant, with the
@@ -105,43 +114,12 @@ TEST_CASE("float32 tanh and sigmoid stay within a few ulps of their float64 valu
   // division and a product more than exp's few.
   for (const Case& c : {Case{"tanh", tanh(x), tanh(x64), 5}, Case{"sigmoid", sigmoid(x), sigmoid(x64), 8}}) {
     CAPTURE(c.name);
-    const std::vector<float> got = c.got.to_vector<float>();
-    const std::vector<double> want = c.want.to_vector<double>();
-    double worst = 0;
-    size_t at = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      const float w = static_cast<float>(want[i]);
-      const double ulp = std::nextafter(std::fabs(w), std::numeric_limits<float>::infinity()) - std::fabs(w);
-      const double err = std::fabs(got[i] - want[i]) / std::max(ulp, 1e-45);
-      if (err > worst) worst = err, at = i;
-    }
-    CAPTURE(xs[at]);
+    double at = 0;
+    const double worst = worst_ulps(c.got, c.want, xs, at);
+    CAPTURE(at);
     CHECK(worst <= c.max_ulps);
   }
 }
-
-namespace {
-
-// The worst distance, in float32 ulps of the float64 value, of float32 `got` from `want`
-// over the points xs (both evaluated on them); the point where it is reached in `at`.
-double worst_ulps(const Tensor& got32, const Tensor& want64, const std::vector<double>& xs, double& at) {
-  const std::vector<float> got = got32.to_vector<float>();
-  const std::vector<double> want = want64.to_vector<double>();
-  double worst = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const float w = static_cast<float>(want[i]);
-    if (std::isinf(w)) {
-      if (got[i] != w) worst = std::numeric_limits<double>::infinity(), at = xs[i];
-      continue;
-    }
-    const double ulp = std::nextafter(std::fabs(w), std::numeric_limits<float>::infinity()) - std::fabs(w);
-    const double err = std::fabs(got[i] - want[i]) / std::max(ulp, 1e-45);
-    if (err > worst) worst = err, at = xs[i];
-  }
-  return worst;
-}
-
-}  // namespace
 
 TEST_CASE("float32 log, log1p, expm1, erf and softplus stay within a few ulps of float64") {
   // Kiln's own vectorized float32 forms (vec_math.h) against the library's float64
@@ -218,6 +196,16 @@ TEST_CASE("float32 log, log1p, expm1, erf and softplus stay within a few ulps of
   CHECK(std::signbit(values(expm1(edges))[1]));  // expm1(-0) = -0
 }
 
+// ================================================================ empty reductions
+TEST_CASE("logsumexp over an empty dim is differentiable (its values are rows of tests/op_table)") {
+  // Differentiable: the gradient of an empty input is empty.
+  Tensor v = zeros({3, 0}, kFloat64).requires_grad_();
+  sum(logsumexp(v, {1})).backward();
+  REQUIRE(v.grad().defined());
+  CHECK(v.grad().shape() == Shape{3, 0});
+}
+
+// ================================================================ loss modules
 TEST_CASE("the loss modules call their functions with their arguments") {
   for (const auto& tag : kTags) {
     const std::string p = "reg." + tag + ".";

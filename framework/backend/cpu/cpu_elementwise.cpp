@@ -308,13 +308,13 @@ namespace {
 // which ran a branch an element, mispredicted on a random mask (5 ns an element).
 template <class T>
 KILN_MULTIVERSION void where_runs(T* o, const uint8_t* c, const T* a, bool a_one, const T* b, bool b_one, int64_t n) {
+  if (n <= 0) return;
   auto run = [&](auto at, auto bt) {
     for (int64_t i = 0; i < n; ++i) {
       const T x = at(i), y = bt(i);
       o[i] = c[i] != 0 ? x : y;
     }
   };
-  if (n <= 0) return;
   const T av = *a, bv = *b;
   auto a_run = [a](int64_t i) { return a[i]; };
   auto b_run = [b](int64_t i) { return b[i]; };

@@ -59,16 +59,20 @@ KILN_MULTIVERSION void softmax_backward_columns(const T* y, const T* g, T* gx, i
                                                 bool log) {
   double acc[kCols];
   for (int64_t c = 0; c < cols; ++c) acc[c] = 0;
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t c = 0; c < cols; ++c)
-      acc[c] += log ? static_cast<double>(g[i * inner + c]) : static_cast<double>(g[i * inner + c]) * y[i * inner + c];
   T s[kCols];
+  if (log) {
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t c = 0; c < cols; ++c) acc[c] += g[i * inner + c];
+    for (int64_t c = 0; c < cols; ++c) s[c] = static_cast<T>(acc[c]);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t c = 0; c < cols; ++c) gx[i * inner + c] = g[i * inner + c] - vec::exp(y[i * inner + c]) * s[c];
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < cols; ++c) acc[c] += static_cast<double>(g[i * inner + c]) * y[i * inner + c];
   for (int64_t c = 0; c < cols; ++c) s[c] = static_cast<T>(acc[c]);
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t c = 0; c < cols; ++c) {
-      const int64_t k = i * inner + c;
-      gx[k] = log ? g[k] - vec::exp(y[k]) * s[c] : y[k] * (g[k] - s[c]);
-    }
+    for (int64_t c = 0; c < cols; ++c) gx[i * inner + c] = y[i * inner + c] * (g[i * inner + c] - s[c]);
 }
 
 // The common case, contiguous rows (the softmax dim is last): y (n) from x (n).

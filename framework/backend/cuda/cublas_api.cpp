@@ -3,15 +3,12 @@
 
 #include <dlfcn.h>
 
-#include <atomic>
 #include <string>
 
 #include "core/error.h"
 
 namespace kiln::cuda {
 namespace {
-
-std::atomic<bool> g_loaded{false};
 
 std::string soname(const char* base) { return std::string(base) + ".so." + std::to_string(CUBLAS_VER_MAJOR); }
 
@@ -40,7 +37,7 @@ CublasApi load() {
   void* lt = open_library(lt_name);
 #define KILN_BIND_BLAS(f) bind(blas, blas_name, #f, api.f);
 #define KILN_BIND_LT(f) bind(lt, lt_name, #f, api.f);
-#define KILN_BIND_TYPED(f, type) bind(blas, blas_name, #f, api.f);
+#define KILN_BIND_TYPED(f, type) KILN_BIND_BLAS(f)
   KILN_CUBLAS_FUNCTIONS(KILN_BIND_BLAS)
   KILN_CUBLAS_TYPED_FUNCTIONS(KILN_BIND_TYPED)
   KILN_CUBLASLT_FUNCTIONS(KILN_BIND_LT)
@@ -53,14 +50,8 @@ CublasApi load() {
 }  // namespace
 
 const CublasApi& cublas_api() {
-  static const CublasApi api = [] {
-    CublasApi a = load();
-    g_loaded.store(true, std::memory_order_release);
-    return a;
-  }();
+  static const CublasApi api = load();
   return api;
 }
-
-bool cublas_loaded() { return g_loaded.load(std::memory_order_acquire); }
 
 }  // namespace kiln::cuda

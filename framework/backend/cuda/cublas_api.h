@@ -74,7 +74,4 @@ struct CublasApi {
 // or function that is missing (and tries again on the next call).
 const CublasApi& cublas_api();
 
-// Whether cublas_api() has loaded the libraries in this process (for tests).
-bool cublas_loaded();
-
 }  // namespace kiln::cuda
