@@ -90,8 +90,12 @@ __device__ inline T unary_float(UnaryOp op, T v, T a, T b) {
     case UnaryOp::GeluTanh: return gelu_tanh(v);
     case UnaryOp::Sign: return T((v > T(0)) - (v < T(0)));
     case UnaryOp::Pow:
+      // The CPU's formulas for these exponents (torch's): the same bits on both.
       if (a == T(2)) return v * v;
+      if (a == T(3)) return v * v * v;
       if (a == T(0.5)) return dsqrt(v);
+      if (a == T(-1)) return T(1) / v;
+      if (a == T(-2)) return T(1) / (v * v);
       return dpow(v, a);
     case UnaryOp::Clamp: {  // min(max(v, a), b): NaN stays NaN, a > b gives b
       T r = v < a ? a : v;

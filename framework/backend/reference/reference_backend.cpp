@@ -119,7 +119,12 @@ T unary_value(UnaryOp op, T v, T a, T b) {
     case UnaryOp::GeluErf: return v * normal_cdf(v);
     case UnaryOp::GeluTanh: return gelu_tanh(v);
     case UnaryOp::Sign: return T((v > T(0)) - (v < T(0)));
-    case UnaryOp::Pow: return std::pow(v, a);
+    case UnaryOp::Pow:  // torch's own formulas for these exponents, as the CPU's kernel
+      if (a == T(2)) return v * v;
+      if (a == T(3)) return v * v * v;
+      if (a == T(-1)) return T(1) / v;
+      if (a == T(-2)) return T(1) / (v * v);
+      return std::pow(v, a);
     case UnaryOp::Clamp: {
       const T r = v < a ? a : v;
       return r > b ? b : r;
