@@ -1,7 +1,8 @@
 // The few-row float32 product (backend/cpu/small_gemm.h): against a float64 reference
-// within fp32 rounding for every edge of its blocking (rows 1-16, columns not a multiple
-// of 3, K not a multiple of 8 or of its 512-long stretches, padded rows), with a bias and
-// accumulating; the same bits at 1, 2 and 4 threads and for a row alone or among others;
+// within fp32 rounding for every edge of its blocking (rows 1-16 in both forms, columns
+// not a multiple of 3 or of 6, K not a multiple of 8 or of its 512-long stretches, padded
+// rows), with a bias and accumulating; the same bits at 1, 2 and 4 threads and for a row
+// alone or among others of its form;
 // Kiln's matmul and linear on it; and its refusals. On a CPU without AVX2+FMA it takes
 // nothing, and the cases say so.
 #include <doctest/doctest.h>
@@ -86,8 +87,8 @@ void check(const Product& p, const std::vector<float>& got, bool with_bias, bool
 TEST_CASE("small_gemm: within fp32 rounding of the exact product at every edge of the blocking") {
   if (skip_without_kernel()) return;
   uint64_t seed = 1;
-  for (int64_t M : {1, 2, 3, 4, 5, 7, 8, 13, 16})
-    for (int64_t N : {1, 2, 3, 4, 5, 47, 130})
+  for (int64_t M : {1, 2, 3, 4, 5, 7, 8, 12, 13, 14, 16})
+    for (int64_t N : {1, 2, 3, 4, 5, 6, 12, 47, 130})
       for (int64_t K : {1, 7, 8, 9, 256, 300, 513}) {
         const int64_t pad = (M + N + K) % 3;  // 0, 1 or 2 floats of row padding
         const Product p(M, N, K, pad, seed);
@@ -100,24 +101,46 @@ TEST_CASE("small_gemm: within fp32 rounding of the exact product at every edge o
       }
 }
 
-TEST_CASE("small_gemm: the same bits at 1, 2 and 4 threads, and a row alone as among 16") {
+// The first `rows` rows of p as a product of their own.
+Product first_rows(const Product& p, int64_t rows) {
+  Product q = p;
+  q.M = rows;
+  q.a.resize(static_cast<size_t>(rows * p.lda));
+  q.c.resize(static_cast<size_t>(rows * p.ldc));
+  return q;
+}
+
+// Row r of a product's result.
+std::vector<float> row_of(const Product& p, const std::vector<float>& out, int64_t r) {
+  return std::vector<float>(out.begin() + r * p.ldc, out.begin() + (r + 1) * p.ldc);
+}
+
+TEST_CASE("small_gemm: the same bits at 1, 2 and 4 threads, and a row's bits the same at every M of its form") {
   if (skip_without_kernel()) return;
   testing::ThreadsGuard guard;
   const Product p(16, 1537, 770, 3, 77);  // many column chunks, a partial block and stretch
+  const Product p12 = first_rows(p, 12);
   set_num_threads(1);
-  const std::vector<float> want = p.run(true, false);
+  const std::vector<float> want = p.run(true, false), want12 = p12.run(true, false);
   for (int threads : {2, 4}) {
     set_num_threads(threads);
     INFO(threads << " threads");
     CHECK(testing::same_bits(p.run(true, false), want));
+    CHECK(testing::same_bits(p12.run(true, false), want12));
   }
-  // Row 5 alone (M = 1) against its row of the 16-row product.
+  // The dot form (up to 12 rows): row 5 alone (M = 1) against its row among 12.
   Product one = p;
   one.M = 1;
   one.a.assign(p.a.begin() + 5 * p.lda, p.a.begin() + 6 * p.lda);
   one.c.assign(p.c.begin() + 5 * p.ldc, p.c.begin() + 6 * p.ldc);
-  const std::vector<float> row = one.run(true, false);
-  CHECK(testing::same_bits(row, std::vector<float>(want.begin() + 5 * p.ldc, want.begin() + 6 * p.ldc)));
+  CHECK(testing::same_bits(one.run(true, false), row_of(p12, want12, 5)));
+  // The outer form (13 to 16 rows): rows 0, 5 and 12 among 13 against theirs among 16.
+  const Product p13 = first_rows(p, 13);
+  const std::vector<float> got13 = p13.run(true, false);
+  for (int64_t r : {0, 5, 12}) {
+    INFO("row " << r);
+    CHECK(testing::same_bits(row_of(p13, got13, r), row_of(p, want, r)));
+  }
 }
 
 TEST_CASE("small_gemm: matmul and linear take it for up to 16 rows against a stored weight") {

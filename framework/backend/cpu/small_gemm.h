@@ -6,9 +6,12 @@
 // all-MiniLM's 16-token forward went to sgemm_incopy). Here each weight row is read where
 // it lies, once per call, and dotted with every row of a.
 //
-// Every output is one dot product over K in a fixed order (8 lanes, then one fixed
-// reduction), whatever M, N, the blocking or the thread count: the same bits at any
-// set_num_threads, and a row's result does not depend on the other rows.
+// Every output is one sum over K in a fixed order: up to 12 rows a dot product in 8 lanes
+// and one fixed reduction, from 13 rows one FMA chain over K (the faster form for each,
+// small_gemm.cpp). Whatever N, the blocking or the thread count: the same bits at any
+// set_num_threads, and a row's result does not depend on the other rows' values, nor on
+// M within each form (a row alone gives the bits it gives among 12, a row among 13 those
+// it gives among 16).
 #include <cstdint>
 
 namespace kiln::cpu {
