@@ -87,7 +87,7 @@ void check(const Product& p, const std::vector<float>& got, bool with_bias, bool
 TEST_CASE("small_gemm: within fp32 rounding of the exact product at every edge of the blocking") {
   if (skip_without_kernel()) return;
   uint64_t seed = 1;
-  for (int64_t M : {1, 2, 3, 4, 5, 7, 8, 12, 13, 14, 16})
+  for (int64_t M : {1, 2, 3, 4, 5, 7, 8, 9, 10, 12, 13, 14, 16})
     for (int64_t N : {1, 2, 3, 4, 5, 6, 12, 47, 130})
       for (int64_t K : {1, 7, 8, 9, 256, 300, 513}) {
         const int64_t pad = (M + N + K) % 3;  // 0, 1 or 2 floats of row padding
@@ -100,6 +100,8 @@ TEST_CASE("small_gemm: within fp32 rounding of the exact product at every edge o
         check(p, p.run(false, true), false, true, "accumulate " + shape);
       }
 }
+
+namespace {
 
 // The first `rows` rows of p as a product of their own.
 Product first_rows(const Product& p, int64_t rows) {
@@ -115,31 +117,40 @@ std::vector<float> row_of(const Product& p, const std::vector<float>& out, int64
   return std::vector<float>(out.begin() + r * p.ldc, out.begin() + (r + 1) * p.ldc);
 }
 
+}  // namespace
+
 TEST_CASE("small_gemm: the same bits at 1, 2 and 4 threads, and a row's bits the same at every M of its form") {
   if (skip_without_kernel()) return;
   testing::ThreadsGuard guard;
   const Product p(16, 1537, 770, 3, 77);  // many column chunks, a partial block and stretch
-  const Product p12 = first_rows(p, 12);
   set_num_threads(1);
-  const std::vector<float> want = p.run(true, false), want12 = p12.run(true, false);
+  const Product p8 = first_rows(p, 8);  // the dot form on every CPU
+  const std::vector<float> want = p.run(true, false), want8 = p8.run(true, false);
   for (int threads : {2, 4}) {
     set_num_threads(threads);
     INFO(threads << " threads");
     CHECK(testing::same_bits(p.run(true, false), want));
-    CHECK(testing::same_bits(p12.run(true, false), want12));
+    CHECK(testing::same_bits(p8.run(true, false), want8));
   }
-  // The dot form (up to 12 rows): row 5 alone (M = 1) against its row among 12.
+  // The dot form (below the bound): row 5 alone (M = 1) against its row among the most
+  // rows of that form.
+  const int64_t bound = cpu::small_gemm_outer_min_rows();
+  REQUIRE(bound > 6);
+  REQUIRE(bound <= 16);
+  const Product below = first_rows(p, bound - 1);
+  const std::vector<float> got_below = below.run(true, false);
   Product one = p;
   one.M = 1;
   one.a.assign(p.a.begin() + 5 * p.lda, p.a.begin() + 6 * p.lda);
   one.c.assign(p.c.begin() + 5 * p.ldc, p.c.begin() + 6 * p.ldc);
-  CHECK(testing::same_bits(one.run(true, false), row_of(p12, want12, 5)));
-  // The outer form (13 to 16 rows): rows 0, 5 and 12 among 13 against theirs among 16.
-  const Product p13 = first_rows(p, 13);
-  const std::vector<float> got13 = p13.run(true, false);
-  for (int64_t r : {0, 5, 12}) {
-    INFO("row " << r);
-    CHECK(testing::same_bits(row_of(p13, got13, r), row_of(p, want, r)));
+  CHECK(testing::same_bits(one.run(true, false), row_of(below, got_below, 5)));
+  // The outer form (from the bound to 16 rows): rows 0, 5 and the last among the fewest
+  // rows of that form against theirs among 16.
+  const Product from = first_rows(p, bound);
+  const std::vector<float> got_from = from.run(true, false);
+  for (int64_t r : {int64_t{0}, int64_t{5}, bound - 1}) {
+    INFO("row " << r << " of " << bound);
+    CHECK(testing::same_bits(row_of(from, got_from, r), row_of(p, want, r)));
   }
 }
 

@@ -1,6 +1,7 @@
-// Few-row float32 products against a (N, K) weight (see small_gemm.h). Up to 12 rows, the
-// dot form: blocks of 4 rows of a by 3 rows of b, 8 lanes of K at a time in 12
-// accumulators. From 13 rows, the outer form: b's rows against a transposed (below).
+// Few-row float32 products against a (N, K) weight (see small_gemm.h). Below
+// small_gemm_outer_min_rows(), the dot form: blocks of 4 rows of a by 3 rows of b, 8 lanes
+// of K at a time in 12 accumulators. From there, the outer form: b's rows against a
+// transposed (below).
 #include "backend/cpu/small_gemm.h"
 
 #include <algorithm>
@@ -147,7 +148,7 @@ KILN_SMALL_GEMM_AVX2 void columns_avx2(int64_t M, int64_t n0, int64_t n1, int64_
   }
 }
 
-// ---- 13 to 16 rows: the weight's rows against a transposed ----------------------------
+// ---- the outer form: the weight's rows against a transposed ---------------------------
 // cᵀ (N, M) = b (N, K) · aᵀ (K, M) with aᵀ packed once into a panel (K, 16), zero past M:
 // tiles of 6 rows of b by the panel's 16 columns in 12 accumulators, each k one broadcast
 // of b's value per row against the panel's two vectors. 8 loads for 12 FMAs, against the
@@ -156,7 +157,7 @@ KILN_SMALL_GEMM_AVX2 void columns_avx2(int64_t M, int64_t n0, int64_t n1, int64_
 // than the form saves; measured one thread, Zen 4, warm weights: (16, 1536, 384) 60 ->
 // 79 GFLOP/s, cold 44 -> 57; at 12 rows the dot form's three full blocks win, 63 against
 // 54); all-MiniLM's one-sentence forward at one thread 8.3 -> 7.3 ms.
-constexpr int kOuterRows = 6, kPanel = 16, kOuterMinRows = 13;
+constexpr int kOuterRows = 6, kPanel = 16, kOuterMinRowsAvx2 = 13;
 
 // at (K, 16) <- a (M, K)ᵀ, rows of a lda apart; zeros in the columns past M.
 void pack_transposed(int64_t M, int64_t K, const float* a, int64_t lda, float* at) {
@@ -235,6 +236,10 @@ bool has_avx512f() {
 }
 
 constexpr int kOuterRows512 = 8;
+// With these tiles the outer form wins from 9 rows (one Zen 4 core, warm weights, GFLOP/s
+// of the dot form against the outer: (9, 384, 384) 50 / 60, (10, ...) 57 / 66, (12, ...)
+// 66 / 83 with (12, 1536, 384); cold alike or better; at 8 rows the dot form, 67 / 52).
+constexpr int kOuterMinRowsAvx512 = 9;
 
 template <int NR>
 KILN_SMALL_GEMM_AVX512 void outer_block_avx512(int64_t M, int64_t K, const float* at, const float* b, int64_t ldb,
@@ -277,6 +282,14 @@ constexpr double kMinFlopsPerChunk = 4e5;
 
 }  // namespace
 
+int64_t small_gemm_outer_min_rows() {
+#ifdef KILN_SMALL_GEMM_X86
+  return has_avx512f() ? kOuterMinRowsAvx512 : kOuterMinRowsAvx2;
+#else
+  return kSmallGemmMaxRows + 1;
+#endif
+}
+
 bool small_gemm_applies(int64_t M, int64_t N, int64_t K) {
 #ifdef KILN_SMALL_GEMM_X86
   return M > 0 && M <= kSmallGemmMaxRows && N > 0 && K > 0 && has_avx2_fma();
@@ -292,7 +305,7 @@ void gemm_small_nt(int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
              ", ", K, ") on this CPU");
   KILN_CHECK(!(bias && accumulate), "gemm_small_nt", "a bias and accumulate together");
 #ifdef KILN_SMALL_GEMM_X86
-  if (M >= kOuterMinRows) {
+  if (M >= small_gemm_outer_min_rows()) {
     const std::unique_ptr<float[]> at(new float[static_cast<size_t>(K * kPanel)]);
     pack_transposed(M, K, a, lda, at.get());
     const bool wide = has_avx512f();

@@ -6,18 +6,22 @@
 // all-MiniLM's 16-token forward went to sgemm_incopy). Here each weight row is read where
 // it lies, once per call, and dotted with every row of a.
 //
-// Every output is one sum over K in a fixed order: up to 12 rows a dot product in 8 lanes
-// and one fixed reduction, from 13 rows one FMA chain over K (the faster form for each,
-// small_gemm.cpp). Whatever N, the blocking or the thread count: the same bits at any
-// set_num_threads, and a row's result does not depend on the other rows' values, nor on
-// M within each form (a row alone gives the bits it gives among 12, a row among 13 those
-// it gives among 16).
+// Every output is one sum over K in a fixed order: below small_gemm_outer_min_rows() rows
+// a dot product in 8 lanes and one fixed reduction, from there one FMA chain over K (the
+// faster form for each, small_gemm.cpp). Whatever N, the blocking or the thread count: the
+// same bits at any set_num_threads, and a row's result does not depend on the other rows'
+// values, nor on M within each form (a row alone gives the bits it gives among any M below
+// the bound, a row among M rows from the bound those it gives among 16).
 #include <cstdint>
 
 namespace kiln::cpu {
 
 // Products with at most this many rows go here (measured: benchmarks/history/).
 constexpr int64_t kSmallGemmMaxRows = 16;
+
+// The fewest rows gemm_small_nt takes in its outer form (9 where the CPU has AVX-512, 13
+// with AVX2 alone; above kSmallGemmMaxRows where it has no kernel).
+int64_t small_gemm_outer_min_rows();
 
 // Whether gemm_small_nt takes a float32 product of this shape: M rows, and an
 // AVX2+FMA CPU (elsewhere OpenBLAS's kernels are faster than a portable loop).
