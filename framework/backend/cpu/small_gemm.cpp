@@ -206,19 +206,6 @@ KILN_SMALL_GEMM_AVX2 void outer_block(int64_t M, int64_t K, const float* at, con
   write_block(M, NR, t, c, ldc, start);
 }
 
-// Columns [n0, n1) of c, every row, from the packed panel.
-KILN_SMALL_GEMM_AVX2 void columns_outer_avx2(int64_t M, int64_t n0, int64_t n1, int64_t K, const float* at,
-                                             const float* b, int64_t ldb, const float* bias, float* c, int64_t ldc,
-                                             bool accumulate) {
-  int64_t n = n0;
-  for (; n + kOuterRows <= n1; n += kOuterRows) {
-    const float* next = n + 2 * kOuterRows <= n1 ? b + (n + kOuterRows) * ldb : nullptr;
-    outer_block<kOuterRows>(M, K, at, b + n * ldb, ldb, next, c + n, ldc, Start{bias ? bias + n : nullptr, accumulate});
-  }
-  for (; n < n1; ++n)
-    outer_block<1>(M, K, at, b + n * ldb, ldb, nullptr, c + n, ldc, Start{bias ? bias + n : nullptr, accumulate});
-}
-
 #undef KILN_SMALL_GEMM_AVX2
 
 // The same form in AVX-512 where the CPU has it: 8 rows of b against the panel as one
@@ -261,17 +248,28 @@ KILN_SMALL_GEMM_AVX512 void outer_block_avx512(int64_t M, int64_t K, const float
   write_block(M, NR, t, c, ldc, start);
 }
 
-KILN_SMALL_GEMM_AVX512 void columns_outer_avx512(int64_t M, int64_t n0, int64_t n1, int64_t K, const float* at,
-                                                 const float* b, int64_t ldb, const float* bias, float* c,
-                                                 int64_t ldc, bool accumulate) {
+// One block of NR rows of b in the wide (AVX-512) or the AVX2 tiles.
+template <bool kWide, int NR>
+void outer_block_in(int64_t M, int64_t K, const float* at, const float* b, int64_t ldb, const float* next, float* c,
+                    int64_t ldc, const Start& start) {
+  if constexpr (kWide) outer_block_avx512<NR>(M, K, at, b, ldb, next, c, ldc, start);
+  else outer_block<NR>(M, K, at, b, ldb, next, c, ldc, start);
+}
+
+// Columns [n0, n1) of c, every row, from the packed panel: full blocks of the tiles' rows
+// of b, each fetching the next full block's rows meanwhile, the rest in blocks of 4 and 1.
+template <bool kWide>
+void columns_outer(int64_t M, int64_t n0, int64_t n1, int64_t K, const float* at, const float* b, int64_t ldb,
+                   const float* bias, float* c, int64_t ldc, bool accumulate) {
+  constexpr int kRows = kWide ? kOuterRows512 : kOuterRows;
   auto start = [&](int64_t n) { return Start{bias ? bias + n : nullptr, accumulate}; };
   int64_t n = n0;
-  for (; n + kOuterRows512 <= n1; n += kOuterRows512) {
-    const float* next = n + 2 * kOuterRows512 <= n1 ? b + (n + kOuterRows512) * ldb : nullptr;
-    outer_block_avx512<kOuterRows512>(M, K, at, b + n * ldb, ldb, next, c + n, ldc, start(n));
+  for (; n + kRows <= n1; n += kRows) {
+    const float* next = n + 2 * kRows <= n1 ? b + (n + kRows) * ldb : nullptr;
+    outer_block_in<kWide, kRows>(M, K, at, b + n * ldb, ldb, next, c + n, ldc, start(n));
   }
-  for (; n + 4 <= n1; n += 4) outer_block_avx512<4>(M, K, at, b + n * ldb, ldb, nullptr, c + n, ldc, start(n));
-  for (; n < n1; ++n) outer_block_avx512<1>(M, K, at, b + n * ldb, ldb, nullptr, c + n, ldc, start(n));
+  for (; n + 4 <= n1; n += 4) outer_block_in<kWide, 4>(M, K, at, b + n * ldb, ldb, nullptr, c + n, ldc, start(n));
+  for (; n < n1; ++n) outer_block_in<kWide, 1>(M, K, at, b + n * ldb, ldb, nullptr, c + n, ldc, start(n));
 }
 
 #undef KILN_SMALL_GEMM_AVX512
@@ -315,8 +313,8 @@ void gemm_small_nt(int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
     const FixedChunks chunks = fixed_chunks(blocks, static_cast<int64_t>(kMinFlopsPerChunk / per_block), 64);
     parallel_for_fixed(blocks, chunks, [&](int64_t, int64_t b0, int64_t b1) {
       const int64_t n0 = rows * b0, n1 = std::min(N, rows * b1);
-      if (wide) columns_outer_avx512(M, n0, n1, K, at.get(), b, ldb, bias, c, ldc, accumulate);
-      else columns_outer_avx2(M, n0, n1, K, at.get(), b, ldb, bias, c, ldc, accumulate);
+      if (wide) columns_outer<true>(M, n0, n1, K, at.get(), b, ldb, bias, c, ldc, accumulate);
+      else columns_outer<false>(M, n0, n1, K, at.get(), b, ldb, bias, c, ldc, accumulate);
     });
     return;
   }
