@@ -65,6 +65,18 @@ struct Encoder {
   kiln::bert::Pooling pooling = kiln::bert::Pooling::Mean;
 };
 
+// The forward's products in GFLOP (two flops a multiply-add): each layer's four linear
+// maps of H and its feed-forward's two of H x I over B·T tokens, and attention's scores
+// and context (B·T² · H each). Over bench_peak's figure at the same threads: the least
+// time any forward can take on this CPU.
+double products_gflop(const kiln::bert::BertConfig& c, int64_t B, int64_t T) {
+  const double tokens = static_cast<double>(B * T), H = static_cast<double>(c.hidden_size);
+  const double I = static_cast<double>(c.intermediate_size);
+  const double linear = 2 * tokens * (4 * H * H + 2 * H * I);
+  const double attention = 2 * 2 * tokens * static_cast<double>(T) * H;
+  return static_cast<double>(c.num_hidden_layers) * (linear + attention) / 1e9;
+}
+
 Encoder load_encoder(const std::string& dir, bool random_weights) {
   if (random_weights) {
     const auto config = kiln::bert::BertConfig::from_file(dir + "/config.json");
@@ -115,7 +127,7 @@ int run(int argc, char** argv) {
   if (bf16) autocast.emplace(kiln::kBFloat16);
   kiln::InferenceMode inference;
   std::vector<double> times;
-  double sentences_per_s = 0;
+  double sentences_per_s = 0, gflop = 0;  // gflop: the products of one forward (not for the corpus)
   if (which == "corpus") {
     const kiln::bert::SentenceTransformer st = kiln::bert::SentenceTransformer::from_directory(model_dir);
     const std::vector<std::string> sentences = corpus_sentences();
@@ -127,6 +139,7 @@ int run(int argc, char** argv) {
   } else {
     const int64_t B = which == "forward" ? 32 : 1, T = which == "forward" ? 128 : 16;
     const Encoder enc = load_encoder(model_dir, random_weights);
+    gflop = products_gflop(enc.model->config, B, T);
     enc.model->to(device);
     const kiln::Tensor ids = bench_ids(B, T).to(device), mask = kiln::ones({B, T}, kiln::kInt64).to(device);
     for (int i = 0; i < warmup + runs; ++i) {
@@ -143,10 +156,10 @@ int run(int argc, char** argv) {
   std::string list;
   for (double t : times) list += (list.empty() ? "" : ", ") + std::to_string(t);
   std::printf("{\"engine\": \"kiln\", \"case\": \"%s\", \"precision\": \"%s\", \"device\": \"%s\", "
-              "\"weights\": \"%s\", \"ms\": %.3f, \"runs_ms\": [%s], \"sentences_per_s\": %.1f, "
+              "\"weights\": \"%s\", \"ms\": %.3f, \"runs_ms\": [%s], \"sentences_per_s\": %.1f, \"products_gflop\": %.2f, "
               "\"peak_rss_mb\": %.1f, \"peak_tensor_mb\": %.1f, \"threads\": %d, \"cpu\": \"%s\"}\n",
               which.c_str(), bf16 ? "bf16" : "fp32", device.str().c_str(), random_weights ? "random" : "pretrained",
-              sorted[sorted.size() / 2], list.c_str(), sentences_per_s, kiln_bench::peak_rss_mb(),
+              sorted[sorted.size() / 2], list.c_str(), sentences_per_s, gflop, kiln_bench::peak_rss_mb(),
               static_cast<double>(kiln::memory_stats(device).peak_bytes) / (1024.0 * 1024.0), threads,
               kiln_bench::cpu_model().c_str());
   return 0;

@@ -11,7 +11,7 @@
 # medians of the rounds are reported with Kiln's time over each engine's, and the corpus
 # case once per engine at its forward count (not torch.compile, which would compile
 # again for every batch shape). Writes OUT/results.jsonl (every run) and prints
-# a table.
+# a table, the forward's GFLOP of products and the CPU's peak (bench_peak).
 #
 #   TORCH_PYTHON=<python with torch, transformers, sentence-transformers, onnxruntime>
 #   [ROUNDS=R] [ENGINES="kiln torch compile ort ort_fused"] [CASES="forward latency corpus"] [BF16=1]
@@ -90,4 +90,14 @@ for case in ["forward", "latency", "corpus"]:
         print("| %s | %s | %d | %.1f | %.1f | %.0f | %.2f |" % (case, e, tail[-1]["threads"], m,
               statistics.median(x["sentences_per_s"] for x in tail), max(x["peak_rss_mb"] for x in tail), ratio))
 print("\ncpu:", runs[0]["cpu"])
+for case in ["forward", "latency"]:
+    k = [r for r in runs if r["engine"] == "kiln" and r["case"] == case and "products_gflop" in r]
+    if k:
+        print("%s: %.2f GFLOP of products a forward" % (case, k[0]["products_gflop"]))
 PY
+# The CPU's peak at the same threads: the products' GFLOP over it is the least time any
+# engine's forward can take here.
+if ninja -C "$build" benchmarks/bench_peak > /dev/null 2>&1; then
+  echo
+  "$build/benchmarks/bench_peak" --threads "$threads"
+fi
