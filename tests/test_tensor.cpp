@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -365,6 +366,67 @@ TEST_CASE("contiguous() copies only when needed") {
   CHECK(a.slice(0, 0, 2).is_contiguous());
   CHECK_FALSE(a.slice(1, 0, 2).is_contiguous());
   CHECK(a.slice(1, 0, 2).contiguous().is_contiguous());
+}
+
+namespace {
+
+// The value each element of `view` has when its base is arange (element k holds k): the
+// storage index the view's strides and offset lead to, in the view's own order.
+std::vector<double> arange_view_values(const Tensor& view) {
+  std::vector<double> out;
+  std::vector<int64_t> idx(static_cast<size_t>(view.dim()), 0);
+  for (int64_t n = 0; n < view.numel(); ++n) {
+    int64_t at = view.offset();
+    for (int64_t d = 0; d < view.dim(); ++d) at += idx[static_cast<size_t>(d)] * view.stride(d);
+    out.push_back(static_cast<double>(at));
+    for (int64_t d = view.dim() - 1; d >= 0; --d) {
+      if (++idx[static_cast<size_t>(d)] < view.size(d)) break;
+      idx[static_cast<size_t>(d)] = 0;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("copies of transposed layouts: every element where it belongs, any thread count") {
+  // Transposes walked in tiles (one side contiguous along another dim than the other's),
+  // with sizes that leave partial tiles and blocks, planes of other dims around them, and
+  // layouts that take the element walk (too small, strided on both sides).
+  struct Case {
+    const char* name;
+    Shape base;
+    std::function<Tensor(const Tensor&)> view;
+  };
+  const std::vector<Case> cases = {
+      {"(37, 45).t()", {37, 45}, [](const Tensor& x) { return x.t(); }},
+      {"(300, 530).t()", {300, 530}, [](const Tensor& x) { return x.t(); }},
+      {"(3, 20, 300).transpose(1, 2)", {3, 20, 300}, [](const Tensor& x) { return x.transpose(1, 2); }},
+      {"(2, 17, 5, 33).permute(0, 3, 2, 1)", {2, 17, 5, 33}, [](const Tensor& x) { return x.permute({0, 3, 2, 1}); }},
+      {"(40, 3, 48).transpose(0, 2)", {40, 3, 48}, [](const Tensor& x) { return x.transpose(0, 2); }},
+      {"(10, 5).t()", {10, 5}, [](const Tensor& x) { return x.t(); }},
+      {"(64, 600) every other column, t()", {64, 600}, [](const Tensor& x) { return x.slice(1, 0, 600, 2).t(); }},
+      {"(20, 70) from row 3, t()", {20, 70}, [](const Tensor& x) { return x.slice(0, 3, 20).t(); }},
+  };
+  testing::ThreadsGuard guard;
+  for (int threads : {1, 4}) {
+    set_num_threads(threads);
+    for (const Case& c : cases) {
+      CAPTURE(c.name);
+      CAPTURE(threads);
+      const Tensor x = arange(0, static_cast<double>(shape_numel(c.base)), 1, kFloat32).reshape(c.base);
+      const Tensor v = c.view(x);
+      const std::vector<double> want = arange_view_values(v);
+      CHECK(vec(v.contiguous()) == want);
+      Tensor as_f64 = empty(v.shape(), TensorOptions(kFloat64));
+      as_f64.copy_(v);  // converted on the way
+      CHECK(vec(as_f64) == want);
+      const Tensor xi = x.to(kInt64);
+      Tensor as_f32 = empty(v.shape(), TensorOptions(kFloat32));
+      as_f32.copy_(c.view(xi));
+      CHECK(vec(as_f32) == want);
+    }
+  }
 }
 
 TEST_CASE("item, at, set, to_vector") {

@@ -231,13 +231,84 @@ void arithmetic(BinaryOp op, const Tensor& x, const Tensor& y, const Tensor& out
   KILN_FAIL("binary", "operation not defined for ", dtype_name(x.dtype()), " tensors");
 }
 
+// dst = f(src) where src is laid out as a transpose of dst: dst (…, J, …, I) contiguous
+// along I, src contiguous along J instead. The element walk reads src one element a row,
+// the rows a page apart when they are long: a TLB miss an element ((4096, 1024).t() copied
+// at 7.4 ns an element on one Zen 4 core). Here blocks of kTransposeBlock x
+// kTransposeBlock (each side's rows within the second-level TLB, its bytes within L2) go
+// in tiles of kTransposeTile x kTransposeTile (each side's lines within L1), so every
+// cache line of either side is read or written once. Returns false, having done nothing,
+// for any other pair of layouts.
+constexpr int64_t kTransposeTile = 16, kTransposeBlock = 256;
+
+template <class S, class D, class F>
+bool transposed_map1(const Tensor& src, const Tensor& dst, F f) {
+  const StridedLayout<2> L = make_layout<2>({&dst, &src});
+  const int inner = static_cast<int>(L.sizes.size()) - 1;
+  if (inner < 1 || L.strides[0][inner] != static_cast<int64_t>(sizeof(D)) ||
+      L.strides[1][inner] == static_cast<int64_t>(sizeof(S)))
+    return false;
+  int jd = -1;  // the dim along which src is contiguous
+  for (int d = 0; d < inner; ++d)
+    if (L.strides[1][d] == static_cast<int64_t>(sizeof(S))) jd = d;
+  const int64_t I = L.sizes[inner];
+  if (jd < 0 || I < kTransposeTile || L.sizes[jd] < kTransposeTile) return false;
+  const int64_t J = L.sizes[jd];
+  // Every other dim: walked one (J, I) plane at a time.
+  std::vector<int64_t> sizes, dst_strides, src_strides;
+  for (int d = 0; d < inner; ++d) {
+    if (d == jd) continue;
+    sizes.push_back(L.sizes[d]);
+    dst_strides.push_back(L.strides[0][d]);
+    src_strides.push_back(L.strides[1][d]);
+  }
+  int64_t planes = 1;
+  for (int64_t n : sizes) planes *= n;
+  const int64_t j_blocks = (J + kTransposeBlock - 1) / kTransposeBlock;
+  const int64_t dst_j = L.strides[0][jd], src_i = L.strides[1][inner];  // bytes
+  // One work item: a band of kTransposeBlock values of J across all of I.
+  const int64_t grain = std::max<int64_t>(1, kGrainElements / (kTransposeBlock * I));
+  parallel_for(planes * j_blocks, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      int64_t plane = item / j_blocks;
+      const int64_t jb0 = item % j_blocks * kTransposeBlock, jb1 = std::min(J, jb0 + kTransposeBlock);
+      char* d0 = L.base[0];
+      const char* s0 = L.base[1];
+      for (int64_t k = static_cast<int64_t>(sizes.size()) - 1; k >= 0; --k) {
+        const int64_t at = plane % sizes[k];
+        plane /= sizes[k];
+        d0 += at * dst_strides[k];
+        s0 += at * src_strides[k];
+      }
+      for (int64_t ib0 = 0; ib0 < I; ib0 += kTransposeBlock) {
+        const int64_t ib1 = std::min(I, ib0 + kTransposeBlock);
+        for (int64_t j0 = jb0; j0 < jb1; j0 += kTransposeTile) {
+          const int64_t j1 = std::min(jb1, j0 + kTransposeTile);
+          for (int64_t i0 = ib0; i0 < ib1; i0 += kTransposeTile) {
+            const int64_t i1 = std::min(ib1, i0 + kTransposeTile);
+            for (int64_t j = j0; j < j1; ++j) {
+              D* out = reinterpret_cast<D*>(d0 + j * dst_j);
+              const char* in = s0 + j * static_cast<int64_t>(sizeof(S));
+              for (int64_t i = i0; i < i1; ++i) out[i] = f(*reinterpret_cast<const S*>(in + i * src_i));
+            }
+          }
+        }
+      }
+    }
+  });
+  return true;
+}
+
 template <class S, class D>
 void cast_copy(const Tensor& src, const Tensor& dst) {
-  if constexpr (std::is_floating_point_v<S>) {
-    map1<S, D>(src, dst, [](S v) { return convert_float<D>(v); });  // NaN to int64 is defined there
-  } else {
-    map1<S, D>(src, dst, [](S v) { return static_cast<D>(v); });
-  }
+  const auto convert = [](S v) {
+    if constexpr (std::is_floating_point_v<S>) {
+      return convert_float<D>(v);  // NaN to int64 is defined there
+    } else {
+      return static_cast<D>(v);
+    }
+  };
+  if (!transposed_map1<S, D>(src, dst, convert)) map1<S, D>(src, dst, convert);
 }
 
 }  // namespace
