@@ -241,6 +241,25 @@ void arithmetic(BinaryOp op, const Tensor& x, const Tensor& y, const Tensor& out
 // for any other pair of layouts.
 constexpr int64_t kTransposeTile = 16, kTransposeBlock = 256;
 
+// One block of transposed_map1: dst's rows [j0, j1) (dst_j bytes apart), elements
+// [i0, i1) of each, from src (contiguous along j, src_i bytes apart along i), in tiles of
+// kTransposeTile x kTransposeTile.
+template <class S, class D, class F>
+void transpose_block(char* dst, int64_t dst_j, const char* src, int64_t src_i, int64_t j0, int64_t j1, int64_t i0,
+                     int64_t i1, F f) {
+  for (int64_t jt = j0; jt < j1; jt += kTransposeTile) {
+    const int64_t jt1 = std::min(j1, jt + kTransposeTile);
+    for (int64_t it = i0; it < i1; it += kTransposeTile) {
+      const int64_t it1 = std::min(i1, it + kTransposeTile);
+      for (int64_t j = jt; j < jt1; ++j) {
+        D* out = reinterpret_cast<D*>(dst + j * dst_j);
+        const char* in = src + j * static_cast<int64_t>(sizeof(S));
+        for (int64_t i = it; i < it1; ++i) out[i] = f(*reinterpret_cast<const S*>(in + i * src_i));
+      }
+    }
+  }
+}
+
 template <class S, class D, class F>
 bool transposed_map1(const Tensor& src, const Tensor& dst, F f) {
   const StridedLayout<2> L = make_layout<2>({&dst, &src});
@@ -280,20 +299,8 @@ bool transposed_map1(const Tensor& src, const Tensor& dst, F f) {
         d0 += at * dst_strides[k];
         s0 += at * src_strides[k];
       }
-      for (int64_t ib0 = 0; ib0 < I; ib0 += kTransposeBlock) {
-        const int64_t ib1 = std::min(I, ib0 + kTransposeBlock);
-        for (int64_t j0 = jb0; j0 < jb1; j0 += kTransposeTile) {
-          const int64_t j1 = std::min(jb1, j0 + kTransposeTile);
-          for (int64_t i0 = ib0; i0 < ib1; i0 += kTransposeTile) {
-            const int64_t i1 = std::min(ib1, i0 + kTransposeTile);
-            for (int64_t j = j0; j < j1; ++j) {
-              D* out = reinterpret_cast<D*>(d0 + j * dst_j);
-              const char* in = s0 + j * static_cast<int64_t>(sizeof(S));
-              for (int64_t i = i0; i < i1; ++i) out[i] = f(*reinterpret_cast<const S*>(in + i * src_i));
-            }
-          }
-        }
-      }
+      for (int64_t ib0 = 0; ib0 < I; ib0 += kTransposeBlock)
+        transpose_block<S, D>(d0, dst_j, s0, src_i, jb0, jb1, ib0, std::min(I, ib0 + kTransposeBlock), f);
     }
   });
   return true;
